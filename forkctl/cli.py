@@ -1,0 +1,43 @@
+"""forkctl's command line: global options, and one subcommand per module under forkctl/commands/."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import click
+
+from forkctl import __version__
+from forkctl.clikit import Context
+from forkctl.commands import COMMANDS
+
+EPILOG = """\b
+Exit codes: 0 ok, 1 a check found problems, 2 bad input or usage.
+The manifest is found by walking up from the current directory unless --manifest is given.
+"""
+
+
+@click.group(context_settings={"help_option_names": ["-h", "--help"], "max_content_width": 100}, epilog=EPILOG)
+@click.option(
+    "--manifest",
+    type=click.Path(path_type=Path, dir_okay=False),
+    envvar="FORKCTL_MANIFEST",
+    help="Path to manifest.yaml (default: the first one found walking up from the current directory).",
+)
+@click.version_option(__version__, prog_name="forkctl")
+@click.pass_context
+def cli(ctx: click.Context, manifest: Path | None) -> None:
+    """Keep a patch series alive on a moving upstream, and the consumers that pin it in step.
+
+    The fork is a pure function of (upstream base, ordered patch series): forkctl builds it
+    reproducibly, ports it to new bases, checks every consumer down the submodule pin chain, and
+    gates merges on GPU evidence for exactly this series.
+    """
+    ctx.obj = Context(manifest_option=manifest)
+
+
+for command in COMMANDS:
+    cli.add_command(command)
+
+
+def main() -> None:
+    cli(prog_name="forkctl")

@@ -1,0 +1,74 @@
+"""What every command's CLI shares: the global context, output flags, and error-to-exit-code mapping.
+
+Each `commands/<verb>.py` declares its click command with `@forkctl_command`, does its work through the
+core, and returns a `Report`; this module renders it and turns errors into exit codes (0 ok, 1 a check
+found problems, 2 bad input or usage).
+"""
+
+from __future__ import annotations
+
+import functools
+import sys
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import click
+
+from forkctl import manifest as manifest_mod
+from forkctl import report
+from forkctl.errors import ForkctlError
+from forkctl.manifest import Manifest
+
+
+@dataclass
+class Context:
+    """Global options, with the manifest loaded once, on first use."""
+
+    manifest_option: Path | None = None
+    _manifest: Manifest | None = field(default=None, repr=False)
+
+    def manifest_path(self) -> Path:
+        if self.manifest_option is not None:
+            return self.manifest_option
+        return manifest_mod.find_manifest(Path.cwd())
+
+    def manifest(self) -> Manifest:
+        if self._manifest is None:
+            self._manifest = manifest_mod.load(self.manifest_path())
+        return self._manifest
+
+
+def output_options(github: bool = False) -> Callable[[Callable[..., Any]], Callable[..., Any]]:
+    """Add --json (and optionally --github) and pass them on as `fmt`."""
+
+    def decorate(func: Callable[..., Any]) -> Callable[..., Any]:
+        func = click.option("--json", "as_json", is_flag=True, help="Print one JSON document on stdout.")(func)
+        if github:
+            func = click.option(
+                "--github",
+                "as_github",
+                is_flag=True,
+                help="Also print ::error annotations and append a Markdown step summary "
+                "to $GITHUB_STEP_SUMMARY (for GitHub Actions).",
+            )(func)
+        return func
+
+    return decorate
+
+
+def forkctl_command(func: Callable[..., report.Report]) -> Callable[..., None]:
+    """Wrap a command body: give it the Context, render its Report, map errors to exit codes."""
+
+    @functools.wraps(func)
+    @click.pass_obj
+    def wrapper(ctx: Context, *args: Any, as_json: bool = False, as_github: bool = False, **kwargs: Any) -> None:
+        fmt = report.Format.JSON if as_json else report.Format.GITHUB if as_github else report.Format.TEXT
+        try:
+            result = func(ctx, *args, **kwargs)
+        except ForkctlError as exc:
+            sys.exit(report.error(exc, fmt))
+        sys.exit(report.emit(result, fmt))
+
+    return wrapper

@@ -1,0 +1,79 @@
+"""forkctl lint: the manifest and the patch files agree, one line per problem."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import click
+
+from forkctl.clikit import Context, forkctl_command, output_options
+from forkctl.errors import ForkctlError
+from forkctl.manifest import PATCHES_ROOT, Manifest
+from forkctl.report import Problem, Report
+from forkctl.series import NAME_RE, Patch, parse_patch
+
+
+def _unlisted(manifest: Manifest) -> list[Path]:
+    listed = {(manifest.root / entry.file).resolve() for entry in manifest.series}
+    on_disk = sorted((manifest.root / PATCHES_ROOT).rglob("*.patch"))
+    return [path for path in on_disk if path.resolve() not in listed]
+
+
+def _check_name(position: int, rel: str, patch: Patch | None) -> list[str]:
+    name = Path(rel).name
+    match = NAME_RE.match(name)
+    if not match:
+        return [f"{rel}: name must be NNNN-<slug>.patch (four digits, lowercase slug)"]
+    problems = []
+    if int(match.group(1)) != position + 1:
+        problems.append(
+            f"{rel}: number {match.group(1)} but it is patch {position + 1} in the series order "
+            f"(rename it to {position + 1:04d}-{match.group(2)}.patch, or run forkctl export)"
+        )
+    return problems
+
+
+@click.command("lint")
+@output_options(github=True)
+@forkctl_command
+def command(ctx: Context) -> Report:
+    """Check that manifest and patch files agree: every listed file parses and has a provenance tag,
+    every patch file is listed, and names follow NNNN-<slug>.patch in series order."""
+    manifest = ctx.manifest()
+    result = Report(command="lint")
+    manifest_rel = str(manifest.path.relative_to(manifest.root))
+    for position, entry in enumerate(manifest.series):
+        try:
+            patch: Patch | None = parse_patch(manifest.root / entry.file)
+        except ForkctlError as exc:
+            result.fail(Problem(exc.message, file=entry.file))
+            patch = None
+        for message in _check_name(position, entry.file, patch):
+            result.fail(Problem(message, file=entry.file))
+        if patch is None:
+            continue
+        if not patch.provenance:
+            result.fail(
+                Problem(
+                    "no provenance tag '(cherry picked from commit <sha>)' in the message",
+                    file=entry.file,
+                    hint="re-export it with forkctl export, which records the commit it came from",
+                )
+            )
+        elif entry.provenance and not patch.latest_provenance.startswith(entry.provenance):  # type: ignore[union-attr]
+            result.fail(
+                Problem(
+                    f"manifest says provenance {entry.provenance} but the patch's newest tag is "
+                    f"{patch.latest_provenance}",
+                    file=manifest_rel,
+                    hint="run forkctl export to bring the manifest in line",
+                )
+            )
+    for path in _unlisted(manifest):
+        rel = str(path.relative_to(manifest.root))
+        result.fail(Problem("patch file is not listed in the manifest's series", file=rel,
+                            hint=f"add it to `series:` in {manifest_rel} or delete it"))
+    result.data = {"patches": len(manifest.series), "problems_found": len(result.problems)}
+    if result.ok:
+        result.lines.append(f"lint: ok ({len(manifest.series)} patches, manifest {manifest_rel})")
+    return result

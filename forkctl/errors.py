@@ -1,0 +1,33 @@
+"""The two ways a forkctl command ends badly, each with its exit code.
+
+`BadInput` (exit 2): the user's input, files or repositories cannot be used as given.
+`CheckFailed` (exit 1): the input is fine and a check found problems.
+"""
+
+from __future__ import annotations
+
+EXIT_OK = 0
+EXIT_CHECK_FAILED = 1
+EXIT_BAD_INPUT = 2
+
+
+class ForkctlError(Exception):
+    """Base class: `message` says what failed, `hint` how to fix it."""
+
+    exit_code = EXIT_BAD_INPUT
+
+    def __init__(self, message: str, hint: str | None = None) -> None:
+        super().__init__(message)
+        self.message = message
+        self.hint = hint
+
+    def __str__(self) -> str:
+        return self.message if not self.hint else f"{self.message}\n  hint: {self.hint}"
+
+
+class BadInput(ForkctlError):
+    exit_code = EXIT_BAD_INPUT
+
+
+class CheckFailed(ForkctlError):
+    exit_code = EXIT_CHECK_FAILED

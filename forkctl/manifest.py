@@ -1,0 +1,386 @@
+"""manifest.yaml: the single source of truth, loaded into typed objects or an error naming file:line.
+
+The YAML is composed with PyYAML's safe loader into nodes first, so that every value keeps the line it
+came from; the plain data is then validated by pydantic models (`extra="forbid"` catches typos) and
+every error is mapped back to the line of the offending key.
+
+Writing is deliberately narrow: `rewrite()` replaces the text of a few known values (the base, the
+series, the dropped list) in place, so the user's comments and layout elsewhere survive.
+"""
+
+from __future__ import annotations
+
+import difflib
+import re
+from dataclasses import dataclass
+from pathlib import Path, PurePosixPath
+from typing import Annotated, Any, Literal
+
+import yaml
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
+
+from forkctl.errors import BadInput
+
+MANIFEST_NAME = "manifest.yaml"
+PATCHES_ROOT = "patches"
+SHA_RE = re.compile(r"^[0-9a-f]{7,40}$")
+FULL_SHA_RE = re.compile(r"^[0-9a-f]{40}$")
+
+
+def _check_sha(value: str) -> str:
+    if not SHA_RE.match(value):
+        raise ValueError(f"{value!r} is not a commit SHA (7 to 40 lowercase hex digits)")
+    return value
+
+
+def _check_relpath(value: str) -> str:
+    path = PurePosixPath(value)
+    if value.strip() == "":
+        raise ValueError("the path is empty")
+    if path.is_absolute():
+        raise ValueError(f"{value!r} is absolute; write it relative to the repository root")
+    if ".." in path.parts:
+        raise ValueError(f"{value!r} contains '..'; paths must stay inside the repository")
+    return value
+
+
+Sha = Annotated[str, Field(description="a commit SHA, 7-40 hex")]
+
+
+class _Model(BaseModel):
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+
+class Upstream(_Model):
+    repo: str
+    url: str
+    branch: str = "main"
+    base: Sha
+
+    _sha = field_validator("base")(_check_sha)
+
+
+class Fork(_Model):
+    repo: str
+    url: str
+    branch: str
+    # The fork's default branch mirrors upstream; only `branch` carries the series.
+    mirror_branch: str = "main"
+
+
+class SeriesEntry(_Model):
+    file: str
+    provenance: Sha | None = None
+
+    _path = field_validator("file")(_check_relpath)
+
+    @field_validator("file")
+    @classmethod
+    def _under_patches(cls, value: str) -> str:
+        if PurePosixPath(value).parts[:1] != (PATCHES_ROOT,):
+            raise ValueError(f"{value!r} is outside {PATCHES_ROOT}/; patch files live under {PATCHES_ROOT}/")
+        if not value.endswith(".patch"):
+            raise ValueError(f"{value!r} does not end in .patch")
+        return value
+
+    @field_validator("provenance")
+    @classmethod
+    def _sha(cls, value: str | None) -> str | None:
+        return None if value is None else _check_sha(value)
+
+
+class DroppedEntry(_Model):
+    subject: str
+    file: str | None = None
+    reason: Literal["patch-id", "reverse-applies", "empty"]
+    upstream_commit: Sha | None = None
+    base: Sha
+    provenance: list[Sha] = Field(default_factory=list)
+
+    @field_validator("upstream_commit", "base")
+    @classmethod
+    def _sha(cls, value: str | None) -> str | None:
+        return None if value is None else _check_sha(value)
+
+
+class Consumer(_Model):
+    name: str
+    upstream: str
+    fork: str
+    url: str
+    branch: str
+    gitlink: str
+    upstream_url: str | None = None
+
+    @field_validator("gitlink")
+    @classmethod
+    def _gitlink(cls, value: str) -> str:
+        if value.strip() == "":
+            raise ValueError("the gitlink path is empty; give the submodule path, e.g. 3rdparty/Megatron-LM")
+        return _check_relpath(value)
+
+
+class Validation(_Model):
+    evidence_dir: str = "validation"
+    gpu_tests: str = "tests/gpu"
+    require: list[str] = Field(default_factory=list)
+
+    _paths = field_validator("evidence_dir", "gpu_tests")(_check_relpath)
+
+
+class ManifestModel(_Model):
+    schema_: Literal[1] = Field(alias="schema")
+    upstream: Upstream
+    fork: Fork
+    series: list[SeriesEntry] = Field(default_factory=list)
+    dropped: list[DroppedEntry] = Field(default_factory=list)
+    consumers: list[Consumer] = Field(default_factory=list)
+    validation: Validation = Field(default_factory=Validation)
+
+    @model_validator(mode="after")
+    def _unique(self) -> ManifestModel:
+        seen: set[str] = set()
+        for entry in self.series:
+            if entry.file in seen:
+                raise ValueError(f"duplicate patch {entry.file!r}: list each patch once")
+            seen.add(entry.file)
+        names = [c.name for c in self.consumers]
+        if len(names) != len(set(names)):
+            raise ValueError("consumer names must be unique")
+        return self
+
+
+@dataclass(frozen=True)
+class Manifest:
+    """A loaded manifest: the validated model plus where it lives."""
+
+    path: Path
+    model: ManifestModel
+
+    @property
+    def root(self) -> Path:
+        return self.path.parent
+
+    @property
+    def upstream(self) -> Upstream:
+        return self.model.upstream
+
+    @property
+    def fork(self) -> Fork:
+        return self.model.fork
+
+    @property
+    def series(self) -> list[SeriesEntry]:
+        return self.model.series
+
+    @property
+    def consumers(self) -> list[Consumer]:
+        return self.model.consumers
+
+    @property
+    def validation(self) -> Validation:
+        return self.model.validation
+
+    def patch_paths(self) -> list[Path]:
+        return [self.root / entry.file for entry in self.series]
+
+    def series_dir(self) -> Path:
+        """Where exported patches go: the folder of the first patch, else patches/<upstream name>."""
+        if self.series:
+            return (self.root / self.series[0].file).parent
+        return self.root / PATCHES_ROOT / self.upstream.repo.split("/")[-1].lower()
+
+
+# --- loading --------------------------------------------------------------------------------------
+
+
+def find_manifest(start: Path) -> Path:
+    """Walk up from `start` to the first directory holding manifest.yaml."""
+    for folder in [start, *start.parents]:
+        candidate = folder / MANIFEST_NAME
+        if candidate.is_file():
+            return candidate
+    raise BadInput(
+        f"no {MANIFEST_NAME} in {start} or any folder above it",
+        hint="run forkctl inside the toolkit repository, or pass --manifest PATH",
+    )
+
+
+Loc = tuple[str | int, ...]
+
+
+def _to_python(node: yaml.Node, loc: Loc, lines: dict[Loc, int], file: Path) -> Any:
+    """Turn a composed YAML node into plain data, remembering the 1-based line of every location."""
+    lines[loc] = node.start_mark.line + 1
+    if isinstance(node, yaml.MappingNode):
+        out: dict[str, Any] = {}
+        for key_node, value_node in node.value:
+            key = yaml.safe_load(yaml.serialize(key_node))
+            if not isinstance(key, str):
+                raise BadInput(f"{file}:{key_node.start_mark.line + 1}: keys must be strings, got {key!r}")
+            if key in out:
+                raise BadInput(
+                    f"{file}:{key_node.start_mark.line + 1}: key {key!r} appears twice",
+                    hint="keep one of them",
+                )
+            lines[(*loc, key)] = key_node.start_mark.line + 1
+            out[key] = _to_python(value_node, (*loc, key), lines, file)
+            lines[(*loc, key)] = key_node.start_mark.line + 1
+        return out
+    if isinstance(node, yaml.SequenceNode):
+        return [_to_python(item, (*loc, i), lines, file) for i, item in enumerate(node.value)]
+    # Scalars: resolve with the safe constructor so `1` is an int and `yes` stays a string per YAML 1.1.
+    return yaml.safe_load(yaml.serialize(node))
+
+
+def _allowed_keys(loc: Loc) -> list[str]:
+    model: type[BaseModel] | None = ManifestModel
+    for part in loc[:-1]:
+        if model is None:
+            return []
+        if isinstance(part, int):
+            continue
+        field = model.model_fields.get(part) or next(
+            (f for f in model.model_fields.values() if f.alias == part), None
+        )
+        if field is None:
+            return []
+        annotation = field.annotation
+        args = getattr(annotation, "__args__", ())
+        model = next((a for a in (annotation, *args) if isinstance(a, type) and issubclass(a, BaseModel)), None)
+    if model is None:
+        return []
+    return [f.alias or name for name, f in model.model_fields.items()]
+
+
+def _describe(error: dict[str, Any], loc: Loc) -> str:
+    kind = error["type"]
+    where = ".".join(str(p) for p in loc) or "(top level)"
+    if kind == "missing":
+        return f"missing key {where!r}: add it (see the manifest reference in README.md)"
+    if kind == "extra_forbidden":
+        allowed = _allowed_keys(loc)
+        guess = difflib.get_close_matches(str(loc[-1]), allowed, n=1)
+        tip = f"did you mean {guess[0]!r}?" if guess else f"allowed keys here: {', '.join(allowed)}"
+        return f"unknown key {where!r}: {tip}"
+    if kind in {"string_type", "int_type", "list_type", "dict_type", "model_type", "bool_type"}:
+        expected = {
+            "string_type": "a string",
+            "int_type": "an integer",
+            "list_type": "a list",
+            "dict_type": "a mapping",
+            "model_type": "a mapping",
+            "bool_type": "true or false",
+        }[kind]
+        return f"{where!r} has the wrong type: expected {expected}, got {error['input']!r}"
+    if kind == "literal_error":
+        return f"{where!r}: {error['msg']}, got {error['input']!r}"
+    message = str(error["msg"]).removeprefix("Value error, ")
+    return f"{where!r}: {message}"
+
+
+def _line_for(loc: Loc, lines: dict[Loc, int]) -> int:
+    for end in range(len(loc), -1, -1):
+        if loc[:end] in lines:
+            return lines[loc[:end]]
+    return 1
+
+
+def parse_manifest(text: str, path: Path) -> ManifestModel:
+    """Validate manifest text; raise BadInput naming file:line and the fix."""
+    try:
+        node = yaml.compose(text, Loader=yaml.SafeLoader)
+    except yaml.YAMLError as exc:
+        mark = getattr(exc, "problem_mark", None)
+        line = mark.line + 1 if mark else 1
+        raise BadInput(f"{path}:{line}: not valid YAML: {getattr(exc, 'problem', exc)}") from None
+    if node is None:
+        raise BadInput(f"{path}:1: the manifest is empty", hint="start from the manifest in forkctl's README")
+    lines: dict[Loc, int] = {}
+    data = _to_python(node, (), lines, path)
+    if not isinstance(data, dict):
+        raise BadInput(f"{path}:1: the manifest must be a mapping of keys (schema, upstream, fork, ...)")
+    try:
+        return ManifestModel.model_validate(data)
+    except ValidationError as exc:
+        problems = []
+        for error in exc.errors():
+            loc = tuple(error["loc"])
+            # pydantic reports an unknown key at the key itself; a bad value at its key too.
+            problems.append(f"{path}:{_line_for(loc, lines)}: {_describe(error, loc)}")
+        raise BadInput("\n".join(problems)) from None
+
+
+def load(path: Path) -> Manifest:
+    """Load and validate `path`, including that every listed patch file exists."""
+    try:
+        text = path.read_text(encoding="utf-8")
+    except FileNotFoundError:
+        raise BadInput(f"{path}: no such manifest", hint="pass --manifest PATH to an existing file") from None
+    model = parse_manifest(text, path)
+    manifest = Manifest(path=path.resolve(), model=model)
+    lines: dict[Loc, int] = {}
+    _to_python(yaml.compose(text, Loader=yaml.SafeLoader), (), lines, path)
+    for index, entry in enumerate(model.series):
+        if not (manifest.root / entry.file).is_file():
+            raise BadInput(
+                f"{path}:{_line_for(('series', index, 'file'), lines)}: patch file {entry.file!r} does not exist",
+                hint="fix the name, restore the file, or remove the entry (forkctl export rewrites the list)",
+            )
+    return manifest
+
+
+# --- writing --------------------------------------------------------------------------------------
+
+
+def _span(text: str, key_path: tuple[str, ...]) -> tuple[int, int, int] | None:
+    """(start offset, end offset, indent) of the value under `key_path`, or None if absent."""
+    node = yaml.compose(text, Loader=yaml.SafeLoader)
+    for key in key_path:
+        if not isinstance(node, yaml.MappingNode):
+            return None
+        match = next((v for k, v in node.value if k.value == key), None)
+        if match is None:
+            return None
+        key_node = next(k for k, v in node.value if k.value == key)
+        node = match
+    return node.start_mark.index, node.end_mark.index, key_node.start_mark.column
+
+
+def _dump_value(value: Any, indent: int) -> str:
+    if not isinstance(value, (list, dict)):
+        return yaml.safe_dump(value, default_flow_style=True, width=1_000).removesuffix("\n...\n").strip()
+    if not value:
+        return "[]" if isinstance(value, list) else "{}"
+    body = yaml.safe_dump(value, default_flow_style=False, sort_keys=False, width=1_000)
+    pad = " " * (indent + 2)
+    return "\n" + "".join(pad + line + "\n" for line in body.splitlines()).rstrip("\n")
+
+
+def rewrite(path: Path, updates: dict[tuple[str, ...], Any]) -> None:
+    """Replace the values at the given key paths in place, keeping every other byte of the file.
+
+    A top-level key that is absent is appended at the end. The result is validated before it is
+    written, so a bad update never leaves a broken manifest behind.
+    """
+    text = path.read_text(encoding="utf-8")
+    for key_path, value in updates.items():
+        span = _span(text, key_path)
+        if span is None:
+            if len(key_path) != 1:
+                raise BadInput(f"{path}: cannot add nested key {'.'.join(key_path)}")
+            text = text.rstrip("\n") + f"\n{key_path[0]}: {_dump_value(value, 0).lstrip()}\n"
+            continue
+        start, end, indent = span
+        rendered = _dump_value(value, indent)
+        # Block values start on the line after the key: drop the space the key line had before it.
+        prefix = text[:start]
+        if rendered.startswith("\n"):
+            prefix = prefix.rstrip(" ")
+        # Block nodes end at the start of the next key's line; keep that newline.
+        suffix = text[end:]
+        if isinstance(value, (list, dict)) and value and not suffix.startswith("\n"):
+            suffix = "\n" + suffix
+        text = prefix + rendered + suffix
+    parse_manifest(text, path)
+    path.write_text(text, encoding="utf-8")

@@ -1,0 +1,226 @@
+"""The report layer: one result model, rendered as text, JSON, or GitHub annotations + step summary.
+
+Commands build a `Report` and return it; only this module writes to the terminal. Progress for long
+work goes to stderr (so `--json` on stdout stays parseable).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import os
+import sys
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+from enum import StrEnum
+from pathlib import Path
+from typing import Any
+
+from rich.console import Console
+from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
+from rich.table import Table as RichTable
+
+from forkctl.errors import EXIT_BAD_INPUT, EXIT_CHECK_FAILED, EXIT_OK, ForkctlError
+
+
+class Format(StrEnum):
+    TEXT = "text"
+    JSON = "json"
+    GITHUB = "github"
+
+
+class Level(StrEnum):
+    ERROR = "error"
+    WARNING = "warning"
+    NOTICE = "notice"
+
+
+@dataclass
+class Problem:
+    message: str
+    level: Level = Level.ERROR
+    file: str | None = None
+    line: int | None = None
+    hint: str | None = None
+
+    def text(self) -> str:
+        where = f"{self.file}:{self.line}: " if self.file and self.line else f"{self.file}: " if self.file else ""
+        return f"{where}{self.message}" + (f" (fix: {self.hint})" if self.hint else "")
+
+
+@dataclass
+class Table:
+    title: str
+    columns: list[str]
+    rows: list[list[str]]
+
+
+@dataclass
+class Report:
+    """What a command found or did. `data` is the JSON payload; tables and lines are for people."""
+
+    command: str
+    ok: bool = True
+    data: dict[str, Any] = field(default_factory=dict)
+    tables: list[Table] = field(default_factory=list)
+    lines: list[str] = field(default_factory=list)
+    problems: list[Problem] = field(default_factory=list)
+    summary_markdown: str | None = None  # extra Markdown for the GitHub step summary (e.g. a diagram)
+    exit_code: int | None = None  # overrides the ok/problems rule when set
+
+    def fail(self, problem: Problem) -> None:
+        self.problems.append(problem)
+        if problem.level == Level.ERROR:
+            self.ok = False
+
+    @property
+    def code(self) -> int:
+        if self.exit_code is not None:
+            return self.exit_code
+        return EXIT_OK if self.ok else EXIT_CHECK_FAILED
+
+
+STATUS_STYLES = {
+    "OK": "green",
+    "applies": "green",
+    "applied": "green",
+    "MISMATCH": "red",
+    "UNREACHABLE": "red",
+    "conflict": "red",
+    "absorbed": "yellow",
+    "passed": "green",
+    "failed": "red",
+}
+
+
+def _console(stderr: bool = False) -> Console:
+    return Console(stderr=stderr, highlight=False, soft_wrap=True)
+
+
+def _rich_table(table: Table) -> RichTable:
+    rich_table = RichTable(title=table.title, title_justify="left", show_lines=False)
+    for column in table.columns:
+        rich_table.add_column(column, overflow="fold")
+    for row in table.rows:
+        rich_table.add_row(
+            *[f"[{STATUS_STYLES[c]}]{c}[/]" if c in STATUS_STYLES else _escape(c) for c in row]
+        )
+    return rich_table
+
+
+def _escape(text: str) -> str:
+    return text.replace("[", r"\[")
+
+
+def _json_default(value: Any) -> Any:
+    if isinstance(value, Path):
+        return str(value)
+    if hasattr(value, "isoformat"):
+        return value.isoformat()
+    raise TypeError(f"cannot serialise {type(value).__name__}")
+
+
+def to_json(report: Report) -> str:
+    payload = {
+        "command": report.command,
+        "ok": report.ok,
+        **report.data,
+        "problems": [
+            {k: v for k, v in vars(p).items() if v is not None} | {"level": str(p.level)}
+            for p in report.problems
+        ],
+    }
+    return json.dumps(payload, indent=2, default=_json_default, sort_keys=False)
+
+
+def _markdown_table(table: Table) -> str:
+    head = "| " + " | ".join(table.columns) + " |\n|" + "---|" * len(table.columns) + "\n"
+    body = "".join("| " + " | ".join(c.replace("|", "\\|") for c in row) + " |\n" for row in table.rows)
+    return f"**{table.title}**\n\n{head}{body}"
+
+
+def _github_escape(text: str) -> str:
+    return text.replace("%", "%25").replace("\r", "%0D").replace("\n", "%0A")
+
+
+def emit(report: Report, fmt: Format = Format.TEXT) -> int:
+    """Write the report to stdout in `fmt`; return the exit code."""
+    if fmt == Format.JSON:
+        sys.stdout.write(to_json(report) + "\n")
+        return report.code
+    console = _console()
+    for table in report.tables:
+        console.print(_rich_table(table))
+    for line in report.lines:
+        console.print(_escape(line))
+    for problem in report.problems:
+        color = {"error": "red", "warning": "yellow", "notice": "cyan"}[problem.level]
+        console.print(f"[{color}]{problem.level}[/]: {_escape(problem.text())}")
+    if fmt == Format.GITHUB:
+        for problem in report.problems:
+            props = []
+            if problem.file:
+                props.append(f"file={problem.file}")
+            if problem.line:
+                props.append(f"line={problem.line}")
+            message = problem.message + (f" Fix: {problem.hint}" if problem.hint else "")
+            sys.stdout.write(f"::{problem.level} {','.join(props)}::{_github_escape(message)}\n")
+        summary_path = os.environ.get("GITHUB_STEP_SUMMARY")
+        if summary_path:
+            with open(summary_path, "a", encoding="utf-8") as summary:
+                summary.write(step_summary(report))
+    return report.code
+
+
+def step_summary(report: Report) -> str:
+    verdict = "passed" if report.ok else "failed"
+    parts = [f"## forkctl {report.command}: {verdict}\n"]
+    if report.summary_markdown:
+        parts.append(report.summary_markdown + "\n")
+    parts += [_markdown_table(t) for t in report.tables]
+    parts += [f"- **{p.level}**: {p.text()}\n" for p in report.problems]
+    return "\n".join(parts) + "\n"
+
+
+def error(exc: ForkctlError, fmt: Format = Format.TEXT) -> int:
+    """Render an error that ended a command; return its exit code."""
+    if fmt == Format.JSON:
+        payload = {"ok": False, "error": exc.message, "hint": exc.hint, "exit_code": exc.exit_code}
+        sys.stdout.write(json.dumps(payload, indent=2) + "\n")
+    else:
+        console = _console(stderr=True)
+        console.print(f"[red]forkctl: error:[/] {_escape(exc.message)}")
+        if exc.hint:
+            console.print(f"  [cyan]hint:[/] {_escape(exc.hint)}")
+        if fmt == Format.GITHUB:
+            sys.stdout.write(f"::error::{_github_escape(str(exc))}\n")
+    return exc.exit_code if exc.exit_code else EXIT_BAD_INPUT
+
+
+def info(message: str) -> None:
+    """A progress note for people, on stderr."""
+    _console(stderr=True).print(f"[dim]{_escape(message)}[/]")
+
+
+@contextlib.contextmanager
+def progress(description: str, total: int | None) -> Iterator[Any]:
+    """A progress bar on stderr; yields a function `advance(label)`. Silent when stderr is not a tty."""
+    console = _console(stderr=True)
+    if not console.is_terminal:
+        yield lambda label="": None
+        return
+    with Progress(
+        TextColumn("{task.description}"),
+        BarColumn(),
+        MofNCompleteColumn(),
+        TimeElapsedColumn(),
+        TextColumn("{task.fields[label]}"),
+        console=console,
+        transient=True,
+    ) as bar:
+        task = bar.add_task(description, total=total, label="")
+
+        def advance(label: str = "") -> None:
+            bar.update(task, advance=1, label=label)
+
+        yield advance

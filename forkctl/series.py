@@ -1,0 +1,167 @@
+"""The patch series: `git format-patch` files parsed into typed `Patch` objects.
+
+A format-patch file is one mbox message: `From <sha> <date>` line, mail headers (From, Date, Subject),
+the commit message body, a `---` separator, an optional diffstat, and the diff. The patch-id is
+computed by git itself (`git patch-id --stable`) through the git object layer.
+"""
+
+from __future__ import annotations
+
+import email.policy
+import hashlib
+import re
+from dataclasses import dataclass, field
+from datetime import datetime
+from email import message_from_bytes
+from email.header import decode_header, make_header
+from email.utils import parseaddr, parsedate_to_datetime
+from pathlib import Path
+
+from forkctl import gitobj
+from forkctl.errors import BadInput
+from forkctl.manifest import Manifest
+
+PROVENANCE_RE = re.compile(r"^\(cherry picked from commit ([0-9a-f]{7,40})\)\s*$", re.MULTILINE)
+TRAILER_RE = re.compile(r"^([A-Za-z0-9][A-Za-z0-9-]*): (.+)$")
+DIFF_GIT_RE = re.compile(r"^diff --git a/(\S+) b/(\S+)$", re.MULTILINE)
+SUBJECT_PREFIX_RE = re.compile(r"^\[PATCH[^\]]*\]\s*")
+NAME_RE = re.compile(r"^(\d{4})-([a-z0-9][a-z0-9-]*)\.patch$")
+
+
+@dataclass(frozen=True)
+class Patch:
+    path: Path
+    subject: str
+    author_name: str
+    author_email: str
+    date: datetime
+    date_raw: str
+    body: str  # the commit message after the subject line, provenance and trailers included
+    trailers: list[tuple[str, str]]
+    provenance: list[str]  # oldest first: each port appends a new `cherry picked from` line
+    paths: list[str]
+    diff: bytes
+    patch_id: str
+    raw: bytes = field(repr=False)
+
+    @property
+    def message(self) -> str:
+        """The full commit message, as `git am` would record it."""
+        return f"{self.subject}\n\n{self.body}\n" if self.body else f"{self.subject}\n"
+
+    @property
+    def latest_provenance(self) -> str | None:
+        return self.provenance[-1] if self.provenance else None
+
+    @property
+    def number(self) -> int | None:
+        match = NAME_RE.match(self.path.name)
+        return int(match.group(1)) if match else None
+
+
+def _header(value: str | None) -> str:
+    if value is None:
+        return ""
+    return str(make_header(decode_header(value))).replace("\n", "").replace("\r", "")
+
+
+def _split_message_and_diff(payload: str, path: Path) -> tuple[str, str]:
+    """Split the mail body into the commit message and the diff, dropping the diffstat and signature."""
+    if payload.startswith("diff --git "):
+        diff_start = 0
+    else:
+        diff_start = payload.find("\ndiff --git ") + 1
+        if diff_start == 0:
+            raise BadInput(f"{path}: no 'diff --git' section: this is not a git format-patch file")
+    head = payload[:diff_start]
+    # The message ends at the last '---' line before the diff (a diffstat may sit in between).
+    separators = list(re.finditer(r"^---\s*$", head, re.MULTILINE))
+    message = head[: separators[-1].start()] if separators else head
+    diff = payload[diff_start:]
+    # format-patch ends with a version signature ("-- \n2.39.5\n") unless --no-signature was used.
+    signature = re.search(r"^-- \n[^\n]*\n*\Z", diff, re.MULTILINE)
+    if signature:
+        diff = diff[: signature.start()]
+    return message.strip("\n"), diff
+
+
+def _trailers(body: str) -> list[tuple[str, str]]:
+    paragraphs = [p for p in body.strip().split("\n\n") if p.strip()]
+    if not paragraphs:
+        return []
+    found = []
+    for line in paragraphs[-1].splitlines():
+        match = TRAILER_RE.match(line)
+        if match:
+            found.append((match.group(1), match.group(2).strip()))
+        elif not PROVENANCE_RE.match(line):
+            return []
+    return found
+
+
+def parse_patch(path: Path) -> Patch:
+    """Parse one format-patch file; raise BadInput when it is not one."""
+    try:
+        raw = path.read_bytes()
+    except OSError as exc:
+        raise BadInput(f"{path}: cannot read: {exc.strerror}") from None
+    if not raw.startswith(b"From "):
+        raise BadInput(
+            f"{path}: not a git format-patch file (it must start with a 'From <sha>' line)",
+            hint="make patch files with `forkctl export` or `git format-patch`",
+        )
+    mail = message_from_bytes(raw, policy=email.policy.compat32)
+    subject = SUBJECT_PREFIX_RE.sub("", _header(mail.get("Subject"))).strip()
+    author_name, author_email = parseaddr(_header(mail.get("From")))
+    date_raw = _header(mail.get("Date"))
+    if not subject or not author_email or not date_raw:
+        raise BadInput(f"{path}: missing Subject, From or Date header: not a git format-patch file")
+    try:
+        date = parsedate_to_datetime(date_raw)
+    except (TypeError, ValueError):
+        raise BadInput(f"{path}: Date header {date_raw!r} is not an RFC 2822 date") from None
+    payload_bytes = mail.get_payload(decode=True)
+    assert isinstance(payload_bytes, bytes)
+    payload = payload_bytes.decode("utf-8", errors="surrogateescape")
+    body, diff = _split_message_and_diff(payload, path)
+    paths: list[str] = []
+    for old, new in DIFF_GIT_RE.findall(diff):
+        for candidate in (old, new):
+            if candidate not in paths:
+                paths.append(candidate)
+    diff_bytes = diff.encode("utf-8", errors="surrogateescape")
+    return Patch(
+        path=path,
+        subject=subject,
+        author_name=author_name,
+        author_email=author_email,
+        date=date,
+        date_raw=date_raw,
+        body=body,
+        trailers=_trailers(body),
+        provenance=PROVENANCE_RE.findall(body),
+        paths=paths,
+        diff=diff_bytes,
+        patch_id=gitobj.patch_id(diff_bytes),
+        raw=raw,
+    )
+
+
+@dataclass(frozen=True)
+class Series:
+    base: str
+    patches: list[Patch]
+
+    @property
+    def digest(self) -> str:
+        """sha256 over the base SHA and each patch file's bytes in order: what GPU evidence names."""
+        hasher = hashlib.sha256()
+        hasher.update(self.base.encode())
+        for patch in self.patches:
+            hasher.update(b"\0")
+            hasher.update(patch.raw)
+        return hasher.hexdigest()
+
+
+def load_series(manifest: Manifest) -> Series:
+    return Series(base=manifest.upstream.base, patches=[parse_patch(p) for p in manifest.patch_paths()])
