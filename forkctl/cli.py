@@ -16,7 +16,9 @@ The manifest is found by walking up from the current directory unless --manifest
 """
 
 
-@click.group(context_settings={"help_option_names": ["-h", "--help"], "max_content_width": 100}, epilog=EPILOG)
+@click.group(
+    context_settings={"help_option_names": ["-h", "--help"], "max_content_width": 100}, epilog=EPILOG
+)
 @click.option(
     "--manifest",
     type=click.Path(path_type=Path, dir_okay=False),

@@ -44,7 +44,9 @@ def output_options(github: bool = False) -> Callable[[Callable[..., Any]], Calla
     """Add --json (and optionally --github) and pass them on as `fmt`."""
 
     def decorate(func: Callable[..., Any]) -> Callable[..., Any]:
-        func = click.option("--json", "as_json", is_flag=True, help="Print one JSON document on stdout.")(func)
+        func = click.option("--json", "as_json", is_flag=True, help="Print one JSON document on stdout.")(
+            func
+        )
         if github:
             func = click.option(
                 "--github",
@@ -63,7 +65,9 @@ def forkctl_command(func: Callable[..., report.Report]) -> Callable[..., None]:
 
     @functools.wraps(func)
     @click.pass_obj
-    def wrapper(ctx: Context, *args: Any, as_json: bool = False, as_github: bool = False, **kwargs: Any) -> None:
+    def wrapper(
+        ctx: Context, *args: Any, as_json: bool = False, as_github: bool = False, **kwargs: Any
+    ) -> None:
         fmt = report.Format.JSON if as_json else report.Format.GITHUB if as_github else report.Format.TEXT
         try:
             result = func(ctx, *args, **kwargs)

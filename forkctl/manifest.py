@@ -207,11 +207,18 @@ def find_manifest(start: Path) -> Path:
 
 
 Loc = tuple[str | int, ...]
+PLAIN_TAGS = {"str", "int", "float", "bool", "null", "seq", "map"}
 
 
 def _to_python(node: yaml.Node, loc: Loc, lines: dict[Loc, int], file: Path) -> Any:
     """Turn a composed YAML node into plain data, remembering the 1-based line of every location."""
     lines[loc] = node.start_mark.line + 1
+    if node.tag.removeprefix("tag:yaml.org,2002:") not in PLAIN_TAGS:
+        # Only plain YAML types: a custom tag (e.g. !!python/object) would mean code, never data.
+        raise BadInput(
+            f"{file}:{node.start_mark.line + 1}: not valid YAML for a manifest: tag {node.tag!r} is not allowed",
+            hint="use plain strings, numbers, lists and mappings",
+        )
     if isinstance(node, yaml.MappingNode):
         out: dict[str, Any] = {}
         for key_node, value_node in node.value:
@@ -247,7 +254,9 @@ def _allowed_keys(loc: Loc) -> list[str]:
             return []
         annotation = field.annotation
         args = getattr(annotation, "__args__", ())
-        model = next((a for a in (annotation, *args) if isinstance(a, type) and issubclass(a, BaseModel)), None)
+        model = next(
+            (a for a in (annotation, *args) if isinstance(a, type) and issubclass(a, BaseModel)), None
+        )
     if model is None:
         return []
     return [f.alias or name for name, f in model.model_fields.items()]

@@ -44,7 +44,9 @@ class Problem:
     hint: str | None = None
 
     def text(self) -> str:
-        where = f"{self.file}:{self.line}: " if self.file and self.line else f"{self.file}: " if self.file else ""
+        where = (
+            f"{self.file}:{self.line}: " if self.file and self.line else f"{self.file}: " if self.file else ""
+        )
         return f"{where}{self.message}" + (f" (fix: {self.hint})" if self.hint else "")
 
 
@@ -94,7 +96,11 @@ STATUS_STYLES = {
 
 
 def _console(stderr: bool = False) -> Console:
-    return Console(stderr=stderr, highlight=False, soft_wrap=True)
+    console = Console(stderr=stderr, highlight=False, soft_wrap=True)
+    if not console.is_terminal and "COLUMNS" not in os.environ:
+        # Logs and CI: wide enough that tables keep subjects and SHAs on one line.
+        console.width = 200
+    return console
 
 
 def _rich_table(table: Table) -> RichTable:

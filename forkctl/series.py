@@ -25,7 +25,7 @@ PROVENANCE_RE = re.compile(r"^\(cherry picked from commit ([0-9a-f]{7,40})\)\s*$
 TRAILER_RE = re.compile(r"^([A-Za-z0-9][A-Za-z0-9-]*): (.+)$")
 DIFF_GIT_RE = re.compile(r"^diff --git a/(\S+) b/(\S+)$", re.MULTILINE)
 SUBJECT_PREFIX_RE = re.compile(r"^\[PATCH[^\]]*\]\s*")
-NAME_RE = re.compile(r"^(\d{4})-([a-z0-9][a-z0-9-]*)\.patch$")
+NAME_RE = re.compile(r"^(\d{4})-([A-Za-z0-9][A-Za-z0-9._-]*)\.patch$")
 
 
 @dataclass(frozen=True)

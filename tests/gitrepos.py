@@ -32,7 +32,9 @@ class Repo:
             target.parent.mkdir(parents=True, exist_ok=True)
             target.write_text(content)
 
-    def commit(self, message: str, files: dict[str, str | None] | None = None, date: str | None = None) -> str:
+    def commit(
+        self, message: str, files: dict[str, str | None] | None = None, date: str | None = None
+    ) -> str:
         if files:
             self.write(files)
         self.git("add", "-A")
@@ -45,11 +47,20 @@ class Repo:
     def head(self, rev: str = "HEAD") -> str:
         return self.git("rev-parse", rev)
 
-    def format_patch(self, rev: str, out: Path) -> Path:
+    def format_patch(self, rev: str, out: Path, number: int = 1) -> Path:
         """`git format-patch` of one commit, as the project stores patches."""
         out.mkdir(parents=True, exist_ok=True)
         name = self.git(
-            "format-patch", "--zero-commit", "--no-signature", "--full-index", "--no-stat", "-1", rev, "-o", str(out)
+            "format-patch",
+            "--zero-commit",
+            "--no-signature",
+            "--full-index",
+            "--no-stat",
+            f"--start-number={number}",
+            "-1",
+            rev,
+            "-o",
+            str(out),
         )
         return Path(name)
 

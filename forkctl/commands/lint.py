@@ -23,11 +23,13 @@ def _check_name(position: int, rel: str, patch: Patch | None) -> list[str]:
     name = Path(rel).name
     match = NAME_RE.match(name)
     if not match:
-        return [f"{rel}: name must be NNNN-<slug>.patch (four digits, lowercase slug)"]
+        return [
+            "name must be NNNN-<slug>.patch (four digits, a dash, a slug of letters, digits, dots, dashes)"
+        ]
     problems = []
     if int(match.group(1)) != position + 1:
         problems.append(
-            f"{rel}: number {match.group(1)} but it is patch {position + 1} in the series order "
+            f"number {match.group(1)} but it is patch {position + 1} in the series order "
             f"(rename it to {position + 1:04d}-{match.group(2)}.patch, or run forkctl export)"
         )
     return problems
@@ -71,8 +73,13 @@ def command(ctx: Context) -> Report:
             )
     for path in _unlisted(manifest):
         rel = str(path.relative_to(manifest.root))
-        result.fail(Problem("patch file is not listed in the manifest's series", file=rel,
-                            hint=f"add it to `series:` in {manifest_rel} or delete it"))
+        result.fail(
+            Problem(
+                "patch file is not listed in the manifest's series",
+                file=rel,
+                hint=f"add it to `series:` in {manifest_rel} or delete it",
+            )
+        )
     result.data = {"patches": len(manifest.series), "problems_found": len(result.problems)}
     if result.ok:
         result.lines.append(f"lint: ok ({len(manifest.series)} patches, manifest {manifest_rel})")

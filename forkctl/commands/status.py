@@ -44,9 +44,7 @@ def command(ctx: Context, repo: Path | None) -> Report:
         if repo is not None:
             status = "applies" if verdicts[position] is None else "conflict"
         provenance = " <- ".join(sha[:12] for sha in reversed(patch.provenance)) or "(none)"
-        rows.append(
-            [f"{position + 1:04d}", patch.subject, provenance, f"{len(patch.paths)}", status]
-        )
+        rows.append([f"{position + 1:04d}", patch.subject, provenance, f"{len(patch.paths)}", status])
         patches_json.append(
             {
                 "order": position + 1,
@@ -89,7 +87,9 @@ def command(ctx: Context, repo: Path | None) -> Report:
         result.lines.append("the series is empty")
     conflicts = [p for p, m in verdicts.items() if m is not None]
     for position in conflicts:
-        result.lines.append(f"{series.patches[position].path.name} does not apply on the base: {verdicts[position]}")
+        result.lines.append(
+            f"{series.patches[position].path.name} does not apply on the base: {verdicts[position]}"
+        )
     if conflicts:
         result.ok = False
     return result

@@ -1,0 +1,41 @@
+# Developer commands. Every target bootstraps the locked environment first (fast when it exists).
+.PHONY: setup demo test lint fmt bench validate gate clean help
+VENV := .venv
+PY := $(VENV)/bin/python
+FORKCTL := $(VENV)/bin/forkctl
+
+help:  ## list the targets
+	@grep -E '^[a-z-]+:.*## ' Makefile | sed -E 's/:.*## /\t/'
+
+setup:  ## find Python 3.12, get uv, install the locked environment into .venv
+	@scripts/bootstrap.sh
+
+demo: setup  ## the main job, offline, on an embedded default chain built from the installed megatron-core
+	$(FORKCTL) demo
+
+test: setup  ## what CI runs: the test suite, lint on the real manifest, and the GPU-evidence gate
+	$(PY) -m pytest -q
+	$(FORKCTL) lint
+	$(FORKCTL) gate
+
+lint: setup  ## ruff lint + format check and the pre-commit hooks
+	$(VENV)/bin/ruff check forkctl tests bench
+	$(VENV)/bin/ruff format --check forkctl tests bench
+	$(VENV)/bin/pre-commit run --all-files
+
+fmt: setup  ## format the code
+	$(VENV)/bin/ruff check --fix forkctl tests bench
+	$(VENV)/bin/ruff format forkctl tests bench
+
+bench: setup  ## CPU benchmarks: apply vs git am, check-pins vs submodule checkout
+	$(PY) bench/apply_bench.py
+	$(PY) bench/check_pins_bench.py
+
+validate: setup  ## on a CUDA host: GPU tests + benchmark, writes validation/<series-digest>.json
+	$(FORKCTL) validate --out validation
+
+gate: setup  ## exit 0 only when GPU evidence exists for exactly this series
+	$(FORKCTL) gate
+
+clean:  ## remove the environment and caches
+	rm -rf $(VENV) .tools .pytest_cache .ruff_cache

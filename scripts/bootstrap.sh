@@ -1,0 +1,54 @@
+#!/usr/bin/env bash
+# Set up forkctl's environment on a fresh machine: find a Python 3.12 without downloading one, get uv,
+# and install the locked environment (uv.lock) into .venv. Safe to run again: it does nothing new
+# when everything is in place.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+
+UV_VERSION="0.13.9"
+
+find_python312() {
+    local candidate
+    for candidate in \
+        "${FORKCTL_PYTHON:-}" \
+        "$(command -v python3.12 2>/dev/null || true)" \
+        "${PYENV_ROOT:-$HOME/.pyenv}"/versions/3.12*/bin/python3.12 \
+        /root/.pyenv/versions/3.12*/bin/python3.12 \
+        /usr/local/bin/python3.12 /usr/bin/python3.12 /opt/python3.12/bin/python3.12; do
+        [ -n "$candidate" ] && [ -x "$candidate" ] || continue
+        if "$candidate" -c 'import sys; sys.exit(0 if sys.version_info[:2] == (3, 12) else 1)' 2>/dev/null; then
+            echo "$candidate"
+            return 0
+        fi
+    done
+    return 1
+}
+
+if ! PYTHON=$(find_python312); then
+    cat >&2 <<'MSG'
+bootstrap: error: no Python 3.12 found.
+  forkctl needs Python 3.12 (megatron-core 0.19.2 requires >= 3.12) and does not download one.
+  Looked at: $FORKCTL_PYTHON, python3.12 on PATH, ~/.pyenv/versions/3.12*/bin/python3.12,
+  /usr/local/bin/python3.12, /usr/bin/python3.12.
+  Fix: install it (e.g. `pyenv install 3.12` or `apt-get install python3.12 python3.12-venv`),
+  or point FORKCTL_PYTHON at an existing python3.12 binary.
+MSG
+    exit 2
+fi
+
+# uv: use one on PATH if it is there, else install the pinned version into a private tool venv.
+if command -v uv >/dev/null 2>&1; then
+    UV=$(command -v uv)
+else
+    UV=.tools/bin/uv
+    if [ ! -x "$UV" ]; then
+        echo "bootstrap: installing uv $UV_VERSION into .tools/ (with $PYTHON)" >&2
+        "$PYTHON" -m venv .tools
+        .tools/bin/python -m pip install --quiet --disable-pip-version-check "uv==$UV_VERSION"
+    fi
+fi
+
+export UV_PYTHON_DOWNLOADS=never
+echo "bootstrap: python $("$PYTHON" -c 'import platform; print(platform.python_version())') at $PYTHON; $("$UV" --version)" >&2
+"$UV" sync --frozen --python "$PYTHON" --quiet
+echo "bootstrap: environment ready in .venv" >&2

@@ -1,0 +1,122 @@
+"""forkctl lint and forkctl status on toolkit repositories built from real git patches."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+from click.testing import CliRunner
+
+from forkctl.cli import cli
+from tests.toolkit import make_toolkit
+
+
+def _run(manifest: Path, *args: str) -> tuple[int, str]:
+    result = CliRunner().invoke(cli, ["--manifest", str(manifest), *args])
+    return result.exit_code, result.output
+
+
+def test_lint_passes_on_a_clean_series(tmp_path: Path) -> None:
+    toolkit = make_toolkit(tmp_path)
+    code, output = _run(toolkit.manifest, "lint")
+    assert code == 0, output
+    assert "lint: ok (2 patches" in output
+
+
+def test_lint_reports_each_problem_on_its_own_line(tmp_path: Path) -> None:
+    toolkit = make_toolkit(tmp_path, patches=3)
+    series_dir = toolkit.root / "patches" / "megatron-lm"
+    # 1: an unlisted patch file; 2: a patch without provenance; 3: out-of-order numbering;
+    # 4: a listed file that is not a patch.
+    (series_dir / "0009-stray.patch").write_bytes(toolkit.patch_files[0].read_bytes())
+    second = toolkit.patch_files[1]
+    second.write_text(second.read_text().replace("(cherry picked from commit", "(picked from"))
+    data = toolkit.manifest_data()
+    data["series"][0], data["series"][2] = data["series"][2], data["series"][0]
+    bogus = series_dir / "0004-bogus.patch"
+    bogus.write_text("not a patch\n")
+    data["series"].append({"file": str(bogus.relative_to(toolkit.root))})
+    toolkit.write_manifest(data)
+    code, output = _run(toolkit.manifest, "lint")
+    assert code == 1, output
+    lines = [line for line in output.splitlines() if line.startswith("error:")]
+    assert any("0009-stray.patch" in line and "not listed" in line for line in lines)
+    assert any(second.name in line and "no provenance tag" in line for line in lines)
+    assert any("0003-" in line and "number 0003 but it is patch 1" in line for line in lines)
+    assert any("0001-" in line and "number 0001 but it is patch 3" in line for line in lines)
+    assert any("0004-bogus.patch" in line and "not a git format-patch file" in line for line in lines)
+    assert len(lines) == 5
+
+
+def test_lint_bad_name_and_provenance_mismatch(tmp_path: Path) -> None:
+    toolkit = make_toolkit(tmp_path, patches=1)
+    renamed = toolkit.patch_files[0].with_name("First_Patch.patch")
+    toolkit.patch_files[0].rename(renamed)
+    data = toolkit.manifest_data()
+    data["series"] = [{"file": str(renamed.relative_to(toolkit.root)), "provenance": "abcdef0"}]
+    toolkit.write_manifest(data)
+    code, output = _run(toolkit.manifest, "lint", "--json")
+    assert code == 1
+    report = json.loads(output)
+    messages = [p["message"] for p in report["problems"]]
+    assert any("NNNN-<slug>.patch" in m for m in messages)
+    assert any("manifest says provenance abcdef0" in m for m in messages)
+
+
+def test_lint_github_annotations(tmp_path: Path, monkeypatch) -> None:
+    toolkit = make_toolkit(tmp_path, patches=1)
+    (toolkit.root / "patches" / "megatron-lm" / "0002-extra.patch").write_bytes(
+        toolkit.patch_files[0].read_bytes()
+    )
+    summary = tmp_path / "summary.md"
+    monkeypatch.setenv("GITHUB_STEP_SUMMARY", str(summary))
+    code, output = _run(toolkit.manifest, "lint", "--github")
+    assert code == 1
+    assert "::error file=patches/megatron-lm/0002-extra.patch::" in output
+    assert "forkctl lint: failed" in summary.read_text()
+
+
+def test_status_table_and_json(tmp_path: Path) -> None:
+    toolkit = make_toolkit(tmp_path)
+    code, output = _run(toolkit.manifest, "status")
+    assert code == 0, output
+    assert "feat(core): change number 1" in output and "feat(core): change number 2" in output
+    code, output = _run(toolkit.manifest, "status", "--json")
+    assert code == 0
+    data = json.loads(output)
+    assert data["base"] == toolkit.base
+    assert [p["order"] for p in data["patches"]] == [1, 2]
+    first = data["patches"][0]
+    assert first["paths"] == ["megatron/core/a.py"]
+    assert len(first["provenance"]) == 1 and len(first["provenance"][0]) == 40
+    assert first["status"] == "parsed"
+    assert len(data["series_digest"]) == 64
+
+
+def test_status_with_upstream_clone_reports_applies_and_conflicts(tmp_path: Path) -> None:
+    toolkit = make_toolkit(tmp_path)
+    code, output = _run(toolkit.manifest, "status", "--repo", str(toolkit.upstream.path), "--json")
+    assert code == 0, output
+    assert [p["status"] for p in json.loads(output)["patches"]] == ["applies", "applies"]
+    # Upstream moves a.py so patch 1 no longer applies at a new base; point the manifest there.
+    new_base = toolkit.upstream.commit(
+        "upstream edits a.py", {"megatron/core/a.py": "def a():\n    return 42\n"}
+    )
+    data = toolkit.manifest_data()
+    data["upstream"]["base"] = new_base
+    toolkit.write_manifest(data)
+    code, output = _run(toolkit.manifest, "status", "--repo", str(toolkit.upstream.path), "--json")
+    assert code == 1
+    patches = json.loads(output)["patches"]
+    assert [p["status"] for p in patches] == ["conflict", "applies"]
+    assert "megatron/core/a.py" in patches[0]["apply_error"]
+
+
+def test_status_with_clone_lacking_base(tmp_path: Path) -> None:
+    toolkit = make_toolkit(tmp_path, patches=1)
+    data = toolkit.manifest_data()
+    data["upstream"]["base"] = "f" * 40
+    toolkit.write_manifest(data)
+    code, output = _run(toolkit.manifest, "status", "--repo", str(toolkit.upstream.path))
+    assert code == 2
+    assert "does not have the base commit" in output

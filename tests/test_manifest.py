@@ -1,0 +1,191 @@
+"""Every manifest error names the file, the line and the fix, and exits 2."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+from click.testing import CliRunner
+
+from forkctl.cli import cli
+from forkctl.manifest import load, rewrite
+from tests.toolkit import make_toolkit
+
+VALID = """\
+schema: 1
+upstream:
+  repo: NVIDIA/Megatron-LM
+  url: https://github.com/NVIDIA/Megatron-LM.git
+  base: d12f6c8c9aff51e166d872fd70151687a8e3f375
+fork:
+  repo: AlignmentResearch/Megatron-LM
+  url: https://github.com/AlignmentResearch/Megatron-LM.git
+  branch: farai/main
+series:
+  - file: patches/megatron-lm/0001-one.patch
+consumers:
+  - name: megatron-bridge
+    upstream: NVIDIA-NeMo/Megatron-Bridge
+    fork: AlignmentResearch/megatron-bridge-contrib
+    url: https://github.com/AlignmentResearch/megatron-bridge-contrib.git
+    branch: farai/main
+    gitlink: 3rdparty/Megatron-LM
+"""
+
+
+def _write(tmp_path: Path, text: str) -> Path:
+    (tmp_path / "patches" / "megatron-lm").mkdir(parents=True)
+    (tmp_path / "patches" / "megatron-lm" / "0001-one.patch").write_text("placeholder\n")
+    path = tmp_path / "manifest.yaml"
+    path.write_text(text)
+    return path
+
+
+def _lint(path: Path) -> tuple[int, str]:
+    result = CliRunner().invoke(cli, ["--manifest", str(path), "lint"])
+    return result.exit_code, result.output
+
+
+def test_valid_manifest_loads(tmp_path: Path) -> None:
+    manifest = load(_write(tmp_path, VALID))
+    assert manifest.upstream.base == "d12f6c8c9aff51e166d872fd70151687a8e3f375"
+    assert manifest.series[0].file == "patches/megatron-lm/0001-one.patch"
+    assert manifest.consumers[0].gitlink == "3rdparty/Megatron-LM"
+    assert manifest.validation.evidence_dir == "validation"
+
+
+@pytest.mark.parametrize(
+    ("old", "new", "line", "expected"),
+    [
+        ("  branch: farai/main\n", "", 6, "missing key 'fork.branch'"),
+        ("schema: 1\n", "schema: 1\nupstrem: {}\n", 2, "unknown key 'upstrem': did you mean 'upstream'?"),
+        (
+            "  branch: farai/main\nseries",
+            "  branch: farai/main\n  brnch: x\nseries",
+            10,
+            "unknown key 'fork.brnch'",
+        ),
+        (
+            "  repo: NVIDIA/Megatron-LM\n",
+            "  repo: [a, b]\n",
+            3,
+            "'upstream.repo' has the wrong type: expected a string",
+        ),
+        ("d12f6c8c9aff51e166d872fd70151687a8e3f375", "d12f6", 5, "is not a commit SHA (7 to 40"),
+        ("d12f6c8c9aff51e166d872fd70151687a8e3f375", "zzzzzzzz", 5, "is not a commit SHA"),
+        (
+            "  - file: patches/megatron-lm/0001-one.patch\n",
+            "  - file: patches/megatron-lm/0001-one.patch\n  - file: patches/megatron-lm/0001-one.patch\n",
+            1,
+            "duplicate patch 'patches/megatron-lm/0001-one.patch'",
+        ),
+        ("patches/megatron-lm/0001-one.patch", "patches/megatron-lm/0002-gone.patch", 11, "does not exist"),
+        ("patches/megatron-lm/0001-one.patch", "elsewhere/0001-one.patch", 11, "is outside patches/"),
+        ("patches/megatron-lm/0001-one.patch", "/etc/0001-one.patch", 11, "is absolute"),
+        ("patches/megatron-lm/0001-one.patch", "patches/../0001-one.patch", 11, "contains '..'"),
+        ("    gitlink: 3rdparty/Megatron-LM\n", "    gitlink: ''\n", 18, "the gitlink path is empty"),
+        ("schema: 1\n", "schema: 2\n", 1, "'schema': Input should be 1"),
+        ("fork:\n", "fork: 3\nfork2:\n", 6, "'fork' has the wrong type: expected a mapping"),
+    ],
+    ids=[
+        "missing-key",
+        "unknown-top-key",
+        "unknown-nested-key",
+        "wrong-type",
+        "short-sha",
+        "non-hex-sha",
+        "duplicate-patch",
+        "missing-patch-file",
+        "outside-patches",
+        "absolute-path",
+        "dotdot-path",
+        "empty-gitlink",
+        "wrong-schema",
+        "fork-not-mapping",
+    ],
+)
+def test_manifest_errors_name_file_line_and_exit_2(
+    tmp_path: Path, old: str, new: str, line: int, expected: str
+) -> None:
+    assert old in VALID
+    path = _write(tmp_path, VALID.replace(old, new, 1))
+    code, output = _lint(path)
+    assert code == 2, output
+    assert f"{path}:{line}:" in output
+    assert expected in output
+
+
+def test_invalid_yaml_names_line(tmp_path: Path) -> None:
+    path = _write(tmp_path, VALID.replace("  branch: farai/main\n", "  branch: [farai/main\n"))
+    code, output = _lint(path)
+    assert code == 2
+    assert f"{path}:" in output and "not valid YAML" in output
+
+
+def test_unsafe_yaml_tags_are_refused(tmp_path: Path) -> None:
+    path = _write(tmp_path, VALID.replace("schema: 1", "schema: !!python/object/apply:os.system ['true']"))
+    code, output = _lint(path)
+    assert code == 2
+    assert "not valid YAML" in output or "could not determine a constructor" in output
+
+
+def test_empty_manifest(tmp_path: Path) -> None:
+    code, output = _lint(_write(tmp_path, ""))
+    assert code == 2 and "the manifest is empty" in output
+
+
+def test_missing_manifest_file(tmp_path: Path) -> None:
+    code, output = _lint(tmp_path / "nope.yaml")
+    assert code == 2 and "no such manifest" in output
+
+
+def test_manifest_found_by_walking_up(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    toolkit = make_toolkit(tmp_path, patches=1)
+    deep = toolkit.root / "patches" / "megatron-lm"
+    monkeypatch.chdir(deep)
+    result = CliRunner().invoke(cli, ["status", "--json"])
+    assert result.exit_code == 0, result.output
+    assert '"base": "' + toolkit.base in result.output
+
+
+def test_no_manifest_anywhere(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.chdir(tmp_path)
+    result = CliRunner().invoke(cli, ["lint"])
+    assert result.exit_code == 2
+    assert "no manifest.yaml" in result.output
+
+
+def test_rewrite_keeps_comments_and_validates(tmp_path: Path) -> None:
+    text = VALID.replace("schema: 1\n", "# keep me\nschema: 1\n") + "dropped: []\n# trailing comment\n"
+    path = _write(tmp_path, text)
+    new_base = "a" * 40
+    rewrite(
+        path,
+        {
+            ("upstream", "base"): new_base,
+            ("dropped",): [{"subject": "x", "reason": "empty", "base": new_base}],
+            ("series",): [{"file": "patches/megatron-lm/0001-one.patch", "provenance": "b" * 40}],
+        },
+    )
+    after = path.read_text()
+    assert "# keep me" in after and "# trailing comment" in after
+    manifest = load(path)
+    assert manifest.upstream.base == new_base
+    assert manifest.model.dropped[0].reason == "empty"
+    assert manifest.series[0].provenance == "b" * 40
+    assert manifest.consumers[0].gitlink == "3rdparty/Megatron-LM"
+
+
+def test_rewrite_refuses_an_invalid_result(tmp_path: Path) -> None:
+    path = _write(tmp_path, VALID)
+    before = path.read_text()
+    with pytest.raises(Exception, match="not a commit SHA"):
+        rewrite(path, {("upstream", "base"): "nothex"})
+    assert path.read_text() == before
+
+
+def test_repository_manifest_is_valid(repo_root: Path) -> None:
+    manifest = load(repo_root / "manifest.yaml")
+    assert manifest.upstream.base == "d12f6c8c9aff51e166d872fd70151687a8e3f375"
+    assert [c.name for c in manifest.consumers] == ["megatron-bridge", "nemo-rl"]
+    assert manifest.consumers[1].gitlink == "3rdparty/Megatron-Bridge-workspace/Megatron-Bridge"
