@@ -6,9 +6,8 @@ from pathlib import Path
 
 import click
 
-from forkctl import __version__
+from forkctl import __version__, commands
 from forkctl.clikit import Context
-from forkctl.commands import COMMANDS
 
 EPILOG = """\b
 Exit codes: 0 ok, 1 a check found problems, 2 bad input or usage.
@@ -16,8 +15,20 @@ The manifest is found by walking up from the current directory unless --manifest
 """
 
 
+class LazyGroup(click.Group):
+    """Lists every verb, imports only the one that runs."""
+
+    def list_commands(self, ctx: click.Context) -> list[str]:
+        return [commands.command_name(verb) for verb in commands.VERBS]
+
+    def get_command(self, ctx: click.Context, cmd_name: str) -> click.Command | None:
+        return commands.load(cmd_name)
+
+
 @click.group(
-    context_settings={"help_option_names": ["-h", "--help"], "max_content_width": 100}, epilog=EPILOG
+    cls=LazyGroup,
+    context_settings={"help_option_names": ["-h", "--help"], "max_content_width": 100},
+    epilog=EPILOG,
 )
 @click.option(
     "--manifest",
@@ -35,10 +46,6 @@ def cli(ctx: click.Context, manifest: Path | None) -> None:
     gates merges on GPU evidence for exactly this series.
     """
     ctx.obj = Context(manifest_option=manifest)
-
-
-for command in COMMANDS:
-    cli.add_command(command)
 
 
 def main() -> None:

@@ -35,6 +35,19 @@ def _git(cwd: Path | None = None) -> git.Git:
     return git.Git(str(cwd) if cwd else None)
 
 
+def _execute(
+    args: list[str], cwd: Path | None, env: Mapping[str, str] | None, stdin: bytes | None, **options
+):  # type: ignore[no-untyped-def]
+    """GitPython's execute with `stdin` fed from a temporary file (closed when git is done)."""
+    with contextlib.ExitStack() as stack:
+        istream = None
+        if stdin is not None:
+            istream = stack.enter_context(tempfile.TemporaryFile())
+            istream.write(stdin)
+            istream.seek(0)
+        return _git(cwd).execute(["git", *args], env=dict(env) if env else None, istream=istream, **options)
+
+
 def run(
     args: list[str],
     cwd: Path | None = None,
@@ -44,13 +57,7 @@ def run(
 ) -> str:
     """Run `git <args>` and return stdout; raise GitFailed with git's stderr on failure."""
     try:
-        output = _git(cwd).execute(
-            ["git", *args],
-            env=dict(env) if env else None,
-            istream=_stdin(stdin),
-            stdout_as_string=True,
-            strip_newline_in_stdout=strip,
-        )
+        output = _execute(args, cwd, env, stdin, stdout_as_string=True, strip_newline_in_stdout=strip)
     except GitCommandError as exc:
         raise GitFailed(f"git {args[0]} failed", str(exc.stderr).strip().removeprefix("stderr: ")) from None
     return str(output)
@@ -58,9 +65,7 @@ def run(
 
 def run_bytes(args: list[str], cwd: Path | None = None, stdin: bytes | None = None) -> bytes:
     try:
-        output = _git(cwd).execute(
-            ["git", *args], istream=_stdin(stdin), stdout_as_string=False, strip_newline_in_stdout=False
-        )
+        output = _execute(args, cwd, None, stdin, stdout_as_string=False, strip_newline_in_stdout=False)
     except GitCommandError as exc:
         raise GitFailed(f"git {args[0]} failed", str(exc.stderr)) from None
     assert isinstance(output, bytes)
@@ -71,24 +76,10 @@ def try_run(
     args: list[str], cwd: Path | None = None, env: Mapping[str, str] | None = None, stdin: bytes | None = None
 ) -> tuple[int, str, str]:
     """Run git and return (status, stdout, stderr) without raising: for checks whose failure is data."""
-    status, out, err = _git(cwd).execute(
-        ["git", *args],
-        env=dict(env) if env else None,
-        istream=_stdin(stdin),
-        with_extended_output=True,
-        with_exceptions=False,
-        stdout_as_string=True,
+    status, out, err = _execute(
+        args, cwd, env, stdin, with_extended_output=True, with_exceptions=False, stdout_as_string=True
     )
     return int(status), str(out), str(err)
-
-
-def _stdin(data: bytes | None):  # type: ignore[no-untyped-def]
-    if data is None:
-        return None
-    handle = tempfile.TemporaryFile()
-    handle.write(data)
-    handle.seek(0)
-    return handle
 
 
 def patch_id(diff: bytes) -> str:
@@ -339,3 +330,155 @@ def tree_apply(tree: Path, diff: bytes, include: str, reverse: bool = False) -> 
     status, _, err = try_run([*args, "-"], cwd=tree, env=_tree_env(tree), stdin=diff)
     if status != 0:
         raise GitFailed(f"git apply failed in {tree}", err)
+
+
+# --- submodules read from commit objects (check-pins, bump-bridge) -----------------------------
+
+
+@dataclass(frozen=True)
+class SubmoduleEntry:
+    """One `[submodule "<name>"]` section of a `.gitmodules` blob."""
+
+    name: str
+    path: str | None
+    url: str | None
+    options: dict[str, str]  # every key of the section (path, url, shallow, branch, ...)
+
+
+def parse_gitmodules(repo: GitRepo, blob: str) -> list[SubmoduleEntry]:
+    """The sections of a `.gitmodules` blob, read by git's own config parser (`--blob`), in file order."""
+    status, out, err = repo.try_git(["config", "--blob", blob, "--null", "--list"])
+    if status != 0:
+        raise GitFailed(f"cannot parse .gitmodules ({blob})", err, hint="fix the .gitmodules syntax")
+    sections: dict[str, dict[str, str]] = {}
+    for item in out.split("\x00"):
+        if not item:
+            continue
+        key, _, value = item.partition("\n")
+        if not key.startswith("submodule.") or key.count(".") < 2:
+            continue
+        name, variable = key[len("submodule.") :].rsplit(".", 1)
+        sections.setdefault(name, {})[variable.lower()] = value
+    return [
+        SubmoduleEntry(name=name, path=opts.get("path"), url=opts.get("url"), options=opts)
+        for name, opts in sections.items()
+    ]
+
+
+def read_gitmodules(repo: GitRepo, commit: str) -> list[SubmoduleEntry] | None:
+    """`.gitmodules` of `commit` (no checkout), or None when the commit has none."""
+    entry = repo.tree_entry(commit, ".gitmodules")
+    if entry is None or entry.kind != "blob":
+        return None
+    return parse_gitmodules(repo, entry.sha)
+
+
+def write_blob(repo: GitRepo, data: bytes) -> str:
+    return repo.git(["hash-object", "-w", "--stdin"], stdin=data).strip()
+
+
+def gitmodules_with(repo: GitRepo, blob: str, name: str, key: str, value: str) -> str:
+    """A new `.gitmodules` blob: `blob` with `submodule.<name>.<key>` set to `value`, every other
+    line byte for byte (git config edits the file in place, keeping comments and order)."""
+    data = run_bytes(["--git-dir", str(repo.git_dir), "cat-file", "blob", blob])
+    with tempfile.TemporaryDirectory(prefix="forkctl-gitmodules-") as scratch:
+        path = Path(scratch) / "gitmodules"
+        path.write_bytes(data)
+        run(["config", "--file", str(path), f"submodule.{name}.{key}", value])
+        return write_blob(repo, path.read_bytes())
+
+
+def index_set_entry(index: PrivateIndex, mode: str, sha: str, path: str) -> None:
+    """Point `path` in a private index at `sha` (mode 160000: a gitlink) without touching any file."""
+    index.repo.git(["update-index", "--add", "--cacheinfo", f"{mode},{sha},{path}"], env=index.env)
+
+
+def commit_with_identity(repo: GitRepo, tree: str, parents: list[str], message: str) -> str:
+    """A commit by the configured user (author and committer from git's config/environment, now)."""
+    args = ["commit-tree", tree]
+    for parent in parents:
+        args += ["-p", parent]
+    return repo.git([*args, "-F", "-"], stdin=message.encode("utf-8")).strip()
+
+
+# --- conflict worktrees and series comparison (apply --continue, port) -------------------------
+
+
+def checked_out_branches(repo: GitRepo) -> dict[str, Path]:
+    """{branch name: worktree path} for every worktree (the main one included) that has one checked out."""
+    out = repo.git(["worktree", "list", "--porcelain"])
+    branches: dict[str, Path] = {}
+    current: Path | None = None
+    for line in out.splitlines():
+        if line.startswith("worktree "):
+            current = Path(line.removeprefix("worktree "))
+        elif line.startswith("branch refs/heads/") and current is not None:
+            branches[line.removeprefix("branch refs/heads/")] = current
+    return branches
+
+
+def worktree_apply_3way(worktree: Path, diff: bytes) -> tuple[bool, str]:
+    """`git apply --3way` in a worktree (its files and index): conflicts are left as markers."""
+    status, out, err = try_run(["apply", "--3way", "--whitespace=nowarn", "-"], cwd=worktree, stdin=diff)
+    return status == 0, "\n".join(part for part in (out.strip(), err.strip()) if part)
+
+
+def worktree_unmerged_paths(worktree: Path) -> list[str]:
+    return run(["diff", "--name-only", "--diff-filter=U"], cwd=worktree).splitlines()
+
+
+def worktree_checkout(worktree: Path, commit: str) -> None:
+    """Point a (forkctl-owned, scratch) worktree at `commit`, discarding whatever it held."""
+    run(["reset", "--quiet", "--hard", commit], cwd=worktree)
+    run(["clean", "-fdq"], cwd=worktree)
+
+
+def worktree_write_tree(worktree: Path) -> str:
+    """Stage every file of a worktree (resolutions included) in its own index and write the tree."""
+    run(["add", "-A", "."], cwd=worktree)
+    return run(["write-tree"], cwd=worktree).strip()
+
+
+def range_diff(repo: GitRepo, old_range: str, new_range: str) -> str:
+    """`git range-diff` of two series, e.g. old-base..old-head vs new-base..new-head (no colour)."""
+    status, out, err = repo.try_git(["range-diff", "--no-color", old_range, new_range])
+    return out if status == 0 else err
+
+
+def committer_of(repo: GitRepo, sha: str) -> Identity:
+    """The committer of `sha`; equal to the author (date included) for forkctl's reproducible commits."""
+    name, email, date = repo.git(["show", "-s", "--format=%cn%x00%ce%x00%cI", sha]).split("\x00")
+    return Identity(name=name, email=email, date=date)
+
+
+def toplevel(cwd: Path) -> Path | None:
+    """The root of the working tree that contains `cwd`, or None outside any repository."""
+    status, out, _ = try_run(["rev-parse", "--show-toplevel"], cwd=cwd)
+    return Path(out.strip()) if status == 0 and out.strip() else None
+
+
+def index_apply_check(index: PrivateIndex, diff: bytes, reverse: bool = False) -> bool:
+    """Would `diff` apply (or, reverse, un-apply) to this private index? Changes nothing."""
+    args = ["apply", "--cached", "--check", "--whitespace=nowarn", *(["--reverse"] if reverse else []), "-"]
+    return index.repo.try_git(args, index.env, diff)[0] == 0
+
+
+def last_commit_touching(repo: GitRepo, range_spec: str, paths: list[str]) -> str | None:
+    """The newest commit in `range_spec` that changed any of `paths` (evidence for an absorbed patch)."""
+    if not paths:
+        return None
+    out = repo.git(["log", "-1", "--format=%H", range_spec, "--", *paths]).strip()
+    return out or None
+
+
+def tree_from_directory(repo: GitRepo, directory: Path) -> str:
+    """Store every file under `directory` (ignore rules off) in `repo` and return the tree's SHA.
+
+    A private index and `--work-tree` pointed at `directory`: the repository's own index and files
+    are never touched (the demo snapshots an installed package this way).
+    """
+    with tempfile.TemporaryDirectory(prefix="forkctl-index-") as scratch:
+        env = {**os.environ, "GIT_INDEX_FILE": str(Path(scratch) / "index")}
+        where = ["-c", "core.autocrlf=false", "--git-dir", str(repo.git_dir), "--work-tree", str(directory)]
+        run([*where, "add", "--all", "--force", "."], cwd=directory, env=env)
+        return run([*where, "write-tree"], cwd=directory, env=env).strip()

@@ -1,0 +1,121 @@
+"""apply(series, base) onto a branch: the fast path, and the stop/continue/abort story around it.
+
+No ref moves until every patch has a commit; the branch is then set with compare-and-swap against the
+tip it had when the build started. The user's HEAD, index and files are never read or written.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from forkctl import build, gitobj, session
+from forkctl.errors import BadInput
+from forkctl.gitobj import GitRepo
+from forkctl.manifest import Manifest
+from forkctl.series import Series
+
+
+@dataclass
+class Outcome:
+    state: session.State
+    conflict: session.ConflictReport | None = None
+    branch_moved: bool = False
+
+    @property
+    def done(self) -> bool:
+        return self.conflict is None
+
+
+def refuse_checked_out(repo: GitRepo, branch: str) -> None:
+    holders = gitobj.checked_out_branches(repo)
+    if branch in holders:
+        raise BadInput(
+            f"branch {branch} is checked out in {holders[branch]}: forkctl never moves a checked-out branch",
+            hint="pass --branch OTHER, or switch that checkout to another branch first",
+        )
+
+
+def resolve_base(repo: GitRepo, wanted: str, manifest: Manifest) -> str:
+    """Full SHA of `wanted`; it must be the manifest's base (a different base is a port)."""
+    full = repo.resolve_commit(wanted)
+    if full is None:
+        raise BadInput(
+            f"unknown commit {wanted!r}: {repo.git_dir} has no commit by that name",
+            hint="check the SHA, or fetch upstream into that repository",
+        )
+    manifest_base = repo.resolve_commit(manifest.upstream.base)
+    if full != manifest_base:
+        raise BadInput(
+            f"{full[:12]} is not the manifest's base {manifest.upstream.base[:12]}: "
+            "the series is only known to apply on its own base",
+            hint=f"to move the series to {full[:12]}, run forkctl port --onto {full}",
+        )
+    return full
+
+
+def _files(manifest: Manifest) -> list[str]:
+    return [entry.file for entry in manifest.series]
+
+
+def _run(repo: GitRepo, series: Series, state: session.State, start: int, parent: str) -> Outcome:
+    """Build patches[start:] onto `parent` via the fast path; stop in the worktree on a conflict."""
+    built = build.build_series(repo, state.base, series.patches, start=start, parent=parent)
+    for applied, file in zip(built.applied, state.files[start:], strict=False):
+        state.steps.append(session.Step(file=file, commit=applied.commit))
+    if built.conflict is not None:
+        conflict = session.open_conflict(
+            repo, state, built.conflict.index, built.conflict.patch, built.conflict.parent
+        )
+        return Outcome(state=state, conflict=conflict)
+    session.set_branch(repo, state.branch, state.head, state.old_tip)
+    session.clear(repo)
+    return Outcome(state=state, branch_moved=state.old_tip != state.head)
+
+
+def start(repo: GitRepo, manifest: Manifest, series: Series, base: str, branch: str, force: bool) -> Outcome:
+    session.refuse_if_in_progress(repo)
+    refuse_checked_out(repo, branch)
+    old_tip = repo.branch_sha(branch)
+    state = session.State(
+        operation="apply",
+        manifest=str(manifest.path),
+        base=base,
+        series_digest=series.digest,
+        files=_files(manifest),
+        branch=branch,
+        force=force,
+        old_tip=old_tip,
+        worktree=str(session.worktree_path(repo)),
+    )
+    if old_tip is not None and not force:
+        # Build first (objects only, no ref): an existing branch already at the result is fine.
+        built = build.build_series(repo, base, series.patches)
+        if not (built.complete and built.head == old_tip):
+            raise BadInput(
+                f"branch {branch} already exists at {old_tip[:12]} and is not apply(base, series)",
+                hint="pass --force to move it (its old tip is printed), or --branch OTHER",
+            )
+    return _run(repo, series, state, 0, base)
+
+
+def resume(repo: GitRepo, manifest: Manifest, series: Series) -> Outcome:
+    state = session.require(repo, "apply")
+    if series.digest != state.series_digest or _files(manifest) != state.files:
+        raise BadInput(
+            "the patch series changed since the apply stopped",
+            hint="run forkctl apply --abort, then apply again",
+        )
+    refuse_checked_out(repo, state.branch)
+    index = state.conflict_index
+    patch = series.patches[index]
+    commit = session.commit_resolution(repo, state, patch, patch.message)
+    state.steps.append(session.Step(file=state.files[index], commit=commit, resolved=True))
+    state.conflict_index, state.conflict_parent, state.conflict_paths = -1, "", []
+    session.save(repo, state)
+    return _run(repo, series, state, index + 1, commit)
+
+
+def abort(repo: GitRepo, operation: str = "apply") -> session.State:
+    state = session.require(repo, operation)
+    session.clear(repo)
+    return state

@@ -1,0 +1,243 @@
+"""forkctl apply: build the fork branch from (base, series), or patch a plain directory tree.
+
+Two targets:
+- a repository (`--base`): each patch becomes a reproducible commit made without a checkout, and the
+  integration branch is set to the result; a conflict stops in a private worktree, resumable with
+  `--continue` or undone with `--abort`.
+- a directory tree (`--tree`): the series is applied to the files in place, all or nothing, and a tree
+  that already carries the series is left alone.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import click
+
+from forkctl import applying, remote, treepatch
+from forkctl.clikit import Context, forkctl_command, output_options
+from forkctl.errors import EXIT_CHECK_FAILED, BadInput
+from forkctl.gitobj import GitRepo
+from forkctl.manifest import Manifest
+from forkctl.report import Problem, Report, Table
+from forkctl.series import load_series
+
+
+def _tree_report(tree_plan: treepatch.TreePlan, reverse: bool, changed: list[str]) -> Report:
+    result = Report(command="apply")
+    rows = []
+    patches_json = []
+    for verdict in tree_plan.verdicts:
+        name = verdict.patch.path.name
+        rows.append([name, verdict.patch.subject, str(verdict.status), ", ".join(verdict.paths) or "-"])
+        patches_json.append(
+            {
+                "file": name,
+                "subject": verdict.patch.subject,
+                "status": str(verdict.status),
+                "paths": verdict.paths,
+                **({"message": verdict.message} if verdict.message else {}),
+            }
+        )
+    result.tables.append(
+        Table(
+            title=f"{tree_plan.tree} ({tree_plan.include}): series {tree_plan.state}",
+            columns=["patch", "subject", "status in the tree before", "paths"],
+            rows=rows,
+        )
+    )
+    result.data = {
+        "target": "tree",
+        "tree": str(tree_plan.tree),
+        "include": tree_plan.include,
+        "direction": "reverse" if reverse else "apply",
+        "state": str(tree_plan.state),
+        "changed": changed,
+        "patches": patches_json,
+    }
+    return result
+
+
+def _apply_tree(ctx: Context, tree: Path, include: str, reverse: bool) -> Report:
+    if not tree.is_dir():
+        raise BadInput(f"{tree} is not a directory", hint="pass the folder that contains megatron/")
+    series = load_series(ctx.manifest())
+    tree_plan = treepatch.plan(tree, series.patches, include, reverse=reverse)
+    changed = [p.path.name for p in treepatch.execute(tree_plan, reverse=reverse)]
+    result = _tree_report(tree_plan, reverse, changed)
+    trivial = [v.patch.path.name for v in tree_plan.verdicts if v.status == treepatch.PatchStatus.NO_PATHS]
+    if trivial:
+        result.lines.append(f"no path matches {include} in: {', '.join(trivial)} (counted as applied)")
+    verb = "took out" if reverse else "applied"
+    if changed:
+        result.lines.append(f"{verb} {len(changed)} patch(es) to {tree}")
+    elif tree_plan.state == treepatch.TreeState.PARTIAL:
+        carried = [v.patch.path.name for v in tree_plan.verdicts if v.status == treepatch.PatchStatus.APPLIED]
+        missing = [v.patch.path.name for v in tree_plan.verdicts if v.status != treepatch.PatchStatus.APPLIED]
+        missing = [name for name in missing if name not in trivial]
+        result.fail(
+            Problem(
+                f"{tree} carries part of the series: applied: {', '.join(carried) or 'none'}; "
+                f"not applied: {', '.join(missing) or 'none'}; nothing was changed",
+                hint="start from a clean copy of the package, or take the series out with --reverse "
+                "on the copy that carries all of it",
+            )
+        )
+    elif reverse:
+        result.lines.append(f"{tree} does not carry the series: nothing to take out")
+    else:
+        result.lines.append(f"{tree} already carries every patch: left alone")
+    return result
+
+
+def _store(manifest: Manifest, repo_path: Path | None, url: str | None, revs: list[str]) -> GitRepo:
+    return remote.object_store(repo_path, url or manifest.upstream.url, revs)
+
+
+def _outcome_report(outcome: applying.Outcome, repo: GitRepo) -> Report:
+    state = outcome.state
+    result = Report(command="apply")
+    rows = [
+        [Path(step.file).name, step.commit or "-", "resolved by hand" if step.resolved else "applied"]
+        for step in state.steps
+    ]
+    result.data = {
+        "target": "repo",
+        "repo": str(repo.git_dir),
+        "base": state.base,
+        "branch": state.branch,
+        "series_digest": state.series_digest,
+        "commits": [
+            {"file": step.file, "commit": step.commit, "resolved": step.resolved} for step in state.steps
+        ],
+        # A hand resolution makes the head a product of that resolution, not of (base, series) alone.
+        "reproducible": not any(step.resolved for step in state.steps),
+    }
+    if outcome.conflict is not None:
+        conflict = outcome.conflict
+        name = Path(state.files[state.conflict_index]).name
+        rows.append([name, "-", "conflict"])
+        result.data |= {
+            "head": None,
+            "conflict": {
+                "file": state.files[state.conflict_index],
+                "subject": conflict.patch.subject,
+                "parent": conflict.parent,
+                "paths": conflict.paths,
+                "message": conflict.message,
+                "worktree": str(conflict.worktree),
+            },
+        }
+        result.fail(
+            Problem(
+                f"{name} ({conflict.patch.subject}) does not apply on {conflict.parent[:12]}: conflicts in "
+                f"{', '.join(conflict.paths) or '(see git output)'}\n{conflict.message}",
+                file=state.files[state.conflict_index],
+                hint=f"resolve the files in {conflict.worktree}, then run forkctl apply --continue; "
+                "or forkctl apply --abort to leave everything as it was",
+            )
+        )
+        result.exit_code = EXIT_CHECK_FAILED
+    else:
+        result.data |= {"head": state.head, "old_tip": state.old_tip}
+        if state.old_tip and state.old_tip != state.head:
+            result.lines.append(f"moved {state.branch} from {state.old_tip} (old tip) to {state.head}")
+        elif state.old_tip == state.head:
+            result.lines.append(f"{state.branch} already at {state.head}")
+        else:
+            result.lines.append(f"created {state.branch} at {state.head}")
+        result.lines.append(state.head)
+    result.tables.insert(
+        0,
+        Table(
+            title=f"{state.branch} = {state.base[:12]} + series",
+            columns=["patch", "commit", "how"],
+            rows=rows,
+        ),
+    )
+    return result
+
+
+@click.command("apply")
+@click.option(
+    "--base", "base_rev", help="Upstream commit (full SHA or abbreviation) to build on: the manifest's base."
+)
+@click.option(
+    "--repo",
+    "repo_path",
+    type=click.Path(path_type=Path, file_okay=False, exists=True),
+    help="An existing clone (bare or not) with the upstream objects; the branch is created there.",
+)
+@click.option(
+    "--upstream-url", help="Where to fetch upstream objects into the cache (default: manifest upstream.url)."
+)
+@click.option("--branch", help="Branch to create (default: manifest fork.branch).")
+@click.option("--force", is_flag=True, help="Move an existing branch (its old tip is printed).")
+@click.option("--continue", "resume", is_flag=True, help="Go on after resolving a conflict in the worktree.")
+@click.option(
+    "--abort", is_flag=True, help="Give up a stopped apply: remove its worktree and state; no ref moves."
+)
+@click.option(
+    "--tree",
+    type=click.Path(path_type=Path, file_okay=False),
+    help="Apply to this plain directory (e.g. a copy of site-packages holding megatron/) instead of a repository.",
+)
+@click.option("--reverse", is_flag=True, help="With --tree: take the series back out, last patch first.")
+@click.option(
+    "--include",
+    default=treepatch.DEFAULT_INCLUDE,
+    show_default=True,
+    help="With --tree: only paths matching this glob are patched (others are ignored).",
+)
+@output_options()
+@forkctl_command
+def command(
+    ctx: Context,
+    tree: Path | None,
+    reverse: bool,
+    include: str,
+    base_rev: str | None,
+    repo_path: Path | None,
+    upstream_url: str | None,
+    branch: str | None,
+    force: bool,
+    resume: bool,
+    abort: bool,
+) -> Report:
+    """Apply the patch series.
+
+    \b
+    With --base SHA: build the integration branch (default fork.branch) as one reproducible commit
+    per patch (author = committer = the patch's author and date, so every machine gets the same SHAs),
+    without a checkout. Objects come from --repo or from a cache of partial clones ($FORKCTL_CACHE or
+    ~/.cache/forkctl). The user's HEAD, index and files are never touched. On a conflict it stops
+    (exit 1) in a scratch worktree inside the git dir: resolve there, then --continue, or --abort.
+
+    \b
+    With --tree PATH: patch the files under PATH in place. All or nothing: the whole series is first
+    rehearsed on a scratch copy, so a failure changes no file. A tree that already carries every patch
+    is left alone (exit 0); a tree that carries only part of the series is refused (exit 1) with the
+    lists of patches that are and are not in it. --reverse takes the series back out.
+    """
+    if tree is not None:
+        return _apply_tree(ctx, tree, include, reverse)
+    if resume and abort:
+        raise BadInput("--continue and --abort exclude each other", hint="pass one of them")
+    manifest = ctx.manifest()
+    if abort or resume:
+        repo = _store(manifest, repo_path, upstream_url, [])
+        if abort:
+            state = applying.abort(repo)
+            result = Report(command="apply", data={"aborted": True, "branch": state.branch})
+            result.lines.append(f"aborted: removed the worktree and state; {state.branch} left as it was")
+            return result
+        return _outcome_report(applying.resume(repo, manifest, load_series(manifest)), repo)
+    if base_rev is None:
+        raise BadInput(
+            "nothing to apply to", hint="pass --base SHA (the manifest's base), --tree PATH, or --continue"
+        )
+    repo = _store(manifest, repo_path, upstream_url, [base_rev, manifest.upstream.base])
+    base = applying.resolve_base(repo, base_rev, manifest)
+    series = load_series(manifest)
+    outcome = applying.start(repo, manifest, series, base, branch or manifest.fork.branch, force)
+    return _outcome_report(outcome, repo)

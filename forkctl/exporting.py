@@ -1,0 +1,150 @@
+"""Export a branch as the series files: byte-stable, each patch tagged with where it came from.
+
+The round trip export -> apply -> export must change no byte. apply makes commits whose message is the
+patch file's message (its provenance line included) with committer = author; export recognises such a
+commit (it has a provenance line and committer == author, name, email and date) and writes its message
+as it is. Any other commit (a maintainer's cherry-pick, an amended fix) gets a new
+`(cherry picked from commit <sha>)` line naming itself; older lines stay, so the chain is kept.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+from pathlib import Path
+
+from forkctl import gitobj
+from forkctl import manifest as manifest_mod
+from forkctl.errors import BadInput
+from forkctl.gitobj import CommitInfo, GitRepo
+from forkctl.manifest import Manifest
+from forkctl.series import PROVENANCE_RE, TRAILER_RE
+
+SLUG_MAX = 52  # like git format-patch: names stay short enough for every file system and terminal
+
+
+@dataclass(frozen=True)
+class ExportedPatch:
+    commit: str
+    file: str  # relative to the manifest's folder
+    content: bytes
+    provenance: str  # the commit the newest provenance line names
+    tagged_now: bool  # a provenance line was added by this export
+
+
+def slug(subject: str) -> str:
+    text = re.sub(r"[^a-z0-9]+", "-", subject.lower()).strip("-")
+    return text[:SLUG_MAX].rstrip("-") or "patch"
+
+
+def is_reproducible_apply(repo: GitRepo, info: CommitInfo) -> bool:
+    """A commit forkctl apply/port made: committer == author (name, email, date)."""
+    committer = gitobj.committer_of(repo, info.sha)
+    return (committer.name, committer.email, committer.date) == (
+        info.author.name,
+        info.author.email,
+        info.author.date,
+    )
+
+
+def with_provenance(message: str, sha: str) -> str:
+    """Append a provenance line; it joins a final trailer block, else starts a paragraph of its own."""
+    body = message.rstrip("\n")
+    last = body.splitlines()[-1] if body else ""
+    joiner = "\n" if PROVENANCE_RE.match(last) or TRAILER_RE.match(last) else "\n\n"
+    return f"{body}{joiner}(cherry picked from commit {sha})\n"
+
+
+def _exportable(repo: GitRepo, info: CommitInfo) -> tuple[str, str, bool]:
+    """(sha to format, provenance it carries, tagged now) for one commit of the branch."""
+    names = PROVENANCE_RE.findall(info.message)
+    if names and (info.sha.startswith(names[-1]) or is_reproducible_apply(repo, info)):
+        return info.sha, names[-1], False
+    tagged = repo.commit_tree(info.tree, info.parents, with_provenance(info.message, info.sha), info.author)
+    return tagged, info.sha, True
+
+
+def branch_commits(repo: GitRepo, base: str, branch: str) -> list[str]:
+    tip = repo.resolve_commit(branch)
+    if tip is None:
+        raise BadInput(
+            f"no branch {branch!r} in {repo.git_dir}",
+            hint="build it with forkctl apply, or pass --from/--repo",
+        )
+    if not repo.is_ancestor(base, tip):
+        raise BadInput(
+            f"{branch} does not contain the manifest's base {base[:12]}",
+            hint="the branch was built on another base: port it (forkctl port --onto) or fix the manifest",
+        )
+    merges = repo.rev_list(f"{base}..{tip}", "--merges")
+    if merges:
+        raise BadInput(
+            f"{branch} has merge commits after the base ({merges[0][:12]}): a series must be linear",
+            hint="rebase the branch onto the base first",
+        )
+    return repo.rev_list(f"{base}..{tip}")
+
+
+def render(repo: GitRepo, manifest: Manifest, commits: list[str]) -> list[ExportedPatch]:
+    series_dir = manifest.series_dir().relative_to(manifest.root)
+    exported = []
+    for number, sha in enumerate(commits, start=1):
+        info = repo.commit_info(sha)
+        to_format, provenance, tagged = _exportable(repo, info)
+        name = f"{number:04d}-{slug(info.subject)}.patch"
+        exported.append(
+            ExportedPatch(
+                commit=sha,
+                file=str(series_dir / name),
+                content=repo.format_patch(to_format),
+                provenance=provenance,
+                tagged_now=tagged,
+            )
+        )
+    return exported
+
+
+@dataclass(frozen=True)
+class Difference:
+    changed: list[str]  # files whose bytes differ (or are missing)
+    stale: list[str]  # files of the old series that the new one no longer has
+    manifest_differs: bool
+
+
+def compare(manifest: Manifest, exported: list[ExportedPatch]) -> Difference:
+    changed = [
+        patch.file
+        for patch in exported
+        if not (manifest.root / patch.file).is_file()
+        or (manifest.root / patch.file).read_bytes() != patch.content
+    ]
+    new_files = {patch.file for patch in exported}
+    stale = [entry.file for entry in manifest.series if entry.file not in new_files]
+    wanted = [(patch.file, patch.provenance) for patch in exported]
+    current = [(entry.file, entry.provenance) for entry in manifest.series]
+    return Difference(changed=changed, stale=stale, manifest_differs=wanted != current)
+
+
+def write(manifest: Manifest, exported: list[ExportedPatch], difference: Difference) -> None:
+    """Write changed files, delete files of the old series that are gone, rewrite `series:`.
+
+    Files under patches/ that the old series did not list are never overwritten or deleted.
+    """
+    listed = {entry.file for entry in manifest.series}
+    for patch in exported:
+        target = manifest.root / patch.file
+        if patch.file in difference.changed and target.exists() and patch.file not in listed:
+            raise BadInput(
+                f"{patch.file} exists but is not part of the series: export will not overwrite it",
+                hint="move or delete that file, or list it in manifest.yaml",
+            )
+    for patch in exported:
+        if patch.file in difference.changed:
+            target = manifest.root / patch.file
+            target.parent.mkdir(parents=True, exist_ok=True)
+            target.write_bytes(patch.content)
+    for file in difference.stale:
+        Path(manifest.root / file).unlink(missing_ok=True)
+    if difference.manifest_differs:
+        entries = [{"file": patch.file, "provenance": patch.provenance} for patch in exported]
+        manifest_mod.rewrite(manifest.path, {("series",): entries})

@@ -1,0 +1,237 @@
+"""Getting objects from other repositories: local paths, a cache of partial clones keyed by URL.
+
+With gitobj.py, the only module that runs git. Nothing here touches a user's checkout: a local
+repository is only ever read (or lent as an object alternate); everything fetched lands in the cache,
+`$FORKCTL_CACHE` or `~/.cache/forkctl`, one bare partial clone (`blob:none`) per normalised URL.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import os
+import re
+from dataclasses import dataclass
+from pathlib import Path
+from urllib.parse import urlsplit
+
+from forkctl import gitobj
+from forkctl.errors import BadInput
+from forkctl.gitobj import GitFailed, GitRepo
+
+# --- pin-chain helpers: URL identity, ls-remote, one-SHA fetches, reachability ------------------
+
+_SCP_RE = re.compile(r"^(?:[^@/]+@)?(?P<host>[^:/]+):(?P<path>[^/].*)$")
+
+
+def normalise_url(url: str) -> str:
+    """One spelling per repository: `host/owner/name`, lowercase, no scheme, user, port or `.git`.
+
+    https://github.com/A/B.git, git@github.com:a/b and ssh://git@github.com/A/B all give github.com/a/b;
+    a file:// URL or a local path gives its resolved absolute path (case kept: file systems care).
+    """
+    text = url.strip()
+    if text.startswith("file://") or text.startswith("/") or text.startswith("."):
+        path = urlsplit(text).path if text.startswith("file://") else text
+        return str(Path(path).resolve()).removesuffix("/").removesuffix(".git")
+    if "://" in text:
+        parts = urlsplit(text)
+        host, path = (parts.hostname or ""), parts.path
+    else:
+        match = _SCP_RE.match(text)
+        if not match:
+            return text.lower().removesuffix("/").removesuffix(".git")
+        host, path = match.group("host"), match.group("path")
+    path = path.strip("/").removesuffix(".git").removesuffix("/")
+    return f"{host.lower()}/{path.lower()}"
+
+
+def same_repo(a: str, b: str) -> bool:
+    return normalise_url(a) == normalise_url(b)
+
+
+def is_local(location: str) -> bool:
+    """A path on this machine (not a URL)."""
+    return "://" not in location and Path(location).exists()
+
+
+def as_url(location: str) -> str:
+    """A path becomes a file:// URL; a URL stays as it is."""
+    if "://" in location or (_SCP_RE.match(location) and not Path(location).exists()):
+        return location
+    return Path(location).resolve().as_uri()
+
+
+def resolve_relative_url(url: str, superproject_url: str) -> str:
+    """`.gitmodules` may say `../Other.git`: resolve it against the superproject's URL, as git does."""
+    if not url.startswith("./") and not url.startswith("../"):
+        return url
+    base = superproject_url.rstrip("/")
+    for part in url.split("/"):
+        if part == "..":
+            base = base.rsplit("/", 1)[0] if "/" in base.split("://", 1)[-1] else base.rsplit(":", 1)[0] + ":"
+        elif part not in (".", ""):
+            base = f"{base}/{part}" if not base.endswith(":") else f"{base}{part}"
+    return base
+
+
+def ls_remote(url: str) -> dict[str, str]:
+    """The branches and tags of `url` as {ref: commit sha}; annotated tags are peeled to their commit."""
+    try:
+        out = gitobj.run(["ls-remote", "--heads", "--tags", url])
+    except GitFailed as exc:
+        raise BadInput(
+            f"cannot list the refs of {url}: {exc.stderr.strip() or exc.message}",
+            hint="check the URL and your network / credentials (git ls-remote must work)",
+        ) from None
+    refs: dict[str, str] = {}
+    for line in out.splitlines():
+        sha, ref = line.split("\t", 1)
+        if ref.endswith("^{}"):
+            refs[ref.removesuffix("^{}")] = sha  # the peeled commit wins over the tag object
+        else:
+            refs.setdefault(ref, sha)
+    return refs
+
+
+def cache_root() -> Path:
+    configured = os.environ.get("FORKCTL_CACHE")
+    return Path(configured) if configured else Path.home() / ".cache" / "forkctl"
+
+
+def cache_repo_for(url: str, alternates: list[Path] | None = None) -> GitRepo:
+    """The cache's bare partial clone for `url` (made on first use). `alternates`: local object stores
+    to borrow from (read only), so a local clone given on the command line saves the network."""
+    key = hashlib.sha256(normalise_url(url).encode()).hexdigest()[:16]
+    name = re.sub(r"[^a-z0-9]+", "-", normalise_url(url).lower()).strip("-")[-40:]
+    path = cache_root() / "repos" / f"{name}-{key}.git"
+    if not (path / "HEAD").is_file():
+        path.parent.mkdir(parents=True, exist_ok=True)
+        repo = GitRepo.init_bare(path)
+        repo.git(["config", "remote.origin.url", url])
+        repo.git(["config", "remote.origin.promisor", "true"])
+        repo.git(["config", "remote.origin.partialclonefilter", "blob:none"])
+        repo.git(["config", "extensions.partialClone", "origin"])
+    repo = GitRepo(path)
+    if alternates:
+        info = path / "objects" / "info"
+        info.mkdir(parents=True, exist_ok=True)
+        listed = (info / "alternates").read_text().splitlines() if (info / "alternates").is_file() else []
+        wanted = [str((a / "objects").resolve()) for a in alternates if (a / "objects").is_dir()]
+        merged = listed + [w for w in wanted if w not in listed]
+        if merged != listed:
+            (info / "alternates").write_text("".join(f"{line}\n" for line in merged))
+    return repo
+
+
+def fetch_sha(cache_repo: GitRepo, url: str, sha: str, depth: int | None = 1) -> bool:
+    """Fetch one commit by SHA (default depth 1, blobs on demand) into the cache; True when it arrived.
+
+    Servers refuse a SHA that none of their refs reach unless configured otherwise, which is itself
+    the answer for a commit that exists only on someone's machine.
+    """
+    if cache_repo.has_object(f"{sha}^{{commit}}"):
+        return True
+    args = ["fetch", "--quiet", "--no-tags", "--filter=blob:none"]
+    if depth:
+        args.append(f"--depth={depth}")
+    status, _, _ = cache_repo.try_git([*args, url, sha])
+    return status == 0 and cache_repo.has_object(f"{sha}^{{commit}}")
+
+
+def fetch_history(cache_repo: GitRepo, url: str) -> None:
+    """Fetch every branch and tag of `url` with full history (commits and trees, blobs on demand).
+
+    The refs land under refs/forkctl/ so that `contains` questions only see what the URL has now.
+    A cache made shallow by earlier one-SHA fetches is deepened, or ancestry answers would be wrong.
+    """
+    args = ["fetch", "--quiet", "--prune", "--no-tags", "--filter=blob:none"]
+    if (cache_repo.git_dir / "shallow").is_file():
+        args.append("--unshallow")
+    refspecs = ["+refs/heads/*:refs/forkctl/heads/*", "+refs/tags/*:refs/forkctl/tags/*"]
+    try:
+        cache_repo.git([*args, url, *refspecs])
+    except GitFailed as exc:
+        raise BadInput(
+            f"cannot fetch the branches and tags of {url}: {exc.stderr.strip()}",
+            hint="check the URL and your access to it",
+        ) from None
+
+
+@dataclass(frozen=True)
+class Reachability:
+    reachable: bool
+    refs: list[str]  # branches/tags of the URL that contain the commit (tips first)
+
+
+def reachability(cache_repo: GitRepo, url: str, sha: str, remote_refs: dict[str, str]) -> Reachability:
+    """Is `sha` reachable from a branch or tag of `url` (what a fresh recursive clone needs)?"""
+    tips = [ref for ref, tip in remote_refs.items() if tip == sha]
+    if tips:
+        return Reachability(True, tips)
+    fetch_history(cache_repo, url)
+    if cache_repo.has_object(f"{sha}^{{commit}}"):
+        status, out, _ = cache_repo.try_git(
+            ["for-each-ref", "--contains", sha, "--format=%(refname)", "refs/forkctl/"]
+        )
+        containing = (
+            [
+                r.replace("refs/forkctl/heads/", "refs/heads/").replace("refs/forkctl/tags/", "refs/tags/")
+                for r in out.splitlines()
+            ]
+            if status == 0
+            else []
+        )
+        if containing:
+            return Reachability(True, containing)
+    return Reachability(False, [])
+
+
+# --- the upstream object store for apply / export / port ----------------------------------------
+
+
+def ensure_commits(cache_repo: GitRepo, url: str, revs: list[str]) -> None:
+    """Make every rev in `revs` resolvable in the cache, contacting `url` only when one is missing.
+
+    A warm cache that already has them works offline. Missing ones come from a fetch of the URL's
+    branches and tags (commits and trees only: blobs arrive on demand), then a direct fetch of any
+    full SHA still missing (for commits no branch reaches any more).
+    """
+    missing = [rev for rev in revs if cache_repo.resolve_commit(rev) is None]
+    if not missing:
+        return
+    fetch_history(cache_repo, url)
+    for rev in missing:
+        if cache_repo.resolve_commit(rev) is None and re.fullmatch(r"[0-9a-f]{40}", rev):
+            fetch_sha(cache_repo, url, rev, depth=None)
+
+
+def object_store(repo_path: Path | None, url: str, revs: list[str]) -> GitRepo:
+    """The repository to read upstream objects from: `repo_path` as it is, or the cache for `url`.
+
+    A given repository is never fetched into (it is the user's); the cache is filled as needed.
+    """
+    if repo_path is not None:
+        return GitRepo(repo_path)
+    cache_repo = cache_repo_for(url)
+    ensure_commits(cache_repo, url, revs)
+    return cache_repo
+
+
+def default_branch(url: str) -> str | None:
+    """The branch `HEAD` of `url` points at (its default branch), when the server says."""
+    status, out, _ = gitobj.try_run(["ls-remote", "--symref", url, "HEAD"])
+    for line in out.splitlines() if status == 0 else []:
+        if line.startswith("ref: ") and line.endswith("\tHEAD"):
+            return line[len("ref: ") :].split("\t")[0].removeprefix("refs/heads/")
+    return None
+
+
+def push_branch(repo: GitRepo, url: str, sha: str, branch: str) -> None:
+    """`git push url sha:refs/heads/branch`, never forced: an existing different branch is refused."""
+    try:
+        repo.git(["push", "--quiet", "--no-verify", url, f"{sha}:refs/heads/{branch}"])
+    except GitFailed as exc:
+        raise BadInput(
+            f"pushing {branch} to {url} failed: {exc.stderr.strip()}",
+            hint="the branch may already exist with other commits: delete it on the remote or bump anew",
+        ) from None

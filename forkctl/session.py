@@ -1,0 +1,191 @@
+"""A resumable series build: the state kept between a conflict and `--continue` / `--abort`.
+
+The fast path (build.build_series) needs no state at all. Only when a patch does not apply cleanly does
+forkctl keep something on disk, all of it inside the repository's git dir and owned by forkctl:
+
+- `<git-dir>/forkctl/apply-state.json`: what was being built (base, series digest, the patches done
+  and their commits, the conflicting patch, the branch to set and its tip when we started);
+- `<git-dir>/forkctl/apply-worktree`: a detached scratch worktree where `git apply --3way` left the
+  conflict for a person to resolve. It is never the user's checkout.
+
+No ref is created or moved until the whole series is built, so `--abort` only has to delete these two.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+import shutil
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import Any
+
+from forkctl import gitobj
+from forkctl.build import identity_of
+from forkctl.errors import BadInput
+from forkctl.gitobj import GitRepo
+from forkctl.series import Patch
+
+STATE_DIR = "forkctl"
+STATE_FILE = "apply-state.json"
+WORKTREE_DIR = "apply-worktree"
+CONFLICT_MARKER_RE = re.compile(rb"^(<{7}|>{7})( |$)", re.MULTILINE)
+
+
+@dataclass
+class Step:
+    """One patch handled: its commit, or why it has none (port: absorbed upstream)."""
+
+    file: str
+    commit: str | None
+    # A commit made from a person's conflict resolution is not a pure function of (base, series).
+    resolved: bool = False
+    absorbed: dict[str, Any] | None = None
+
+
+@dataclass
+class State:
+    operation: str  # "apply" or "port"
+    manifest: str
+    base: str  # the base the series is being built on
+    series_digest: str
+    files: list[str]  # the series, in order, relative to the manifest's folder
+    branch: str
+    force: bool
+    old_tip: str | None  # the branch's tip when we started (compare-and-swap on finish)
+    worktree: str
+    steps: list[Step] = field(default_factory=list)
+    conflict_index: int = -1
+    conflict_parent: str = ""
+    conflict_paths: list[str] = field(default_factory=list)
+    extra: dict[str, Any] = field(default_factory=dict)  # what only one operation needs (port)
+
+    @property
+    def head(self) -> str:
+        commits = [step.commit for step in self.steps if step.commit]
+        return commits[-1] if commits else self.base
+
+
+def state_path(repo: GitRepo) -> Path:
+    return repo.git_dir / STATE_DIR / STATE_FILE
+
+
+def worktree_path(repo: GitRepo) -> Path:
+    return repo.git_dir / STATE_DIR / WORKTREE_DIR
+
+
+def load(repo: GitRepo) -> State | None:
+    path = state_path(repo)
+    if not path.is_file():
+        return None
+    data = json.loads(path.read_text(encoding="utf-8"))
+    data["steps"] = [Step(**step) for step in data.get("steps", [])]
+    return State(**data)
+
+
+def require(repo: GitRepo, operation: str) -> State:
+    state = load(repo)
+    if state is None:
+        raise BadInput(
+            f"no {operation} in progress in {repo.git_dir}",
+            hint=f"start one with forkctl {operation}; pass the same --repo/--upstream-url as then",
+        )
+    if state.operation != operation:
+        raise BadInput(
+            f"the interrupted operation in {repo.git_dir} is a {state.operation}, not a {operation}",
+            hint=f"use forkctl {state.operation} --continue or --abort",
+        )
+    return state
+
+
+def refuse_if_in_progress(repo: GitRepo) -> None:
+    state = load(repo)
+    if state is not None:
+        raise BadInput(
+            f"a forkctl {state.operation} is already in progress in {repo.git_dir} "
+            f"(stopped at {Path(state.files[state.conflict_index]).name})",
+            hint=f"finish it with forkctl {state.operation} --continue, or undo it with --abort",
+        )
+
+
+def save(repo: GitRepo, state: State) -> None:
+    path = state_path(repo)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    temporary = path.with_suffix(".tmp")
+    temporary.write_text(json.dumps(asdict(state), indent=2) + "\n", encoding="utf-8")
+    temporary.replace(path)  # atomic: a crash never leaves half a state file
+
+
+@dataclass(frozen=True)
+class ConflictReport:
+    patch: Patch
+    parent: str
+    paths: list[str]  # files with conflicts left in the worktree
+    message: str  # git apply's own words (which hunks failed)
+    worktree: Path
+
+
+def open_conflict(repo: GitRepo, state: State, index: int, patch: Patch, parent: str) -> ConflictReport:
+    """Apply `patch` with --3way in the scratch worktree at `parent`, save the state, report the conflict."""
+    worktree = worktree_path(repo)
+    if worktree.exists():
+        gitobj.worktree_checkout(worktree, parent)
+    else:
+        worktree.parent.mkdir(parents=True, exist_ok=True)
+        repo.add_worktree(worktree, parent)
+    _, message = gitobj.worktree_apply_3way(worktree, patch.diff)
+    paths = gitobj.worktree_unmerged_paths(worktree)
+    if not paths:
+        # --3way could not even start (e.g. a file the patch edits is missing): name the patch's files.
+        paths = [p for p in patch.paths if (worktree / p).exists() or p in message]
+    state.conflict_index = index
+    state.conflict_parent = parent
+    state.conflict_paths = paths
+    state.worktree = str(worktree)
+    save(repo, state)
+    return ConflictReport(patch=patch, parent=parent, paths=paths, message=message, worktree=worktree)
+
+
+def unresolved_paths(state: State) -> list[str]:
+    """Conflict paths that still hold conflict markers in the worktree."""
+    worktree = Path(state.worktree)
+    left = []
+    for rel in state.conflict_paths:
+        target = worktree / rel
+        if target.is_file() and CONFLICT_MARKER_RE.search(target.read_bytes()):
+            left.append(rel)
+    return left
+
+
+def commit_resolution(repo: GitRepo, state: State, patch: Patch, message: str) -> str:
+    """Commit the resolved worktree as the conflicting patch (its identity, date and message)."""
+    left = unresolved_paths(state)
+    if left:
+        raise BadInput(
+            f"conflict markers remain in {', '.join(left)} (in {state.worktree})",
+            hint="resolve them, then run --continue again (or --abort)",
+        )
+    tree = gitobj.worktree_write_tree(Path(state.worktree))
+    return repo.commit_tree(tree, [state.conflict_parent], message, identity_of(patch))
+
+
+def set_branch(repo: GitRepo, branch: str, head: str, old_tip: str | None) -> None:
+    """Move refs/heads/<branch> to `head`, only if it still is where it was when we started."""
+    if old_tip == head:
+        return
+    repo.update_ref(f"refs/heads/{branch}", head, old_tip, f"build {branch}")
+
+
+def clear(repo: GitRepo) -> None:
+    """Remove the scratch worktree and the state file; touches no ref."""
+    worktree = worktree_path(repo)
+    if worktree.exists() or (repo.git_dir / "worktrees" / WORKTREE_DIR).exists():
+        repo.remove_worktree(worktree)
+    if worktree.exists():
+        shutil.rmtree(worktree)
+    path = state_path(repo)
+    if path.exists():
+        path.unlink()
+    folder = path.parent
+    if folder.is_dir() and not any(folder.iterdir()):
+        folder.rmdir()

@@ -1,0 +1,125 @@
+"""Apply the series to a plain directory tree (e.g. an installed `megatron/` package), all or nothing.
+
+A tree has no history, so "which patches does it carry?" is answered by git itself: a patch is carried
+when its reverse applies, missing when it applies forward. The whole sequence is first rehearsed on a
+scratch copy of only the files the series touches, so a failure changes no file of the real tree; the
+real tree is changed only after the rehearsal succeeded.
+"""
+
+from __future__ import annotations
+
+import fnmatch
+import shutil
+import tempfile
+from dataclasses import dataclass
+from enum import StrEnum
+from pathlib import Path
+
+from forkctl import gitobj
+from forkctl.series import Patch
+
+DEFAULT_INCLUDE = "megatron/**"
+
+
+class TreeState(StrEnum):
+    APPLIED = "applied"  # the tree carries every patch (each reverse-applies in sequence)
+    UNAPPLIED = "unapplied"  # the tree carries none (the sequence applies forward)
+    PARTIAL = "partial"  # neither: some patches are in, some are not, or the files were edited
+
+
+class PatchStatus(StrEnum):
+    APPLIED = "applied"  # its reverse applies on the tree as it is
+    NOT_APPLIED = "not-applied"  # it applies forward on the tree as it is
+    CONFLICT = "conflict"  # neither: the files differ from what the patch expects either way
+    NO_PATHS = "no-matching-paths"  # no path of the diff matches --include: trivially applied
+
+
+@dataclass(frozen=True)
+class PatchVerdict:
+    patch: Patch
+    paths: list[str]  # the diff's paths that match the include glob
+    status: PatchStatus
+    message: str  # git apply's words when the status is CONFLICT
+
+
+@dataclass(frozen=True)
+class TreePlan:
+    tree: Path
+    include: str
+    state: TreeState
+    verdicts: list[PatchVerdict]
+
+
+def included_paths(patch: Patch, include: str) -> list[str]:
+    # git apply --include matches with wildmatch and no WM_PATHNAME flag: `*` crosses `/`, as in fnmatch.
+    return [path for path in patch.paths if fnmatch.fnmatchcase(path, include)]
+
+
+def _scratch_copy(tree: Path, paths: set[str], scratch: Path) -> None:
+    """Copy the files at `paths` (those that exist) from `tree` into `scratch`, keeping relative paths."""
+    for rel in paths:
+        source = tree / rel
+        if not source.exists() and not source.is_symlink():
+            continue
+        target = scratch / rel
+        target.parent.mkdir(parents=True, exist_ok=True)
+        shutil.copy2(source, target, follow_symlinks=False)
+
+
+def _rehearse(tree: Path, patches: list[Patch], include: str, reverse: bool) -> bool:
+    """Does the whole sequence apply (or, reverse, un-apply in reverse order) to a copy of the tree?"""
+    touched = {path for patch in patches for path in included_paths(patch, include)}
+    with tempfile.TemporaryDirectory(prefix="forkctl-tree-") as holder:
+        scratch = Path(holder) / "tree"
+        scratch.mkdir()
+        _scratch_copy(tree, touched, scratch)
+        ordered = list(reversed(patches)) if reverse else patches
+        for patch in ordered:
+            ok, _ = gitobj.tree_apply_check(scratch, patch.diff, include, reverse=reverse)
+            if not ok:
+                return False
+            gitobj.tree_apply(scratch, patch.diff, include, reverse=reverse)
+    return True
+
+
+def _verdict(tree: Path, patch: Patch, include: str) -> PatchVerdict:
+    paths = included_paths(patch, include)
+    if not paths:
+        return PatchVerdict(patch, paths, PatchStatus.NO_PATHS, "")
+    if gitobj.tree_apply_check(tree, patch.diff, include, reverse=True)[0]:
+        return PatchVerdict(patch, paths, PatchStatus.APPLIED, "")
+    ok, message = gitobj.tree_apply_check(tree, patch.diff, include)
+    if ok:
+        return PatchVerdict(patch, paths, PatchStatus.NOT_APPLIED, "")
+    return PatchVerdict(patch, paths, PatchStatus.CONFLICT, message.strip())
+
+
+def plan(tree: Path, patches: list[Patch], include: str = DEFAULT_INCLUDE, reverse: bool = False) -> TreePlan:
+    """Judge the tree without changing it: does it carry all, none, or part of the series?
+
+    When both readings are possible (a series that git cannot tell apart), the one that needs no
+    change wins: "applied" when applying, "unapplied" when taking the series out.
+    """
+    relevant = [patch for patch in patches if included_paths(patch, include)]
+    verdicts = [_verdict(tree, patch, include) for patch in patches]
+    checks = [(TreeState.APPLIED, True), (TreeState.UNAPPLIED, False)]
+    if reverse:
+        checks.reverse()
+    state = TreeState.PARTIAL
+    for candidate, reverse_check in checks:
+        if _rehearse(tree, relevant, include, reverse=reverse_check):
+            state = candidate
+            break
+    return TreePlan(tree=tree, include=include, state=state, verdicts=verdicts)
+
+
+def execute(tree_plan: TreePlan, reverse: bool = False) -> list[Patch]:
+    """Change the real tree after a successful rehearsal; returns the patches applied (or taken out)."""
+    wanted = TreeState.APPLIED if reverse else TreeState.UNAPPLIED
+    if tree_plan.state != wanted:
+        return []
+    relevant = [v.patch for v in tree_plan.verdicts if v.status != PatchStatus.NO_PATHS]
+    ordered = list(reversed(relevant)) if reverse else relevant
+    for patch in ordered:
+        gitobj.tree_apply(tree_plan.tree, patch.diff, tree_plan.include, reverse=reverse)
+    return ordered

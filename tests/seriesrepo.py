@@ -1,0 +1,169 @@
+"""An upstream repository plus a toolkit (manifest + patch series) for apply/export/port tests.
+
+The series is made the way a maintainer makes it: feature commits on a dev branch, cherry-picked with
+`-x` onto the base (so each message ends with a provenance line), then `git format-patch`.
+"""
+
+from __future__ import annotations
+
+import shutil
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import yaml
+
+from tests.gitrepos import Repo, init_repo
+
+UPSTREAM_FILES = {
+    "megatron/core/a.py": "def a():\n    return 1\n\n\ndef helper():\n    return 'h'\n",
+    "megatron/core/b.py": "def b():\n    return 2\n",
+    "megatron/core/sub/c.py": "C = 3\n",
+    "tests/test_a.py": "def test_a():\n    assert True\n",
+    "README.md": "upstream\n",
+}
+
+# (subject, files) for each patch of the default series, in order.
+DEFAULT_CHANGES: list[tuple[str, dict[str, str | None]]] = [
+    (
+        "feat(core): a returns 10",
+        {"megatron/core/a.py": "def a():\n    return 10\n\n\ndef helper():\n    return 'h'\n"},
+    ),
+    (
+        "feat(core): add new module and its test",
+        {"megatron/core/new.py": "NEW = True\n", "tests/test_new.py": "def test_new():\n    pass\n"},
+    ),
+    ("docs: readme only", {"README.md": "upstream\nforked\n"}),
+    (
+        "fix(core): helper says hi",
+        {"megatron/core/a.py": "def a():\n    return 10\n\n\ndef helper():\n    return 'hi'\n"},
+    ),
+]
+
+
+@dataclass
+class SeriesSetup:
+    root: Path  # the toolkit: manifest.yaml + patches/
+    upstream: Repo
+    base: str
+    dev_commits: list[str]  # the original authoring commits (what provenance names)
+    patch_files: list[Path] = field(default_factory=list)
+
+    @property
+    def manifest(self) -> Path:
+        return self.root / "manifest.yaml"
+
+    @property
+    def url(self) -> str:
+        return self.upstream.path.resolve().as_uri()
+
+    def manifest_data(self) -> dict:
+        return yaml.safe_load(self.manifest.read_text())
+
+
+def write_manifest(root: Path, base: str, url: str, files: list[str]) -> Path:
+    data = {
+        "schema": 1,
+        "upstream": {"repo": "NVIDIA/Megatron-LM", "url": url, "branch": "main", "base": base},
+        "fork": {
+            "repo": "AlignmentResearch/Megatron-LM",
+            "url": "https://github.com/AlignmentResearch/Megatron-LM.git",
+            "branch": "farai/main",
+        },
+        "series": [{"file": f} for f in files],
+        "dropped": [],
+    }
+    path = root / "manifest.yaml"
+    path.write_text("# test manifest\n" + yaml.safe_dump(data, sort_keys=False))
+    return path
+
+
+def make_series(tmp: Path, changes: list[tuple[str, dict[str, str | None]]] | None = None) -> SeriesSetup:
+    changes = DEFAULT_CHANGES if changes is None else changes
+    upstream = init_repo(tmp / "upstream", UPSTREAM_FILES)
+    upstream.commit(
+        "upstream: second",
+        {"megatron/core/b.py": "def b():\n    return 22\n"},
+        date="2026-01-02T00:00:00+00:00",
+    )
+    base = upstream.head()
+    upstream.git("config", "uploadpack.allowFilter", "true")
+    upstream.git("config", "uploadpack.allowAnySHA1InWant", "true")
+    # Authoring happens in a separate clone so that upstream only ever holds upstream commits.
+    dev = Repo(tmp / "dev")
+    shutil.copytree(upstream.path, dev.path)
+    dev.git("checkout", "-q", "-b", "dev")
+    dev_commits = []
+    for number, (subject, files) in enumerate(changes, start=1):
+        dev_commits.append(
+            dev.commit(
+                f"{subject}\n\nWhy: patch {number}.\n", files, date=f"2026-02-0{number}T10:00:00+00:00"
+            )
+        )
+    dev.git("checkout", "-q", "-b", "series", base)
+    for sha in dev_commits:
+        dev.git("cherry-pick", "-x", "--allow-empty", sha)
+    root = tmp / "toolkit"
+    out = root / "patches" / "megatron-lm"
+    out.mkdir(parents=True)
+    names = dev.git(
+        "format-patch",
+        "--zero-commit",
+        "--no-signature",
+        "--full-index",
+        "--no-stat",
+        "-o",
+        str(out),
+        f"{base}..series",
+    ).splitlines()
+    files = [str(Path(n).relative_to(root)) for n in names]
+    write_manifest(root, base, upstream.path.resolve().as_uri(), files)
+    return SeriesSetup(
+        root=root,
+        upstream=upstream,
+        base=base,
+        dev_commits=dev_commits,
+        patch_files=[root / f for f in files],
+    )
+
+
+def clone(source: Repo, dest: Path, bare: bool = False) -> Repo:
+    args = ["clone", "-q", *(["--bare"] if bare else []), str(source.path), str(dest)]
+    from tests.gitrepos import git
+
+    git(source.path.parent, *args)
+    return Repo(dest)
+
+
+def insert_patch(
+    setup: SeriesSetup, position: int, start: str, subject: str, files: dict[str, str | None], date: str
+) -> Path:
+    """Author a commit on top of `start` in the dev clone and insert its patch at `position` (0-based).
+
+    With `start` other than the base, the patch's context is another commit's: a conflict on the base.
+    """
+    dev = Repo(setup.root.parent / "dev")
+    dev.git("checkout", "-q", "--detach", start)
+    sha = dev.commit(
+        f"{subject}\n\nWhy: inserted.\n\n(cherry picked from commit {'e' * 40})\n", files, date=date
+    )
+    out = setup.root / "patches" / "megatron-lm"
+    name = dev.git(
+        "format-patch",
+        "--zero-commit",
+        "--no-signature",
+        "--full-index",
+        "--no-stat",
+        "-o",
+        str(out),
+        "-1",
+        sha,
+    )
+    target = out / f"{position + 1:04d}x-{Path(name).name[5:]}"
+    Path(name).rename(target)
+    data = setup.manifest_data()
+    data["series"].insert(position, {"file": str(target.relative_to(setup.root))})
+    write_manifest(
+        setup.root, data["upstream"]["base"], data["upstream"]["url"], [e["file"] for e in data["series"]]
+    )
+    setup.patch_files.insert(position, target)
+    return target

@@ -1,0 +1,205 @@
+"""forkctl apply --base: reproducible branch building, conflicts, --continue/--abort, the cache."""
+
+from __future__ import annotations
+
+import json
+import shutil
+from pathlib import Path
+
+import pytest
+from click.testing import CliRunner
+
+from forkctl.cli import cli
+from tests.gitrepos import Repo
+from tests.seriesrepo import SeriesSetup, clone, insert_patch, make_series
+
+BRANCH = "farai/main"
+
+
+@pytest.fixture
+def setup(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> SeriesSetup:
+    monkeypatch.setenv("FORKCTL_CACHE", str(tmp_path / "cache"))
+    return make_series(tmp_path)
+
+
+def run(setup: SeriesSetup, *args: str) -> tuple[int, dict]:
+    result = CliRunner().invoke(cli, ["--manifest", str(setup.manifest), "apply", *args, "--json"])
+    try:
+        return result.exit_code, json.loads(result.output)
+    except json.JSONDecodeError:
+        raise AssertionError(f"not JSON (exit {result.exit_code}): {result.output}") from None
+
+
+def text_run(setup: SeriesSetup, *args: str):  # type: ignore[no-untyped-def]
+    return CliRunner().invoke(cli, ["--manifest", str(setup.manifest), "apply", *args])
+
+
+def refs(repo: Repo) -> str:
+    return repo.git("for-each-ref", "--format=%(refname) %(objectname)")
+
+
+def add_conflicting_patch(setup: SeriesSetup) -> Path:
+    """Patch 2 of 5 edits b.py as it was before the base's own edit of b.py: it conflicts on the base."""
+    initial = setup.upstream.head(f"{setup.base}^")
+    return insert_patch(
+        setup,
+        1,
+        initial,
+        "fix(core): b returns 3",
+        {"megatron/core/b.py": "def b():\n    return 3\n"},
+        "2026-02-01T12:00:00+00:00",
+    )
+
+
+def test_reproducible_head_across_clones(setup: SeriesSetup, tmp_path: Path) -> None:
+    first = clone(setup.upstream, tmp_path / "one", bare=True)
+    second = clone(setup.upstream, tmp_path / "two")
+    code, data = run(setup, "--base", setup.base[:9], "--repo", str(first.path))
+    assert code == 0, data
+    code2, data2 = run(setup, "--base", setup.base, "--repo", str(second.path))
+    assert code2 == 0, data2
+    assert data["head"] == data2["head"]
+    assert data["base"] == setup.base
+    assert [c["commit"] for c in data["commits"]] == [c["commit"] for c in data2["commits"]]
+    assert data["reproducible"] is True
+    assert first.head(BRANCH) == data["head"] == second.head(BRANCH)
+    # The result is the maintainer's series: same tree as the cherry-picked branch in the dev clone.
+    dev = Repo(tmp_path / "dev")
+    assert first.head(f"{BRANCH}^{{tree}}") == dev.head("series^{tree}")
+    # Author = committer (name and date) and the provenance line survives.
+    ident = first.git("show", "-s", "--format=%an|%aI|%cn|%cI", data["commits"][0]["commit"])
+    author_name, author_date, committer_name, committer_date = ident.split("|")
+    assert (author_name, author_date) == (committer_name, committer_date)
+    message = first.git("show", "-s", "--format=%B", data["commits"][0]["commit"])
+    assert f"(cherry picked from commit {setup.dev_commits[0]})" in message
+
+
+def test_user_checkout_untouched(setup: SeriesSetup, tmp_path: Path) -> None:
+    user = clone(setup.upstream, tmp_path / "user")
+    user.write({"megatron/core/a.py": "dirty\n", "untracked.txt": "mine\n"})
+    user.git("add", "megatron/core/a.py")
+    user.write({"README.md": "unstaged\n"})
+    before = (user.head(), user.git("status", "--porcelain"), user.git("diff", "--cached"), user.git("diff"))
+    code, data = run(setup, "--base", setup.base, "--repo", str(user.path))
+    assert code == 0, data
+    after = (user.head(), user.git("status", "--porcelain"), user.git("diff", "--cached"), user.git("diff"))
+    assert before == after
+    assert user.git("symbolic-ref", "HEAD") == "refs/heads/main"
+    assert user.head(BRANCH) == data["head"]
+
+
+def test_existing_branch_needs_force(setup: SeriesSetup, tmp_path: Path) -> None:
+    repo = clone(setup.upstream, tmp_path / "r", bare=True)
+    repo.git("update-ref", f"refs/heads/{BRANCH}", setup.base)
+    code, data = run(setup, "--base", setup.base, "--repo", str(repo.path))
+    assert code == 2
+    assert "--force" in data["hint"]
+    assert repo.head(BRANCH) == setup.base
+    result = text_run(setup, "--base", setup.base, "--repo", str(repo.path), "--force")
+    assert result.exit_code == 0, result.output
+    assert setup.base in result.output  # the old tip is printed
+    head = repo.head(BRANCH)
+    assert head != setup.base and head in result.output
+    # Already there: a second run without --force is a no-op success.
+    code, data = run(setup, "--base", setup.base, "--repo", str(repo.path))
+    assert code == 0 and data["head"] == head
+
+
+def test_checked_out_branch_refused_even_with_force(setup: SeriesSetup, tmp_path: Path) -> None:
+    user = clone(setup.upstream, tmp_path / "user")
+    user.git("checkout", "-q", "-b", BRANCH)
+    code, data = run(setup, "--base", setup.base, "--repo", str(user.path), "--force")
+    assert code == 2
+    assert "checked out" in data["error"]
+    assert user.head(BRANCH) == setup.base
+
+
+def test_wrong_base_and_unknown_commit(setup: SeriesSetup, tmp_path: Path) -> None:
+    repo = clone(setup.upstream, tmp_path / "r", bare=True)
+    parent = repo.head(f"{setup.base}^")
+    code, data = run(setup, "--base", parent[:10], "--repo", str(repo.path))
+    assert code == 2
+    assert "port --onto" in data["hint"]
+    code, data = run(setup, "--base", "deadbeef1234", "--repo", str(repo.path))
+    assert code == 2
+    assert "unknown commit" in data["error"]
+    assert repo.git("for-each-ref", "refs/heads/farai") == ""
+
+
+def test_conflict_then_continue(setup: SeriesSetup, tmp_path: Path) -> None:
+    add_conflicting_patch(setup)
+    repo = clone(setup.upstream, tmp_path / "r", bare=True)
+    refs_before = refs(repo)
+    code, data = run(setup, "--base", setup.base, "--repo", str(repo.path))
+    assert code == 1, data
+    conflict = data["conflict"]
+    assert conflict["file"].endswith("fix-core-b-returns-3.patch")
+    assert conflict["paths"] == ["megatron/core/b.py"]
+    assert len(data["commits"]) == 1  # patch 1 went through the fast path
+    assert refs(repo) == refs_before  # nothing moved yet
+    worktree = Path(conflict["worktree"])
+    assert worktree.is_relative_to(repo.path)
+    assert "<<<<<<<" in (worktree / "megatron/core/b.py").read_text()
+    # --continue refuses while markers remain.
+    code, data = run(setup, "--continue", "--repo", str(repo.path))
+    assert code == 2 and "conflict markers" in data["error"]
+    (worktree / "megatron/core/b.py").write_text("def b():\n    return 33\n")
+    code, data = run(setup, "--continue", "--repo", str(repo.path))
+    assert code == 0, data
+    assert data["reproducible"] is False
+    assert [c["resolved"] for c in data["commits"]] == [False, True, False, False, False]
+    head = repo.head(BRANCH)
+    assert head == data["head"]
+    assert repo.git("show", f"{head}:megatron/core/b.py") == "def b():\n    return 33"
+    assert repo.git("show", "-s", "--format=%s", f"{head}~3") == "fix(core): b returns 3"
+    # Nothing stray: one worktree, no state, no other new ref.
+    assert not worktree.exists()
+    assert not (repo.path / "forkctl").exists()
+    assert len(repo.git("worktree", "list").splitlines()) == 1
+    assert set(refs(repo).splitlines()) == {*refs_before.splitlines(), f"refs/heads/{BRANCH} {head}"}
+
+
+def test_conflict_then_abort(setup: SeriesSetup, tmp_path: Path) -> None:
+    add_conflicting_patch(setup)
+    repo = clone(setup.upstream, tmp_path / "r")
+    refs_before = refs(repo)
+    code, data = run(setup, "--base", setup.base, "--repo", str(repo.path))
+    assert code == 1
+    assert data["conflict"]["subject"] == "fix(core): b returns 3"
+    # A second start is refused while one is in progress.
+    code, again = run(setup, "--base", setup.base, "--repo", str(repo.path))
+    assert code == 2 and "in progress" in again["error"]
+    code, data = run(setup, "--abort", "--repo", str(repo.path))
+    assert code == 0, data
+    assert refs(repo) == refs_before
+    assert len(repo.git("worktree", "list").splitlines()) == 1
+    assert not (repo.path / ".git" / "forkctl").exists()
+    assert repo.git("status", "--porcelain") == ""
+    code, data = run(setup, "--abort", "--repo", str(repo.path))
+    assert code == 2  # nothing left to abort
+
+
+def test_text_output_names_conflict(setup: SeriesSetup, tmp_path: Path) -> None:
+    add_conflicting_patch(setup)
+    repo = clone(setup.upstream, tmp_path / "r", bare=True)
+    result = text_run(setup, "--base", setup.base, "--repo", str(repo.path))
+    assert result.exit_code == 1
+    assert "fix(core): b returns 3" in result.output
+    assert "megatron/core/b.py" in result.output
+    assert "apply --continue" in result.output
+
+
+def test_cache_clone_then_offline(setup: SeriesSetup, tmp_path: Path) -> None:
+    direct = clone(setup.upstream, tmp_path / "direct", bare=True)
+    expected = run(setup, "--base", setup.base, "--repo", str(direct.path))[1]["head"]
+    # No --repo: objects come from a partial clone of the manifest's upstream URL in $FORKCTL_CACHE.
+    code, data = run(setup, "--base", setup.base[:12])
+    assert code == 0, data
+    assert data["head"] == expected
+    cache_repos = list((tmp_path / "cache" / "repos").iterdir())
+    assert len(cache_repos) == 1
+    # Offline: the upstream is gone; the warm cache still builds the same commits.
+    shutil.move(setup.upstream.path, tmp_path / "moved-away")
+    code, data = run(setup, "--base", setup.base, "--branch", "other")
+    assert code == 0, data
+    assert data["head"] == expected
