@@ -1,0 +1,108 @@
+"""Builders and float64 references for the MoE expert-backend tests (CPU and GPU).
+
+megatron is imported inside the functions only: the patched copy must be on sys.path first.
+"""
+
+from __future__ import annotations
+
+import torch
+import torch.nn.functional as F
+
+
+def make_config(num_experts: int, hidden: int, ffn: int, **overrides):
+    from megatron.core.transformer.transformer_config import TransformerConfig
+
+    kwargs = dict(
+        num_layers=1,
+        hidden_size=hidden,
+        num_attention_heads=4,
+        num_moe_experts=num_experts,
+        moe_ffn_hidden_size=ffn,
+        moe_grouped_gemm=True,
+        add_bias_linear=False,
+        bf16=True,
+        params_dtype=torch.bfloat16,
+        use_cpu_initialization=True,
+        perform_initialization=False,
+        gated_linear_unit=True,
+        activation_func=F.silu,
+        moe_expert_gemm_backend="torch",
+    )
+    kwargs.update(overrides)
+    return TransformerConfig(**kwargs)
+
+
+def build_grouped(config, device, seed: int = 0, frozen: bool = True):
+    """TEGroupedMLP on the torch-native grouped linears, with seeded random weights."""
+    from megatron.core.process_groups_config import ProcessGroupCollection
+    from megatron.core.transformer.moe.experts import TEGroupedMLP
+    from megatron.core.transformer.moe.torch_grouped_linear import get_torch_grouped_mlp_submodules
+
+    pg = ProcessGroupCollection.use_mpu_process_groups()
+    module = TEGroupedMLP(
+        config.num_moe_experts, config, get_torch_grouped_mlp_submodules(), pg_collection=pg
+    )
+    module = module.to(device)
+    gen = torch.Generator(device=device).manual_seed(seed)
+    with torch.no_grad():
+        for linear in (module.linear_fc1, module.linear_fc2):
+            for e in range(config.num_moe_experts):
+                weight = getattr(linear, f"weight{e}")
+                fresh = torch.randn(weight.shape, generator=gen, device=device) / weight.shape[1] ** 0.5
+                weight.copy_(fresh.to(weight.dtype))
+    module.requires_grad_(not frozen)
+    return module
+
+
+def routed_inputs(tokens_per_expert, hidden: int, device, seed: int = 1234):
+    gen = torch.Generator(device="cpu").manual_seed(seed)
+    n = int(sum(tokens_per_expert))
+    x = torch.randn(n, hidden, generator=gen).to(device, torch.bfloat16)
+    probs = (torch.rand(n, generator=gen) + 0.5).to(device, torch.float32)
+    grad = torch.randn(n, hidden, generator=gen).to(device, torch.bfloat16)
+    return x, torch.tensor(list(tokens_per_expert), dtype=torch.long), probs, grad
+
+
+def run(module, x, tokens, probs, grad):
+    """Forward and input gradient of an experts module (TEGroupedMLP or SequentialMLP)."""
+    x = x.detach().clone().requires_grad_()
+    out, bias = module(x, tokens, probs)
+    assert bias is None
+    out.backward(grad)
+    return out.detach(), x.grad
+
+
+def reference(module, x, tokens, probs, grad):
+    """Per-expert float64 forward and input gradient on the module's own weights.
+
+    Mirrors TEGroupedMLP's unfused activation path: fc1, (gated) activation, times the routing
+    probability, fc2.
+    """
+    config = module.config
+    x64 = x.detach().double().requires_grad_()
+    splits = tokens.tolist()
+    outs = []
+    for e, (rows, p) in enumerate(
+        zip(torch.split(x64, splits), torch.split(probs.double(), splits), strict=True)
+    ):
+        h = rows @ getattr(module.linear_fc1, f"weight{e}").detach().double().t()
+        if config.gated_linear_unit:
+            gate, lin = torch.chunk(h, 2, dim=-1)
+            h = config.activation_func(gate) * lin
+        else:
+            h = config.activation_func(h)
+        h = h * p.unsqueeze(-1)
+        outs.append(h @ getattr(module.linear_fc2, f"weight{e}").detach().double().t())
+    out = torch.cat(outs)
+    out.backward(grad.double())
+    return out.detach(), x64.grad
+
+
+def rel_l2(value: torch.Tensor, ref: torch.Tensor) -> float:
+    """||value - ref|| / ||ref||; fails on NaN/Inf and on an all-zero reference."""
+    value, ref = value.double().cpu(), ref.double().cpu()
+    assert value.shape == ref.shape, (value.shape, ref.shape)
+    assert torch.isfinite(value).all(), "non-finite values"
+    ref_norm = ref.norm()
+    assert ref_norm > 0, "reference is all zeros"
+    return ((value - ref).norm() / ref_norm).item()

@@ -1,0 +1,116 @@
+"""A patched copy of the installed megatron package, shared by tests/patches and tests/gpu.
+
+The patch tests must exercise the series exactly as a consumer gets it: the released package
+(megatron-core from PyPI, the closest release to the pinned base) with the series applied on top
+of its `megatron/` files. The copy lives in a pytest temp dir and is put first on sys.path before
+anything imports megatron, so the tests never see the unpatched site-packages copy by accident.
+"""
+
+from __future__ import annotations
+
+import functools
+import os
+import shutil
+import subprocess
+import sys
+import sysconfig
+from pathlib import Path
+
+REPO_ROOT = Path(__file__).resolve().parent.parent
+# A file the series adds: proves the tree carries patch 0001 after applying.
+SERIES_MARKER = Path("megatron/core/transformer/moe/torch_grouped_linear.py")
+
+# Set by `forkctl validate`: the folder holding the patched megatron/ it made.
+PATCHED_ENV = "FORKCTL_PATCHED_MEGATRON"
+
+_CACHE: dict[str, Path] = {}
+
+
+@functools.cache  # first answer wins: later, a patched copy sits at sys.path[0]
+def installed_megatron() -> Path:
+    """The installed `megatron/` folder (site-packages or PYTHONPATH), found without running its code."""
+    for entry in sys.path:
+        path = Path(entry or ".") / "megatron"
+        if (path.parent / SERIES_MARKER).exists():
+            continue  # a patched copy (e.g. the one `forkctl validate` put first on PYTHONPATH)
+        if (path / "core" / "__init__.py").is_file() and (path / "core" / "transformer").is_dir():
+            return path.resolve()
+    raise RuntimeError(f"megatron-core is not installed on sys.path ({sysconfig.get_paths()['purelib']})")
+
+
+def _apply_series(tree: Path) -> None:
+    cmd = [sys.executable, "-m", "forkctl", "apply", "--tree", str(tree)]
+    proc = subprocess.run(cmd, cwd=REPO_ROOT, capture_output=True, text=True)
+    if proc.returncode != 0:
+        raise RuntimeError(f"{' '.join(cmd)} failed ({proc.returncode}):\n{proc.stdout}\n{proc.stderr}")
+    if not (tree / SERIES_MARKER).is_file():
+        raise RuntimeError(
+            f"the series was not applied to {tree} ({SERIES_MARKER} is missing); "
+            "check that manifest.yaml lists the patches under patches/megatron-lm/"
+        )
+
+
+def _copy_package(dest_root: Path) -> Path:
+    dest_root.mkdir(parents=True, exist_ok=True)
+    shutil.copytree(
+        installed_megatron(), dest_root / "megatron", ignore=shutil.ignore_patterns("__pycache__")
+    )
+    return dest_root
+
+
+def patched_tree(tmp_path_factory) -> Path:
+    """Folder holding a patched `megatron/` (made once per session)."""
+    given = os.environ.get(PATCHED_ENV)
+    if given and "patched" not in _CACHE:
+        # `forkctl validate` already made and patched a copy: test exactly that one.
+        if not (Path(given) / SERIES_MARKER).is_file():
+            raise RuntimeError(
+                f"{PATCHED_ENV}={given} does not hold a patched megatron/ ({SERIES_MARKER} missing)"
+            )
+        _CACHE["patched"] = Path(given)
+    if "patched" not in _CACHE:
+        tree = _copy_package(tmp_path_factory.mktemp("megatron-patched"))
+        _apply_series(tree)
+        _CACHE["patched"] = tree
+    return _CACHE["patched"]
+
+
+def plain_tree(tmp_path_factory) -> Path:
+    """Folder holding an unpatched copy of the installed `megatron/` (made once per session)."""
+    if "plain" not in _CACHE:
+        _CACHE["plain"] = _copy_package(tmp_path_factory.mktemp("megatron-plain"))
+    return _CACHE["plain"]
+
+
+def activate(tree: Path) -> None:
+    """Put `tree` first on sys.path and import megatron from it (must precede any megatron import)."""
+    tree = tree.resolve()
+    loaded = sys.modules.get("megatron.core")
+    if loaded is None:
+        if "megatron" in sys.modules:
+            raise RuntimeError("megatron was imported before the patched copy was put on sys.path")
+        sys.path.insert(0, str(tree))
+        import megatron.core  # noqa: F401
+
+        loaded = sys.modules["megatron.core"]
+    origin = Path(loaded.__file__).resolve()
+    if not origin.is_relative_to(tree):
+        raise RuntimeError(f"megatron.core was imported from {origin}, not from the patched copy {tree}")
+
+
+def subprocess_env(tree: Path) -> dict[str, str]:
+    """Environment for a child interpreter that must import megatron from `tree`."""
+    env = dict(os.environ)
+    env["PYTHONPATH"] = os.pathsep.join([str(tree), *filter(None, [env.get("PYTHONPATH")])])
+    return env
+
+
+def init_single_rank() -> None:
+    """Single-process torch.distributed (gloo) and megatron model-parallel state of size 1."""
+    import torch.distributed as dist
+    from megatron.core import parallel_state
+
+    if not dist.is_initialized():
+        dist.init_process_group("gloo", store=dist.HashStore(), rank=0, world_size=1)
+    if not parallel_state.model_parallel_is_initialized():
+        parallel_state.initialize_model_parallel(1, 1)

@@ -1,0 +1,104 @@
+"""Patch 0001 (perf(moe)) on a GPU: torch._grouped_mm expert path at Nemotron-Super MoE shapes.
+
+Shapes: 128 experts, hidden 1024, expert ffn 2688, non-gated squared-ReLU experts (as in
+Nemotron Super): fc1 1024 -> 2688, fc2 2688 -> 1024, BF16 weights and activations.
+"""
+
+from __future__ import annotations
+
+import pytest
+import torch
+
+from tests import _moe, _patched
+
+pytestmark = [
+    pytest.mark.gpu,
+    pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA GPU"),
+]
+
+EXPERTS, HIDDEN, FFN = 128, 1024, 2688
+
+
+@pytest.fixture(scope="module")
+def super_module(megatron_tree):
+    _patched.init_single_rank()
+    from megatron.core.activations import squared_relu
+
+    config = _moe.make_config(EXPERTS, HIDDEN, FFN, gated_linear_unit=False, activation_func=squared_relu)
+    return _moe.build_grouped(config, "cuda", seed=2026)
+
+
+def skewed_tokens(num_tokens: int, seed: int) -> list[int]:
+    """Zipf-like expert loads with ~20 experts receiving no tokens."""
+    gen = torch.Generator().manual_seed(seed)
+    empty = set(torch.randperm(EXPERTS, generator=gen)[:20].tolist())
+    weights = torch.tensor(
+        [0.0 if e in empty else 1.0 / (1 + (e * 37) % EXPERTS) ** 1.1 for e in range(EXPERTS)]
+    )
+    counts = torch.distributions.Multinomial(num_tokens, probs=weights / weights.sum()).sample().long()
+    return counts.tolist()
+
+
+def test_super_shapes_parity(super_module, record_property):
+    torch.manual_seed(0)
+    tokens_per_expert = skewed_tokens(8192, seed=1)
+    n_empty = sum(1 for n in tokens_per_expert if n == 0)
+    assert 15 <= n_empty <= 27, n_empty
+    x, tokens, probs, grad = _moe.routed_inputs(tokens_per_expert, HIDDEN, "cuda", seed=3)
+    out, dx = _moe.run(super_module, x, tokens, probs, grad)
+    torch.cuda.synchronize()
+    assert super_module._fc1_packed_weight.is_cuda
+    assert tuple(super_module._fc1_packed_weight.shape) == (EXPERTS, FFN, HIDDEN)
+    ref, ref_dx = _moe.reference(super_module, x, tokens, probs, grad)
+    err_out, err_dx = _moe.rel_l2(out, ref), _moe.rel_l2(dx, ref_dx)
+    record_property("empty_experts", n_empty)
+    record_property("rel_l2_out", err_out)
+    record_property("rel_l2_dgrad", err_dx)
+    print(f"super shapes: empty experts {n_empty}, rel L2 out {err_out:.3e}, dgrad {err_dx:.3e}")
+    assert err_out < 1e-2 and err_dx < 1e-2
+
+
+def test_super_shapes_matches_default_backend(super_module, record_property):
+    """Same weights through the default (per-expert linear) path: only summation order differs."""
+    from megatron.core.activations import squared_relu
+
+    config = _moe.make_config(
+        EXPERTS,
+        HIDDEN,
+        FFN,
+        gated_linear_unit=False,
+        activation_func=squared_relu,
+        moe_expert_gemm_backend="transformer_engine",
+    )
+    default = _moe.build_grouped(config, "cuda", seed=1)
+    default.load_state_dict(super_module.state_dict())
+    tokens_per_expert = skewed_tokens(4096, seed=2)
+    x, tokens, probs, grad = _moe.routed_inputs(tokens_per_expert, HIDDEN, "cuda", seed=4)
+    out, dx = _moe.run(super_module, x, tokens, probs, grad)
+    out_d, dx_d = _moe.run(default, x, tokens, probs, grad)
+    err_out, err_dx = _moe.rel_l2(out, out_d), _moe.rel_l2(dx, dx_d)
+    record_property("rel_l2_out_vs_default", err_out)
+    record_property("rel_l2_dgrad_vs_default", err_dx)
+    print(f"vs default backend: rel L2 out {err_out:.3e}, dgrad {err_dx:.3e}")
+    assert err_out < 1e-2 and err_dx < 1e-2
+    del default
+
+
+def test_empty_batch_cuda(super_module):
+    x = torch.randn(0, HIDDEN, device="cuda", dtype=torch.bfloat16, requires_grad=True)
+    out, _ = super_module(x, torch.zeros(EXPERTS, dtype=torch.long), torch.rand(0, device="cuda"))
+    assert out.shape == (0, HIDDEN) and out.is_cuda
+    out.sum().backward()
+    torch.cuda.synchronize()
+    assert x.grad is not None and x.grad.shape == (0, HIDDEN)
+
+
+def test_noncontiguous_grad_and_single_expert_cuda(super_module):
+    tokens_per_expert = [0] * EXPERTS
+    tokens_per_expert[77] = 300
+    x, tokens, probs, _ = _moe.routed_inputs(tokens_per_expert, HIDDEN, "cuda", seed=6)
+    gen = torch.Generator(device="cuda").manual_seed(8)
+    grad = torch.randn(1, HIDDEN, generator=gen, device="cuda").to(torch.bfloat16).expand(300, HIDDEN)
+    out, dx = _moe.run(super_module, x, tokens, probs, grad)
+    ref, ref_dx = _moe.reference(super_module, x, tokens, probs, grad)
+    assert _moe.rel_l2(out, ref) < 1e-2 and _moe.rel_l2(dx, ref_dx) < 1e-2
