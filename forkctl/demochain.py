@@ -1,0 +1,400 @@
+"""The demo: the whole pin-chain story, offline, on a chain built from the installed megatron-core.
+
+`build_chain` makes, under one folder: a synthetic upstream whose base commit is the installed package's
+`megatron/` tree (fixed identity and date, so the same package gives the same SHA), the fork built from
+it by the apply core and pushed to `farai/main`, a Bridge-shaped consumer that pins the plain upstream
+base (as upstream Bridge does today), a NeMo-RL-shaped consumer with the shallow Bridge submodule plus
+Automodel and Gym, and a toolkit (the real manifest, URLs rewritten to those bare remotes, the real patch
+series). `run_flow` then does what a maintainer does: check-pins (the mismatch), bump-bridge --through
+the last consumer --push, check-pins on the bumped branches (passes). Everything runs through the same
+cores as the commands; the user's repositories and ~/.cache/forkctl are never touched.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import importlib.metadata
+import os
+import shutil
+import sys
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+from forkctl import applying, build, gitobj, pins, remote
+from forkctl import manifest as manifest_mod
+from forkctl.errors import BadInput
+from forkctl.gitobj import GitRepo, Identity
+from forkctl.manifest import Manifest
+from forkctl.series import load_series
+
+Progress = Callable[[str], None]
+
+# Fixed identities and dates: the demo's commits (bumps included) are the same on every machine.
+UPSTREAM_ID = Identity("Megatron-LM (demo upstream)", "upstream@demo.invalid", "2026-08-08T00:00:00+00:00")
+CONSUMER_ID = Identity("forkctl demo", "demo@forkctl.invalid", "2026-08-09T00:00:00+00:00")
+BUMP_BRANCH_PREFIX = "forkctl/bump-megatron-"
+OTHER_SUBMODULES = ("3rdparty/Automodel-workspace/Automodel", "3rdparty/Gym-workspace/Gym")
+# The demo's consumers when the manifest lists fewer than two (names and gitlinks as upstream has them).
+DEFAULT_CONSUMERS: list[dict[str, str]] = [
+    {
+        "name": "megatron-bridge",
+        "upstream": "NVIDIA-NeMo/Megatron-Bridge",
+        "upstream_url": "https://github.com/NVIDIA-NeMo/Megatron-Bridge.git",
+        "fork": "AlignmentResearch/megatron-bridge-contrib",
+        "branch": "farai/main",
+        "gitlink": "3rdparty/Megatron-LM",
+    },
+    {
+        "name": "nemo-rl",
+        "upstream": "NVIDIA-NeMo/RL",
+        "upstream_url": "https://github.com/NVIDIA-NeMo/RL.git",
+        "fork": "AlignmentResearch/nemo-rl",
+        "branch": "farai/main",
+        "gitlink": "3rdparty/Megatron-Bridge-workspace/Megatron-Bridge",
+    },
+]
+
+
+# --- the installed package -------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class Package:
+    megatron: Path  # the installed `megatron/` folder
+    version: str | None  # megatron-core's version from its dist-info, when one sits next to it
+
+
+def find_installed_megatron(search_path: list[str] | None = None) -> Package:
+    """The `megatron/` folder of the installed megatron-core, found on sys.path without importing it
+    (importing megatron.core pulls in torch: seconds, and not needed to copy files).
+
+    A folder with megatron-core's dist-info beside it (the installed distribution) wins over a bare
+    copy earlier on the path, such as a patched copy a test or `forkctl validate` put first.
+    """
+    found = [
+        Path(entry or ".") / "megatron"
+        for entry in (search_path if search_path is not None else sys.path)
+        if (Path(entry or ".") / "megatron" / "core" / "__init__.py").is_file()
+    ]
+    for folder in found:
+        version = _version_next_to(folder.parent)
+        if version is not None:
+            return Package(folder.resolve(), version)
+    if found:
+        return Package(found[0].resolve(), None)
+    raise BadInput(
+        "megatron-core is not installed in this Python: no megatron/core/__init__.py on sys.path",
+        hint="make setup (or pip install megatron-core==0.19.2), then run forkctl demo again",
+    )
+
+
+def _version_next_to(site: Path) -> str | None:
+    for dist in importlib.metadata.distributions(path=[str(site)]):
+        if (dist.metadata["Name"] or "").lower().replace("_", "-") == "megatron-core":
+            return dist.version
+    return None
+
+
+# --- an isolated environment for the demo's git and cache ------------------------------------------
+
+
+@contextlib.contextmanager
+def isolated_environment(root: Path) -> Iterator[None]:
+    """Point the cache and git's config at `root` for the duration, then restore the environment.
+
+    The user's git config could sign commits, rewrite URLs or lack an identity; the demo's bump commits
+    need one fixed identity and date to be reproducible.
+    """
+    config = root / "gitconfig"
+    config.write_text(
+        f"[user]\n\tname = {CONSUMER_ID.name}\n\temail = {CONSUMER_ID.email}\n"
+        '[init]\n\tdefaultBranch = main\n[protocol "file"]\n\tallow = always\n'
+    )
+    wanted = {
+        "FORKCTL_CACHE": str(root / "cache"),
+        "GIT_CONFIG_GLOBAL": str(config),
+        "GIT_CONFIG_NOSYSTEM": "1",
+        "GIT_AUTHOR_NAME": CONSUMER_ID.name,
+        "GIT_AUTHOR_EMAIL": CONSUMER_ID.email,
+        "GIT_AUTHOR_DATE": CONSUMER_ID.date,
+        "GIT_COMMITTER_NAME": CONSUMER_ID.name,
+        "GIT_COMMITTER_EMAIL": CONSUMER_ID.email,
+        "GIT_COMMITTER_DATE": CONSUMER_ID.date,
+    }
+    dropped = ("GIT_DIR", "GIT_INDEX_FILE", "GIT_WORK_TREE")
+    saved = {key: os.environ.get(key) for key in (*wanted, *dropped)}
+    os.environ.update(wanted)
+    for key in dropped:
+        os.environ.pop(key, None)
+    try:
+        yield
+    finally:
+        for key, value in saved.items():
+            if value is None:
+                os.environ.pop(key, None)
+            else:
+                os.environ[key] = value
+
+
+# --- building the chain ----------------------------------------------------------------------------
+
+
+@dataclass
+class DemoChain:
+    root: Path
+    package: Package
+    toolkit: Path
+    manifest: Manifest
+    base: str
+    fork_head: str  # built by the apply core and pushed to the fork's branch
+    remotes: dict[str, Path] = field(default_factory=dict)  # upstream, fork, <consumer names>, ...
+
+
+def _serve(path: Path) -> GitRepo:
+    """A bare repository that answers like GitHub: partial clones and fetches of reachable SHAs."""
+    repo = GitRepo.init_bare(path)
+    repo.git(["symbolic-ref", "HEAD", "refs/heads/main"])
+    for key in ("uploadpack.allowFilter", "uploadpack.allowReachableSHA1InWant"):
+        repo.git(["config", key, "true"])
+    return repo
+
+
+def _url(path: Path) -> str:
+    return path.resolve().as_uri()
+
+
+def _snapshot(repo: GitRepo, files: dict[str, str], scratch: Path) -> str:
+    """A tree holding `files` (path -> text), written through a scratch folder."""
+    if scratch.exists():
+        shutil.rmtree(scratch)
+    for rel, text in files.items():
+        target = scratch / rel
+        target.parent.mkdir(parents=True, exist_ok=True)
+        target.write_text(text)
+    return gitobj.tree_from_directory(repo, scratch)
+
+
+def _with_gitlinks(repo: GitRepo, tree: str, gitlinks: dict[str, str]) -> str:
+    with repo.private_index(tree) as index:
+        for path, sha in gitlinks.items():
+            gitobj.index_set_entry(index, "160000", sha, path)
+        return index.write_tree()
+
+
+def _gitmodules(sections: list[tuple[str, str, dict[str, str]]]) -> str:
+    text = ""
+    for path, url, extra in sections:
+        text += f'[submodule "{path}"]\n\tpath = {path}\n\turl = {url}\n'
+        text += "".join(f"\t{key} = {value}\n" for key, value in extra.items())
+    return text
+
+
+def _publish(repo: GitRepo, tree: str, message: str, identity: Identity, branches: list[str]) -> str:
+    commit = repo.commit_tree(tree, [], message, identity)
+    for branch in branches:
+        repo.update_ref(f"refs/heads/{branch}", commit, None, "demo")
+    return commit
+
+
+def _make_upstream(root: Path, package: Package, progress: Progress) -> tuple[Path, str]:
+    """upstream.git whose `main` is one commit: the installed `megatron/` tree (bytecode left out)."""
+    source = root / "src"
+    progress(f"copying {package.megatron} into a new upstream repository")
+    shutil.copytree(
+        package.megatron, source / "megatron", ignore=shutil.ignore_patterns("__pycache__", "*.pyc")
+    )
+    path = root / "upstream.git"
+    repo = _serve(path)
+    tree = gitobj.tree_from_directory(repo, source)
+    shutil.rmtree(source)
+    version = package.version or "unknown version"
+    message = f"megatron-core {version}, as installed (forkctl demo base)\n"
+    return path, _publish(repo, tree, message, UPSTREAM_ID, ["main"])
+
+
+def _tiny_repo(root: Path, name: str) -> tuple[Path, str]:
+    path = root / f"{name.lower()}.git"
+    repo = _serve(path)
+    tree = _snapshot(repo, {"README.md": f"{name} (demo)\n"}, root / "scratch")
+    return path, _publish(repo, tree, f"{name}: initial\n", CONSUMER_ID, ["main"])
+
+
+def _consumer_entries(manifest_data: dict[str, Any]) -> list[dict[str, str]]:
+    """The real manifest's first two consumers (names, branches, gitlinks), defaults where missing."""
+    real = manifest_data.get("consumers") or []
+    entries = []
+    for index, default in enumerate(DEFAULT_CONSUMERS):
+        given = real[index] if index < len(real) and isinstance(real[index], dict) else {}
+        entries.append({**default, **{k: str(v) for k, v in given.items() if k in default and v is not None}})
+    return entries
+
+
+def _write_toolkit(
+    root: Path, real: Manifest, base: str, urls: dict[str, str], consumers: list[dict[str, str]]
+) -> Path:
+    """toolkit/: the real manifest pointed at the demo remotes, and the real patch files."""
+    toolkit = root / "toolkit"
+    data = yaml.safe_load(real.path.read_text(encoding="utf-8"))
+    data["upstream"]["url"] = urls["upstream"]
+    data["upstream"]["base"] = base
+    data["fork"]["url"] = urls["fork"]
+    data["consumers"] = [{**entry, "url": urls[entry["name"]]} for entry in consumers]
+    data["dropped"] = []  # the real drops name real upstream commits, which this upstream lacks
+    for entry in real.series:
+        target = toolkit / entry.file
+        target.parent.mkdir(parents=True, exist_ok=True)
+        shutil.copyfile(real.root / entry.file, target)
+    path = toolkit / manifest_mod.MANIFEST_NAME
+    path.write_text(yaml.safe_dump(data, sort_keys=False), encoding="utf-8")
+    return path
+
+
+def _build_fork(root: Path, manifest: Manifest, upstream: Path, base: str, package: Package) -> str:
+    """apply(series, base) by the apply core in a work repository, pushed to fork.git farai/main."""
+    series = load_series(manifest)
+    work = _serve(root / "fork-work.git")
+    remote.push_branch(GitRepo(upstream), _url(work.git_dir), base, "main")
+    failures = [(p, msg) for p, msg in build.check_series(work, base, series.patches) if msg is not None]
+    if failures:
+        patch, message = failures[0]
+        first_line = message.splitlines()[0] if message else "does not apply"
+        raise BadInput(
+            f"the real patch series does not apply to the installed megatron-core "
+            f"{package.version or '(unknown version)'} at {package.megatron}: {len(failures)} of "
+            f"{len(series.patches)} patches fail, first {patch.path.name}: {first_line}",
+            hint="the demo needs the megatron-core release the series targets (megatron-core==0.19.2, "
+            "what make setup installs); or port the series (forkctl port) and try again",
+        )
+    outcome = applying.start(work, manifest, series, base, manifest.fork.branch, force=False)
+    if outcome.conflict is not None:  # check_series said it applies; a conflict here is a bug
+        raise BadInput(f"the apply core stopped at {outcome.conflict}")
+    head = outcome.state.head
+    fork_url = manifest.fork.url
+    remote.push_branch(work, fork_url, base, manifest.fork.mirror_branch)
+    remote.push_branch(work, fork_url, head, manifest.fork.branch)
+    return head
+
+
+def build_chain(root: Path, real: Manifest, package: Package, progress: Progress) -> DemoChain:
+    """Every repository of the demo under `root` (which must be empty); see the module docstring."""
+    upstream, base = _make_upstream(root, package, progress)
+    progress(f"upstream base {base[:12]} = megatron-core {package.version or '?'} ({upstream})")
+    consumers = _consumer_entries(real.model.model_dump(by_alias=True))
+    bridge, nemo = consumers
+    paths = {"upstream": upstream, "fork": root / "fork.git"}
+    _serve(paths["fork"])
+    paths[bridge["name"]] = root / "bridge.git"
+    paths[nemo["name"]] = root / "nemo-rl.git"
+    urls = {name: _url(path) for name, path in paths.items()}
+    toolkit_manifest = _write_toolkit(root, real, base, urls, consumers)
+    manifest = manifest_mod.load(toolkit_manifest)
+
+    progress(
+        f"building the fork: apply({len(manifest.series)} patches, {base[:12]}) -> {manifest.fork.branch}"
+    )
+    head = _build_fork(root, manifest, upstream, base, package)
+
+    progress(
+        f"{bridge['name']}: pins the plain upstream base at {bridge['gitlink']}, .gitmodules names upstream"
+    )
+    bridge_repo = _serve(paths[bridge["name"]])
+    files = {
+        "README.md": "Megatron-Bridge (demo consumer)\n",
+        "src/megatron/bridge/__init__.py": '__version__ = "0.0.0+demo"\n',
+        ".gitmodules": _gitmodules([(bridge["gitlink"], urls["upstream"], {})]),
+    }
+    tree = _snapshot(bridge_repo, files, root / "scratch")
+    tree = _with_gitlinks(bridge_repo, tree, {bridge["gitlink"]: base})
+    bridge_head = _publish(
+        bridge_repo, tree, "Megatron-Bridge: pin Megatron-LM main\n", CONSUMER_ID, ["main", bridge["branch"]]
+    )
+
+    progress(f"{nemo['name']}: pins {bridge['name']}@{bridge_head[:12]} (shallow) plus Automodel and Gym")
+    others = {path: _tiny_repo(root, path.rsplit("/", 1)[-1]) for path in OTHER_SUBMODULES}
+    nemo_repo = _serve(paths[nemo["name"]])
+    sections = [(nemo["gitlink"], urls[bridge["name"]], {"shallow": "true", "branch": "main"})]
+    sections += [(path, _url(repo_path), {"shallow": "true"}) for path, (repo_path, _) in others.items()]
+    files = {
+        "README.md": "NeMo-RL (demo consumer)\n",
+        "nemo_rl/__init__.py": '__version__ = "0.0.0+demo"\n',
+        ".gitmodules": _gitmodules(sections),
+    }
+    tree = _snapshot(nemo_repo, files, root / "scratch")
+    gitlinks = {nemo["gitlink"]: bridge_head, **{path: sha for path, (_, sha) in others.items()}}
+    tree = _with_gitlinks(nemo_repo, tree, gitlinks)
+    _publish(nemo_repo, tree, "NeMo-RL: pin Megatron-Bridge\n", CONSUMER_ID, ["main", nemo["branch"]])
+    shutil.rmtree(root / "scratch", ignore_errors=True)
+    return DemoChain(root, package, toolkit_manifest.parent, manifest, base, head, paths)
+
+
+# --- the flow: check, bump, check ------------------------------------------------------------------
+
+
+@dataclass
+class Flow:
+    fork: pins.ForkContext
+    first: pins.ChainResult
+    steps: list[pins.BumpStep]
+    bump_check: pins.ChainResult
+    final: pins.ChainResult
+    branch: str
+
+
+def bump_and_push(
+    manifest: Manifest, fork: pins.ForkContext, progress: Progress
+) -> tuple[list[pins.BumpStep], pins.ChainResult, str]:
+    """bump-bridge --through <last consumer> --push, through the pins core: plan every consumer's
+    commit, check the planned chain (it must pass), then create and push the branches (never forced)."""
+    branch = f"{BUMP_BRANCH_PREFIX}{fork.head[:12]}"
+    body = pins.series_description(manifest, fork)
+    steps: list[pins.BumpStep] = []
+    sources: list[pins.Source] = []
+    new_pin, target_url, target_upstream = fork.head, manifest.fork.url, manifest.upstream.url
+    for consumer in manifest.consumers:
+        source = pins.Source(consumer)
+        repo, head = pins.consumer_repo(source, progress)
+        progress(f"{consumer.name}: moving {consumer.gitlink} to {new_pin[:12]} on {branch}")
+        step = pins.bump_step(source, repo, head, new_pin, target_url, target_upstream, branch, body)
+        steps.append(step)
+        sources.append(
+            pins.Source(consumer, local=repo.git_dir, rev=step.commit, url=source.fetch_url, label=branch)
+        )
+        body = f"It pins {consumer.name} {step.commit} ({branch}), which pins the fork head.\n\n" + body
+        new_pin, target_url, target_upstream = step.commit, consumer.url, consumer.upstream_url
+    pending: dict[str, list[str]] = {}
+    for step in steps:
+        pending.setdefault(remote.normalise_url(step.consumer.url), []).append(step.commit)
+    planned = pins.check_chain(manifest, sources, progress=progress, pending=pending, fork=fork)
+    if not planned.ok:
+        return steps, planned, branch
+    for step in steps:
+        pins.apply_step(step)
+        progress(f"pushing {step.branch} to {step.push_url}")
+        pins.push_step(step, {step.consumer.branch, remote.default_branch(step.push_url) or "main"})
+    return steps, planned, branch
+
+
+def run_flow(chain: DemoChain, progress: Progress) -> Flow:
+    manifest = chain.manifest
+    fork = pins.fork_context(manifest, None, progress)
+    if fork.head != chain.fork_head:  # two builds of one function must agree, or nothing else matters
+        raise BadInput(
+            f"check-pins built {fork.head[:12]} but the apply core built {chain.fork_head[:12]}",
+            hint="apply(series, base) is not reproducible here: report this as a forkctl bug",
+        )
+    progress("step 1: check-pins on the consumers' branches as they are")
+    first = pins.check_chain(
+        manifest, [pins.Source(c) for c in manifest.consumers], progress=progress, fork=fork
+    )
+    progress(f"step 2: bump-bridge --through {manifest.consumers[-1].name} --push")
+    steps, planned, branch = bump_and_push(manifest, fork, progress)
+    if not planned.ok:
+        return Flow(fork, first, steps, planned, planned, branch)
+    progress(f"step 3: check-pins on the pushed {branch} branches")
+    bumped = [pins.Source(c, rev=branch) for c in manifest.consumers]
+    final = pins.check_chain(manifest, bumped, progress=progress, fork=fork)
+    return Flow(fork, first, steps, planned, final, branch)

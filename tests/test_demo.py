@@ -1,0 +1,140 @@
+"""forkctl demo against the real manifest and the installed megatron-core: mismatch, bump, pass."""
+
+from __future__ import annotations
+
+import json
+import shutil
+from pathlib import Path
+
+import pytest
+import yaml
+from click.testing import CliRunner
+
+from forkctl import demochain
+from forkctl.cli import cli
+from forkctl.errors import BadInput
+from tests.gitrepos import git, init_repo
+
+
+def _megatron_installed() -> bool:
+    try:
+        demochain.find_installed_megatron()
+    except BadInput:
+        return False
+    return True
+
+
+pytestmark = pytest.mark.skipif(not _megatron_installed(), reason="megatron-core is not installed")
+
+
+@pytest.fixture(autouse=True)
+def _cache(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    # The demo must use its own cache: point the user's at a folder that must stay empty.
+    monkeypatch.setenv("FORKCTL_CACHE", str(tmp_path / "user-cache"))
+    monkeypatch.chdir(tmp_path)
+
+
+def demo(manifest: Path, *args: str) -> tuple[int, dict, str]:
+    result = CliRunner().invoke(cli, ["--manifest", str(manifest), "demo", *args, "--json"])
+    return result.exit_code, json.loads(result.stdout), result.stderr
+
+
+def test_demo_finds_the_unpatched_base_bumps_and_passes(tmp_path: Path, repo_root: Path) -> None:
+    keep = tmp_path / "demo"
+    code, report, progress = demo(repo_root / "manifest.yaml", "--keep", str(keep))
+    assert code == 0, report
+    assert report["ok"] is True
+    assert "step 1: check-pins" in progress and "step 3: check-pins" in progress
+    # The base is the installed package's megatron/ tree, the fork head the real series on it.
+    package = demochain.find_installed_megatron()
+    upstream = keep / "upstream.git"
+    assert git(upstream, "rev-parse", "main") == report["base"]
+    recompute = (package.megatron / "core" / "recompute.py").read_text()
+    assert git(upstream, "show", f"{report['base']}:megatron/core/recompute.py") + "\n" == recompute
+    assert git(keep / "fork.git", "rev-parse", "farai/main") == report["fork_head"]
+    assert git(keep / "fork.git", "rev-list", "--count", f"{report['base']}..farai/main") == str(
+        len(report["patches"])
+    )
+    # First check: the Bridge pins the plain upstream base, and NeMo-RL pins that failing Bridge.
+    first = report["first_check"]
+    assert first["ok"] is False
+    bridge_link, nemo_link = first["links"]
+    assert bridge_link["pinned"] == report["base"] and bridge_link["status"] == "MISMATCH"
+    assert "unpatched-upstream" in [f["kind"] for f in bridge_link["findings"]]
+    assert "url-upstream" in [f["kind"] for f in bridge_link["findings"]]
+    assert "pins-failing-commit" in [f["kind"] for f in nemo_link["findings"]]
+    # The bump was pushed to the bare remotes as new branches; farai/main stayed where it was.
+    branch = report["bump"]["branch"]
+    bridge_step, nemo_step = report["bump"]["steps"]
+    assert git(keep / "bridge.git", "rev-parse", branch) == bridge_step["commit"]
+    assert git(keep / "bridge.git", "rev-parse", f"{branch}:3rdparty/Megatron-LM") == report["fork_head"]
+    assert git(keep / "bridge.git", "rev-parse", "farai/main") == bridge_link["commit"]
+    assert git(keep / "nemo-rl.git", "rev-parse", branch) == nemo_step["commit"]
+    nemo_gitlink = f"{branch}:3rdparty/Megatron-Bridge-workspace/Megatron-Bridge"
+    assert git(keep / "nemo-rl.git", "rev-parse", nemo_gitlink) == bridge_step["commit"]
+    changed = git(keep / "nemo-rl.git", "diff", "--name-only", f"{branch}~1", branch).splitlines()
+    assert changed == ["3rdparty/Megatron-Bridge-workspace/Megatron-Bridge"]  # Automodel, Gym untouched
+    modules = git(
+        keep / "nemo-rl.git", "config", "--blob", f"{branch}:.gitmodules", "--get-regexp", "shallow"
+    )
+    assert len(modules.splitlines()) == 3
+    # Final check on the bumped branches passes, link by link.
+    final = report["final_check"]
+    assert final["ok"] is True and final["failure_kinds"] == []
+    assert [link["status"] for link in final["links"]] == ["OK", "OK"]
+    assert final["links"][0]["pinned"] == report["fork_head"]
+    assert report["verdict"].startswith("demo: OK")
+    assert report["workdir"] == str(keep.resolve())
+    assert not (tmp_path / "user-cache").exists()
+
+
+def test_demo_text_output_and_temp_dir_removed(tmp_path: Path, repo_root: Path) -> None:
+    result = CliRunner().invoke(cli, ["--manifest", str(repo_root / "manifest.yaml"), "demo"])
+    assert result.exit_code == 0, result.output
+    lines = result.stdout.strip().splitlines()
+    assert lines[-1].startswith("demo: OK")
+    assert any("(fork head)" in line for line in lines)
+    assert any(line.startswith("1. check-pins") and "unpatched-upstream" in line for line in lines)
+    workdir = next(line for line in result.stderr.splitlines() if "upstream base" in line)
+    folder = Path(workdir.rsplit("(", 1)[1].rstrip(")")).parent
+    assert folder.name.startswith("forkctl-demo-") and not folder.exists()
+
+
+def test_keep_refuses_a_folder_that_is_not_empty(tmp_path: Path, repo_root: Path) -> None:
+    keep = tmp_path / "busy"
+    keep.mkdir()
+    (keep / "mine.txt").write_text("not the demo's\n")
+    code, report, _ = demo(repo_root / "manifest.yaml", "--keep", str(keep))
+    assert code == 2 and "not empty" in report["error"]
+    assert sorted(p.name for p in keep.iterdir()) == ["mine.txt"]
+
+
+def _bogus_patch(tmp_path: Path) -> Path:
+    """A format-patch of recompute.py whose context the installed package does not have."""
+    work = init_repo(
+        tmp_path / "bogus", {"megatron/core/recompute.py": "def nothing_like_upstream():\n    pass\n"}
+    )
+    work.commit(
+        "fix: a change made on another tree", {"megatron/core/recompute.py": "def other():\n    pass\n"}
+    )
+    return work.format_patch("HEAD", tmp_path / "bogus-patch", number=3)
+
+
+def test_a_series_that_does_not_apply_exits_2(tmp_path: Path, repo_root: Path) -> None:
+    toolkit = tmp_path / "toolkit"
+    shutil.copytree(repo_root / "patches", toolkit / "patches")
+    bogus = _bogus_patch(tmp_path)
+    target = toolkit / "patches" / "megatron-lm" / bogus.name
+    shutil.copyfile(bogus, target)
+    data = yaml.safe_load((repo_root / "manifest.yaml").read_text())
+    data["series"].append({"file": f"patches/megatron-lm/{bogus.name}"})
+    (toolkit / "manifest.yaml").write_text(yaml.safe_dump(data, sort_keys=False))
+    keep = tmp_path / "demo"
+    code, report, _ = demo(toolkit / "manifest.yaml", "--keep", str(keep))
+    assert code == 2, report
+    assert "does not apply to the installed megatron-core" in report["error"]
+    assert bogus.name in report["error"] and "1 of 3 patches fail" in report["error"]
+    assert "megatron-core==0.19.2" in report["hint"]
+    # It stopped before making a fork or a consumer.
+    assert not (keep / "bridge.git").exists()
+    assert git(keep / "fork.git", "for-each-ref") == ""
