@@ -1,0 +1,608 @@
+"""Frozen-expert MoE layer at the Nemotron-3-Super expert shapes: per-expert GEMMs vs one grouped GEMM.
+
+Two levels, both forward plus the input gradient only (frozen weights: no wgrad), same weights and inputs:
+
+The expert layer (fc1, squared ReLU, times the routing probability, fc2), three arms:
+  per_expert      TEGroupedMLP on its default path over the torch grouped linears, which launch one GEMM
+                  per expert: TE's grouped-linear launch pattern when it has no grouped kernel, with the
+                  layer's activation code unchanged, so only the GEMM strategy differs from torch_grouped;
+  sequential_mlp  megatron's SequentialMLP (one MLP module per expert);
+  torch_grouped   TEGroupedMLP with moe_expert_gemm_backend="torch": one torch._grouped_mm per linear.
+  Peak memory counts each arm's own weights (and packed buffer) plus the step's peak, so a packed buffer
+  that duplicated the weights would show here.
+
+The expert GEMMs alone (fc1, fc2 forward and their input gradients; no activation), two arms:
+  gemm_per_expert one torch.matmul per expert and linear;
+  gemm_grouped    the patch's frozen_grouped_gemm (torch._grouped_mm) on the packed weights.
+  The ceiling and roofline targets are judged here: they are statements about GEMMs.
+
+FLOPs counted: 4 GEMMs per step (fc1 and fc2 forward, fc1 and fc2 dgrad), each 2 * rows * K * N.
+Ceilings measured in the same run: dense bf16 matmul 8192^3 (TFLOP/s) and device-to-device copy
+bandwidth (read + write bytes per second). Roofline time = max(FLOPs / dense ceiling, bytes of the
+expert weights read (once forward, once backward) / copy bandwidth).
+
+Needs the patched megatron-core first on sys.path (PYTHONPATH, --megatron DIR, or the folder in
+$FORKCTL_PATCHED_MEGATRON, as `forkctl validate` sets it). `--smoke` runs tiny shapes on CPU.
+
+    python bench/grouped_gemm.py --out bench.json [--rows 8192,32768,131072] [--plot bench.png]
+"""
+
+from __future__ import annotations
+
+import argparse
+import gc
+import json
+import math
+import os
+import statistics
+import sys
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import torch
+
+ARMS = ("per_expert", "sequential_mlp", "torch_grouped")
+GEMM_ARMS = ("gemm_per_expert", "gemm_grouped")
+TARGETS = {"speedup": 2.0, "pct_dense_ceiling": 75.0, "pct_roofline": 85.0}
+
+
+@dataclass(frozen=True)
+class Shape:
+    experts: int
+    hidden: int
+    ffn: int
+    empty_range: tuple[int, int]  # how many experts get no tokens, drawn in this closed range
+
+
+SUPER = Shape(experts=128, hidden=1024, ffn=2688, empty_range=(15, 27))
+SMOKE = Shape(experts=4, hidden=64, ffn=96, empty_range=(1, 1))
+
+
+def squared_relu(x: torch.Tensor) -> torch.Tensor:
+    return torch.pow(torch.relu(x), 2)
+
+
+# --- routing and data ---------------------------------------------------------------------------
+
+
+def skewed_counts(rows: int, shape: Shape, gen: torch.Generator) -> list[int]:
+    """Zipf-like token counts over a random order of the experts, with a random number left empty."""
+    low, high = shape.empty_range
+    empty = int(torch.randint(low, high + 1, (1,), generator=gen))
+    order = torch.randperm(shape.experts, generator=gen).tolist()
+    live = order[empty:]
+    weights = torch.tensor([1.0 / (rank + 1) for rank in range(len(live))], dtype=torch.float64)
+    shares = (weights / weights.sum() * rows).floor().long()
+    shares[0] += rows - int(shares.sum())  # the busiest expert takes the rounding remainder
+    counts = [0] * shape.experts
+    for expert, share in zip(live, shares.tolist(), strict=True):
+        counts[expert] = share
+    return counts
+
+
+@dataclass
+class Inputs:
+    x: torch.Tensor
+    probs: torch.Tensor
+    grad: torch.Tensor
+
+
+def make_inputs(rows: int, shape: Shape, sets: int, device: torch.device, seed: int) -> list[Inputs]:
+    """Several fresh random input sets (drawn on the device), rotated between timed runs so that L2
+    holds none of them."""
+    gen = torch.Generator(device=device).manual_seed(seed)
+    return [
+        Inputs(
+            x=torch.randn(rows, shape.hidden, generator=gen, device=device, dtype=torch.bfloat16),
+            probs=torch.rand(rows, generator=gen, device=device, dtype=torch.float32) + 0.5,
+            grad=torch.randn(rows, shape.hidden, generator=gen, device=device, dtype=torch.bfloat16),
+        )
+        for _ in range(sets)
+    ]
+
+
+# --- the arms -------------------------------------------------------------------------------------
+
+Step = Callable[[Inputs], torch.Tensor]  # forward + backward; returns the output (for parity checks)
+ArmBuilder = Callable[[list[int]], Step]  # builds an arm (its module and weights) for one routing
+
+
+def gemm_per_expert_arm(fc1: torch.Tensor, fc2: torch.Tensor, counts: list[int]) -> Step:
+    """The four expert GEMMs, one torch.matmul per expert and linear (fc1/fc2: [E, out, in], frozen)."""
+
+    def step(inputs: Inputs) -> torch.Tensor:
+        x = inputs.x.detach().requires_grad_()
+        outs = [
+            torch.matmul(torch.matmul(rows, fc1[expert].t()), fc2[expert].t())
+            for expert, rows in enumerate(torch.split(x, counts))
+        ]
+        out = torch.cat(outs)
+        out.backward(inputs.grad)
+        return out.detach()
+
+    return step
+
+
+def gemm_grouped_arm(fc1: torch.Tensor, fc2: torch.Tensor, counts: list[int]) -> Step:
+    """The same four GEMMs through the patch's frozen_grouped_gemm: one grouped kernel each."""
+    from megatron.core.transformer.moe.torch_grouped_linear import frozen_grouped_gemm, grouped_gemm_offsets
+
+    offs = grouped_gemm_offsets(counts, fc1.device)
+
+    def step(inputs: Inputs) -> torch.Tensor:
+        x = inputs.x.detach().requires_grad_()
+        out = frozen_grouped_gemm(frozen_grouped_gemm(x, fc1, counts, offs), fc2, counts, offs)
+        out.backward(inputs.grad)
+        return out.detach()
+
+    return step
+
+
+def megatron_step(module: torch.nn.Module, counts: list[int]) -> Step:
+    tokens = torch.tensor(counts, dtype=torch.long)
+
+    def step(inputs: Inputs) -> torch.Tensor:
+        x = inputs.x.detach().requires_grad_()
+        out, _ = module(x, tokens, inputs.probs)
+        out.backward(inputs.grad)
+        return out.detach()
+
+    return step
+
+
+def init_megatron(megatron_dir: str | None) -> None:
+    """Put the patched package first and set up single-rank model parallelism (gloo, no NCCL)."""
+    folder = megatron_dir or os.environ.get("FORKCTL_PATCHED_MEGATRON")
+    if folder:
+        sys.path.insert(0, folder)
+    import torch.distributed as dist
+    from megatron.core import parallel_state
+
+    if not dist.is_initialized():
+        dist.init_process_group("gloo", store=dist.HashStore(), rank=0, world_size=1)
+    if not parallel_state.model_parallel_is_initialized():
+        parallel_state.initialize_model_parallel(1, 1)
+
+
+def make_config(shape: Shape, grouped: bool, backend: str = "transformer_engine"):
+    from megatron.core.transformer.transformer_config import TransformerConfig
+
+    extra: dict[str, Any] = {"moe_expert_gemm_backend": backend} if grouped else {}
+    return TransformerConfig(
+        num_layers=1,
+        hidden_size=shape.hidden,
+        num_attention_heads=4,
+        num_moe_experts=shape.experts,
+        moe_ffn_hidden_size=shape.ffn,
+        ffn_hidden_size=shape.ffn,
+        moe_grouped_gemm=grouped,
+        add_bias_linear=False,
+        bf16=True,
+        params_dtype=torch.bfloat16,
+        use_cpu_initialization=True,
+        perform_initialization=False,
+        gated_linear_unit=False,
+        activation_func=squared_relu_megatron(),
+        bias_activation_fusion=False,
+        **extra,
+    )
+
+
+def squared_relu_megatron() -> Callable[[torch.Tensor], torch.Tensor]:
+    # The same activation object the GPU parity tests use, so TEGroupedMLP takes the same path.
+    from megatron.core.activations import squared_relu as megatron_squared_relu
+
+    return megatron_squared_relu
+
+
+def sequential_arm(
+    shape: Shape, fc1: torch.Tensor, fc2: torch.Tensor, device: torch.device
+) -> torch.nn.Module:
+    from megatron.core.process_groups_config import ProcessGroupCollection
+    from megatron.core.tensor_parallel import ColumnParallelLinear, RowParallelLinear
+    from megatron.core.transformer.mlp import MLPSubmodules
+    from megatron.core.transformer.moe.experts import SequentialMLP
+
+    submodules = MLPSubmodules(linear_fc1=ColumnParallelLinear, linear_fc2=RowParallelLinear)
+    pg = ProcessGroupCollection.use_mpu_process_groups()
+    module = SequentialMLP(shape.experts, make_config(shape, grouped=False), submodules, pg_collection=pg)
+    module = module.to(device)
+    with torch.no_grad():
+        for expert, mlp in enumerate(module.local_experts):
+            mlp.linear_fc1.weight.copy_(fc1[expert])
+            mlp.linear_fc2.weight.copy_(fc2[expert])
+    return module.requires_grad_(False)
+
+
+def grouped_arm(
+    shape: Shape, fc1: torch.Tensor, fc2: torch.Tensor, device: torch.device, backend: str = "torch"
+) -> torch.nn.Module:
+    """TEGroupedMLP over the patch's torch grouped linears; `backend` picks its expert GEMM path."""
+    from megatron.core.process_groups_config import ProcessGroupCollection
+    from megatron.core.transformer.moe.experts import TEGroupedMLP
+    from megatron.core.transformer.moe.torch_grouped_linear import get_torch_grouped_mlp_submodules
+
+    pg = ProcessGroupCollection.use_mpu_process_groups()
+    config = make_config(shape, grouped=True, backend=backend)
+    module = TEGroupedMLP(shape.experts, config, get_torch_grouped_mlp_submodules(), pg_collection=pg)
+    module = module.to(device)
+    with torch.no_grad():
+        for expert in range(shape.experts):
+            getattr(module.linear_fc1, f"weight{expert}").copy_(fc1[expert])
+            getattr(module.linear_fc2, f"weight{expert}").copy_(fc2[expert])
+    return module.requires_grad_(False)
+
+
+# --- measuring ------------------------------------------------------------------------------------
+
+
+class Clock:
+    """CUDA events on a GPU, perf_counter on CPU (smoke mode)."""
+
+    def __init__(self, device: torch.device) -> None:
+        self.cuda = device.type == "cuda"
+
+    def sync(self) -> None:
+        if self.cuda:
+            torch.cuda.synchronize()
+
+    def time(self, fn: Callable[[int], Any], iters: int, warmup: int) -> list[float]:
+        """Milliseconds of each of `iters` calls fn(i), after `warmup` untimed calls."""
+        for i in range(warmup):
+            fn(i)
+        self.sync()
+        if not self.cuda:
+            times = []
+            for i in range(iters):
+                start = time.perf_counter()
+                fn(i)
+                times.append((time.perf_counter() - start) * 1e3)
+            return times
+        events = [
+            (torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)) for _ in range(iters)
+        ]
+        for i, (start, end) in enumerate(events):
+            start.record()
+            fn(i)
+            end.record()
+        self.sync()
+        return [start.elapsed_time(end) for start, end in events]
+
+
+def dense_ceiling_tflops(clock: Clock, device: torch.device, n: int, iters: int) -> float:
+    a = torch.randn(n, n, device=device, dtype=torch.bfloat16)
+    b = torch.randn(n, n, device=device, dtype=torch.bfloat16)
+    ms = statistics.median(clock.time(lambda _: torch.matmul(a, b), iters, warmup=3))
+    return 2 * n**3 / (ms * 1e-3) / 1e12
+
+
+def copy_bandwidth_gbs(clock: Clock, device: torch.device, nbytes: int, iters: int) -> float:
+    """Device-to-device copy: bytes read plus bytes written, per second."""
+    src = torch.randn(nbytes // 2, device=device, dtype=torch.bfloat16)
+    dst = torch.empty_like(src)
+    ms = statistics.median(clock.time(lambda _: dst.copy_(src), iters, warmup=3))
+    return 2 * src.numel() * src.element_size() / (ms * 1e-3) / 1e9
+
+
+def _settle(device: torch.device) -> int:
+    """Free what earlier arms left and return the bytes allocated now (0 on CPU)."""
+    if device.type != "cuda":
+        return 0
+    gc.collect()
+    torch.cuda.synchronize()
+    torch.cuda.empty_cache()
+    return torch.cuda.memory_allocated()
+
+
+def peak_memory_mib(step: Step, inputs: Inputs, device: torch.device, base: int) -> float:
+    """Peak bytes one fwd+bwd step reaches above `base` (taken before the arm was built, so the arm's
+    weights and any packed buffer count)."""
+    if device.type != "cuda":
+        return float("nan")
+    torch.cuda.synchronize()
+    torch.cuda.reset_peak_memory_stats()
+    step(inputs)
+    torch.cuda.synchronize()
+    return (torch.cuda.max_memory_allocated() - base) / 2**20
+
+
+def rel_l2(out: torch.Tensor, ref: torch.Tensor) -> float:
+    return ((out - ref).norm() / ref.norm().clamp_min(1e-30)).item()
+
+
+def measure_arms(
+    arms: dict[str, ArmBuilder],
+    counts: list[int],
+    sets: list[Inputs],
+    device: torch.device,
+    args: argparse.Namespace,
+) -> tuple[dict[str, dict[str, float]], dict[str, torch.Tensor]]:
+    """Build each arm in turn (after freeing the last), check its output, time it, take its peak memory."""
+    clock = Clock(device)
+    results: dict[str, dict[str, float]] = {}
+    outputs: dict[str, torch.Tensor] = {}
+    for name, build in arms.items():
+        base = _settle(device)
+        step = build(counts)
+        outputs[name] = step(sets[0]).float()  # also the first call, which prepares (packs) the weights
+        times = clock.time(lambda i, step=step: step(sets[i % len(sets)]), args.iters, args.warmup)
+        results[name] = {
+            "median_ms": statistics.median(times),
+            "min_ms": min(times),
+            "peak_mem_mib": peak_memory_mib(step, sets[1 % len(sets)], device, base),
+        }
+        del step
+    _settle(device)
+    return results, outputs
+
+
+def derive(
+    results: dict[str, dict[str, float]], reference: str, flops: int, roofline_ms: float, dense: float
+) -> None:
+    for figures in results.values():
+        figures["tflops"] = flops / (figures["median_ms"] * 1e-3) / 1e12
+        figures["speedup_vs_per_expert"] = results[reference]["median_ms"] / figures["median_ms"]
+        figures["pct_dense_ceiling"] = 100 * figures["tflops"] / dense
+        figures["pct_roofline"] = 100 * roofline_ms / figures["median_ms"]
+
+
+def measure_size(
+    rows: int,
+    shape: Shape,
+    arms: dict[str, ArmBuilder],
+    gemm_arms: dict[str, ArmBuilder],
+    ceilings: dict[str, float],
+    device: torch.device,
+    args: argparse.Namespace,
+    gen: torch.Generator,
+) -> dict[str, Any]:
+    counts = skewed_counts(rows, shape, gen)
+    sets = make_inputs(rows, shape, args.sets, device, seed=args.seed + rows)
+    flops = 4 * 2 * rows * shape.hidden * shape.ffn
+    weight_bytes = 2 * 2 * shape.experts * shape.hidden * shape.ffn * 2  # fc1+fc2, bf16, read fwd and bwd
+    roofline_ms = (
+        max(flops / (ceilings["dense_tflops"] * 1e12), weight_bytes / (ceilings["copy_gbs"] * 1e9)) * 1e3
+    )
+    layer, layer_out = measure_arms(arms, counts, sets, device, args)
+    gemm, gemm_out = measure_arms(gemm_arms, counts, sets, device, args)
+    derive(layer, "per_expert", flops, roofline_ms, ceilings["dense_tflops"])
+    derive(gemm, "gemm_per_expert", flops, roofline_ms, ceilings["dense_tflops"])
+    return {
+        "routed_rows": rows,
+        "empty_experts": counts.count(0),
+        "max_rows_per_expert": max(counts),
+        "min_nonzero_rows_per_expert": min(c for c in counts if c),
+        "flops_per_step": flops,
+        "roofline_ms": roofline_ms,
+        "rel_l2_vs_per_expert": {
+            name: rel_l2(out, layer_out["per_expert"]) for name, out in layer_out.items()
+        },
+        "rel_l2_vs_gemm_per_expert": {
+            name: rel_l2(out, gemm_out["gemm_per_expert"]) for name, out in gemm_out.items()
+        },
+        "arms": layer,
+        "gemm_arms": gemm,
+    }
+
+
+def _target(name: str, value: float, threshold: str, passed: bool) -> dict[str, Any]:
+    return {"name": name, "value": value, "threshold": threshold, "passed": passed}
+
+
+def targets(sizes: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    found = []
+    for size in sizes:
+        rows = size["routed_rows"]
+        grouped = size["arms"]["torch_grouped"]
+        found.append(
+            _target(
+                f"torch_grouped speedup vs per_expert (layer) at {rows} rows",
+                grouped["speedup_vs_per_expert"],
+                f">= {TARGETS['speedup']}",
+                grouped["speedup_vs_per_expert"] >= TARGETS["speedup"],
+            )
+        )
+        peak, base = grouped["peak_mem_mib"], size["arms"]["per_expert"]["peak_mem_mib"]
+        found.append(
+            _target(
+                f"torch_grouped peak memory MiB, weights included, at {rows} rows (per_expert: {base:.0f})",
+                peak,
+                "<= per_expert",
+                bool(math.isnan(peak) or peak <= base),
+            )
+        )
+    largest = max(sizes, key=lambda s: s["routed_rows"])
+    grouped = largest["gemm_arms"]["gemm_grouped"]
+    for key, label in (
+        ("pct_dense_ceiling", "% of the dense ceiling"),
+        ("pct_roofline", "% of the roofline"),
+    ):
+        found.append(
+            _target(
+                f"gemm_grouped {label} at {largest['routed_rows']} rows",
+                grouped[key],
+                f">= {TARGETS[key]}",
+                grouped[key] >= TARGETS[key],
+            )
+        )
+    return found
+
+
+# --- output ---------------------------------------------------------------------------------------
+
+
+def table(result: dict[str, Any]) -> str:
+    lines = [
+        f"dense bf16 ceiling {result['dense_ceiling_tflops']:.0f} TFLOP/s, "
+        f"copy bandwidth {result['copy_bandwidth_gbs']:.0f} GB/s, device {result['device']}",
+        f"{'rows':>8} {'arm':<16} {'ms':>8} {'speedup':>8} {'TFLOP/s':>8} {'%dense':>7} {'%roof':>7} {'peakMiB':>8}",
+    ]
+    for size in result["sizes"]:
+        for name, f in {**size["arms"], **size["gemm_arms"]}.items():
+            lines.append(
+                f"{size['routed_rows']:>8} {name:<16} {f['median_ms']:>8.3f} {f['speedup_vs_per_expert']:>7.2f}x "
+                f"{f['tflops']:>8.1f} {f['pct_dense_ceiling']:>6.1f}% {f['pct_roofline']:>6.1f}% "
+                f"{f['peak_mem_mib']:>8.0f}"
+            )
+    lines += [
+        f"{'PASS' if t['passed'] else 'FAIL'}  {t['name']}: {t['value']:.3g} ({t['threshold']})"
+        for t in result["targets"]
+    ]
+    return "\n".join(lines)
+
+
+def plot(result: dict[str, Any], path: Path) -> str | None:
+    """Draw median ms per arm and size; return why it was skipped, or None."""
+    try:
+        import matplotlib
+
+        matplotlib.use("Agg")
+        import matplotlib.pyplot as plt
+    except ImportError:
+        return "matplotlib is not importable"
+    sizes = result["sizes"]
+    labels = [f"{s['routed_rows']:,}" for s in sizes]
+    fig, axes = plt.subplots(1, 2, figsize=(11, 4))
+    width = 0.8 / len(ARMS)
+    for index, arm in enumerate(ARMS):
+        xs = [i + (index - 1) * width for i in range(len(sizes))]
+        axes[0].bar(xs, [s["arms"][arm]["median_ms"] for s in sizes], width, label=arm)
+    gemm_width = 0.8 / len(GEMM_ARMS)
+    for index, arm in enumerate(GEMM_ARMS):
+        xs = [i + (index - 0.5) * gemm_width for i in range(len(sizes))]
+        axes[1].bar(xs, [s["gemm_arms"][arm]["pct_roofline"] for s in sizes], gemm_width, label=arm)
+    axes[0].set_yscale("log")
+    titles = ("expert layer: median ms, fwd + dgrad (log; lower is better)", "expert GEMMs: % of roofline")
+    for axis, title in zip(axes, titles, strict=True):
+        axis.set_xticks(range(len(sizes)), labels)
+        axis.set_xlabel("routed rows")
+        axis.set_title(title)
+    axes[1].axhline(TARGETS["pct_roofline"], color="grey", linestyle="--", linewidth=1)
+    axes[0].legend()
+    axes[1].legend()
+    shape = result["shape"]
+    fig.suptitle(
+        f"{shape['experts']} experts, fc1 {shape['hidden']}->{shape['ffn']}, fc2 {shape['ffn']}->"
+        f"{shape['hidden']}, bf16, frozen; {result['device']}"
+    )
+    fig.tight_layout()
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fig.savefig(path, dpi=120)
+    plt.close(fig)
+    return None
+
+
+def run(args: argparse.Namespace) -> dict[str, Any]:
+    shape = SMOKE if args.smoke else SUPER
+    device = torch.device("cpu" if args.smoke else "cuda")
+    if device.type == "cuda" and not torch.cuda.is_available():
+        raise SystemExit("no CUDA device: run on a GPU host, or pass --smoke for a tiny CPU run")
+    init_megatron(args.megatron)
+    gen = torch.Generator(device="cpu").manual_seed(args.seed)
+    scale = 1 / math.sqrt(shape.hidden), 1 / math.sqrt(shape.ffn)
+    fc1 = (torch.randn(shape.experts, shape.ffn, shape.hidden, generator=gen) * scale[0]).to(
+        device, torch.bfloat16
+    )
+    fc2 = (torch.randn(shape.experts, shape.hidden, shape.ffn, generator=gen) * scale[1]).to(
+        device, torch.bfloat16
+    )
+    # Each layer arm is built afresh per size, after the previous one was freed, so that its peak
+    # memory includes its own weights: a packed buffer that copied the weights would show.
+    arms: dict[str, ArmBuilder] = {
+        "per_expert": lambda counts: megatron_step(
+            grouped_arm(shape, fc1, fc2, device, backend="transformer_engine"), counts
+        ),
+        "sequential_mlp": lambda counts: megatron_step(sequential_arm(shape, fc1, fc2, device), counts),
+        "torch_grouped": lambda counts: megatron_step(grouped_arm(shape, fc1, fc2, device), counts),
+    }
+    gemm_arms: dict[str, ArmBuilder] = {
+        "gemm_per_expert": lambda counts: gemm_per_expert_arm(fc1, fc2, counts),
+        "gemm_grouped": lambda counts: gemm_grouped_arm(fc1, fc2, counts),
+    }
+    clock = Clock(device)
+    dense_n = 256 if args.smoke else 8192
+    ceilings = {
+        "dense_tflops": dense_ceiling_tflops(clock, device, dense_n, args.iters),
+        "copy_gbs": copy_bandwidth_gbs(clock, device, 2**20 if args.smoke else 2**30, args.iters),
+    }
+    rows = (
+        [int(r) for r in args.rows.split(",")]
+        if args.rows
+        else ([64, 256] if args.smoke else [8192, 32768, 131072])
+    )
+    sizes = [measure_size(r, shape, arms, gemm_arms, ceilings, device, args, gen) for r in rows]
+    return {
+        "status": "ok",
+        "schema": 1,
+        "smoke": args.smoke,
+        "device": torch.cuda.get_device_name(0) if device.type == "cuda" else "cpu",
+        "torch": torch.__version__,
+        "shape": {
+            "experts": shape.experts,
+            "hidden": shape.hidden,
+            "ffn": shape.ffn,
+            "activation": "squared_relu",
+            "gated": False,
+            "dtype": "bfloat16",
+            "bias": False,
+        },
+        "method": {
+            "timed": "forward + backward (input gradient only, frozen weights)",
+            "flops": "4 GEMMs per step (fc1, fc2 forward; fc1, fc2 dgrad), 2*rows*K*N each",
+            "iters": args.iters,
+            "warmup": args.warmup,
+            "input_sets": args.sets,
+            "statistic": "median",
+            "roofline": "max(flops / dense ceiling, 2 * expert weight bytes / copy bandwidth)",
+            "peak_memory": "layer arms: the arm's weights (and packed buffer) plus the step's peak; "
+            "GEMM arms: the step's peak over the shared weights",
+            "targets": "speedup and memory on the layer arms; % dense and % roofline on the GEMM arms",
+        },
+        "dense_ceiling_tflops": ceilings["dense_tflops"],
+        "dense_ceiling_shape": [dense_n] * 3,
+        "copy_bandwidth_gbs": ceilings["copy_gbs"],
+        "sizes": sizes,
+        "targets": targets(sizes),
+    }
+
+
+def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
+    parser = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
+    parser.add_argument("--out", type=Path, required=True, help="write the results here as JSON")
+    parser.add_argument("--rows", help="routed-row counts, comma separated (default 8192,32768,131072)")
+    parser.add_argument("--plot", type=Path, help="draw a PNG here (needs matplotlib)")
+    parser.add_argument("--iters", type=int, default=30, help="timed runs per arm and size (median reported)")
+    parser.add_argument("--warmup", type=int, default=5)
+    parser.add_argument("--sets", type=int, default=4, help="input sets rotated between runs")
+    parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument(
+        "--megatron", help="folder holding the patched megatron/ package (put first on sys.path)"
+    )
+    parser.add_argument("--smoke", action="store_true", help="tiny shapes on CPU: proves the script runs")
+    args = parser.parse_args(argv)
+    if args.smoke:
+        args.iters, args.warmup, args.sets = min(args.iters, 3), 1, 2
+    return args
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = parse_args(argv)
+    result = run(args)
+    if args.plot:
+        skipped = plot(result, args.plot)
+        result["plot"] = None if skipped else str(args.plot)
+        if skipped:
+            result["plot_skipped"] = skipped
+    args.out.parent.mkdir(parents=True, exist_ok=True)
+    args.out.write_text(json.dumps(result, indent=2) + "\n")
+    print(table(result))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

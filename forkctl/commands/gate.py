@@ -1,0 +1,67 @@
+"""forkctl gate: refuse a merge until committed GPU evidence covers exactly this series and test suite."""
+
+from __future__ import annotations
+
+import click
+
+from forkctl import evidence
+from forkctl.clikit import Context, forkctl_command, output_options
+from forkctl.report import Level, Problem, Report, Table
+from forkctl.series import load_series
+
+
+def _env_status(tag: str, verdict: evidence.GateVerdict) -> str:
+    if tag not in verdict.covered:
+        return "missing"
+    return "passed" if verdict.ok else "covered, see the problems below"
+
+
+@click.command("gate")
+@click.option(
+    "--require",
+    "extra_required",
+    multiple=True,
+    metavar="ENV",
+    help="An environment tag that must be covered, in addition to the manifest's validation.require "
+    "(repeatable), e.g. sm90 or sm90-ep4.",
+)
+@output_options(github=True)
+@forkctl_command
+def command(ctx: Context, extra_required: tuple[str, ...]) -> Report:
+    """Check that GPU evidence exists for the current series (CPU only; for CI).
+
+    \b
+    Passes (exit 0) only when <evidence_dir>/<series-digest>.json exists, was recorded with the
+    current GPU test suite, every recorded test passed (at least one ran), and every required
+    environment is covered. Otherwise exits 1 and says what is missing: which patch changed since the
+    nearest evidence, which GPU test file changed, which environment is not covered, which test failed.
+    Malformed evidence for the current series is an error naming the file (exit 2).
+    """
+    manifest = ctx.manifest()
+    series = load_series(manifest)
+    required = list(dict.fromkeys([*manifest.validation.require, *extra_required]))
+    verdict = evidence.check(manifest, series, required)
+    result = Report(command="gate")
+    for finding in verdict.problems:
+        result.fail(Problem(finding.message, file=finding.file, hint=finding.hint))
+    for finding in verdict.warnings:
+        result.fail(Problem(finding.message, level=Level.WARNING, file=finding.file, hint=finding.hint))
+    result.data = {
+        "series_digest": verdict.series_digest,
+        "gpu_tests_digest": verdict.suite_digest,
+        "evidence_file": verdict.evidence_file,
+        "required": verdict.required,
+        "covered": verdict.covered,
+    }
+    rows = [[tag, _env_status(tag, verdict)] for tag in required]
+    if rows:
+        result.tables.append(
+            Table(title="required GPU environments", columns=["environment", "status"], rows=rows)
+        )
+    result.lines.append(f"series digest {verdict.series_digest}, GPU tests digest {verdict.suite_digest}")
+    if verdict.ok:
+        result.lines.append(
+            f"gate: ok: {verdict.evidence_file} covers {', '.join(verdict.covered)}"
+            + (f" (required: {', '.join(required)})" if required else "")
+        )
+    return result

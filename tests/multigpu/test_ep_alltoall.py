@@ -1,0 +1,112 @@
+"""Patch 0001 under expert parallelism: the torch expert backend behind the all-to-all token dispatcher.
+
+Launches tests/multigpu/ep_worker.py on FORKCTL_EP GPUs (default 4; 1 runs the same check on one GPU)
+with torchrun, then checks every rank's figures: forward output and input gradient of a full MoELayer
+with moe_expert_gemm_backend="torch" against the default backend, relative L2 < 1e-2, including a batch
+that leaves rank 1's experts without tokens. `forkctl validate --ep N` runs this folder with
+FORKCTL_EP=N and records it as the environment `sm90-epN`.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+import torch
+
+from tests import _patched
+
+EP = int(os.environ.get("FORKCTL_EP", "4"))
+WORKER = Path(__file__).with_name("ep_worker.py")
+TOLERANCE = 1e-2
+LAUNCH_TIMEOUT_S = 480
+# NVLink multicast stays off for NCCL, torch symmetric memory and NVSHMEM (the worker forces it too).
+MULTICAST_OFF = {
+    "NCCL_NVLS_ENABLE": "0",
+    "TORCH_SYMM_MEM_DISABLE_MULTICAST": "1",
+    "NVSHMEM_DISABLE_NVLS": "1",
+}
+CASES = ("balanced", "empty_rank")
+
+pytestmark = [
+    pytest.mark.gpu,
+    pytest.mark.multigpu,
+    pytest.mark.skipif(
+        torch.cuda.device_count() < EP,
+        reason=f"needs {EP} CUDA GPUs (FORKCTL_EP={EP}), this host has {torch.cuda.device_count()}",
+    ),
+]
+
+
+@pytest.fixture(scope="module")
+def patched_site(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """The folder holding the patched `megatron/`: validate's copy when it made one, else our own."""
+    given = os.environ.get("FORKCTL_PATCHED_MEGATRON")
+    if given:
+        return Path(given)
+    return _patched.patched_tree(tmp_path_factory)
+
+
+def launch(site: Path, out: Path) -> subprocess.CompletedProcess[str]:
+    env = _patched.subprocess_env(site)
+    env["PYTHONPATH"] = os.pathsep.join([env["PYTHONPATH"], str(_patched.REPO_ROOT)])
+    env.update(MULTICAST_OFF)
+    env["PYTHONDONTWRITEBYTECODE"] = "1"
+    cmd = [
+        sys.executable,
+        "-m",
+        "torch.distributed.run",
+        "--standalone",
+        f"--nproc_per_node={EP}",
+        str(WORKER),
+        "--out",
+        str(out),
+    ]
+    return subprocess.run(
+        cmd, cwd=_patched.REPO_ROOT, env=env, capture_output=True, text=True, timeout=LAUNCH_TIMEOUT_S
+    )
+
+
+def test_torch_backend_matches_default_across_all_to_all(
+    patched_site: Path, tmp_path: Path, record_property
+) -> None:
+    out = tmp_path / "ranks"
+    proc = launch(patched_site, out)
+    log = (proc.stdout + proc.stderr)[-6000:]
+    records = {}
+    for path in sorted(out.glob("rank*.json")):
+        record = json.loads(path.read_text())
+        records[record["rank"]] = record
+    record_property("ep", EP)
+    for rank, record in sorted(records.items()):
+        for case in record["cases"]:
+            prefix = f"rank{rank}.{case['case']}"
+            record_property(f"{prefix}.tokens_received", case["tokens_received"])
+            record_property(f"{prefix}.rel_l2_out", case["rel_l2_out"])
+            record_property(f"{prefix}.rel_l2_dgrad", case["rel_l2_dgrad"])
+    assert proc.returncode == 0, f"torchrun exit code {proc.returncode}:\n{log}"
+    assert sorted(records) == list(range(EP)), f"rank files {sorted(records)}:\n{log}"
+
+    for rank, record in records.items():
+        assert record["world_size"] == EP
+        assert record["multicast_env"] == MULTICAST_OFF, record["multicast_env"]
+        by_case = {case["case"]: case for case in record["cases"]}
+        assert sorted(by_case) == sorted(CASES)
+        for name, case in by_case.items():
+            where = f"rank {rank} {name}"
+            assert case["finite"], f"{where}: non-finite output or gradient"
+            assert case["routing_matches"], f"{where}: the two layers routed differently"
+            assert case["rel_l2_out"] < TOLERANCE, f"{where}: rel L2 out {case['rel_l2_out']:.3e}"
+            assert case["rel_l2_dgrad"] < TOLERANCE, f"{where}: rel L2 dgrad {case['rel_l2_dgrad']:.3e}"
+            assert case["starved_tokens"] == 0, f"{where}: starved experts got {case['starved_tokens']} rows"
+        assert by_case["balanced"]["tokens_received"] > 0, f"rank {rank} got no token in the balanced case"
+        empty = by_case["empty_rank"]
+        assert empty["starved_experts"], "the empty case starved no expert"
+        if EP > 1 and rank == 1:
+            assert empty["tokens_received"] == 0, f"rank 1 received {empty['tokens_received']} rows"
+        else:
+            assert empty["tokens_received"] > 0, f"rank {rank} received no token in the empty-rank case"

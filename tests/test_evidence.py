@@ -1,0 +1,316 @@
+"""The evidence core: suite digest, JUnit parsing, environment tags, reading and writing evidence files."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from forkctl import __version__, evidence, manifest
+from forkctl.errors import BadInput
+from forkctl.series import load_series
+from tests.toolkit import Toolkit, make_toolkit
+
+GPU_SUITE = {
+    "tests/__init__.py": "",
+    "tests/conftest.py": "import pytest\n",
+    "tests/_fixture.py": "from tests import _helpers\n\nTREE = 'patched'\n",
+    "tests/_helpers.py": "def helper():\n    return 1\n",
+    "tests/_unrelated.py": "X = 1\n",
+    "tests/test_cpu_only.py": "def test_cpu():\n    pass\n",
+    "tests/gpu/__init__.py": "",
+    "tests/gpu/conftest.py": "from tests import _fixture\n",
+    "tests/gpu/test_parity.py": "import pytest\n\n\n@pytest.mark.gpu\ndef test_parity():\n    assert True\n",
+}
+
+
+def write_files(root: Path, files: dict[str, str]) -> None:
+    for rel, text in files.items():
+        (root / rel).parent.mkdir(parents=True, exist_ok=True)
+        (root / rel).write_text(text)
+
+
+def gpu_toolkit(tmp_path: Path) -> Toolkit:
+    """A toolkit repo (manifest + two format-patch files, require: [sm90]) with a small GPU suite."""
+    toolkit = make_toolkit(tmp_path)
+    write_files(toolkit.root, GPU_SUITE)
+    return toolkit
+
+
+def load(toolkit: Toolkit) -> manifest.Manifest:
+    return manifest.load(toolkit.manifest)
+
+
+def make_environment(tag: str = "sm90", capability: str = "9.0") -> evidence.Environment:
+    return evidence.Environment(
+        tag=tag,
+        gpu_name="NVIDIA H200",
+        gpu_count=1,
+        compute_capability=capability,
+        driver="580.00",
+        torch="2.11.0+cu130",
+        cuda="13.0",
+        cublas="13.1.0",
+        megatron_core="0.19.2",
+        transformer_engine="absent",
+        python="3.12.3",
+        platform="Linux",
+    )
+
+
+def make_run(
+    loaded: manifest.Manifest, tag: str = "sm90", outcomes: dict[str, str] | None = None
+) -> evidence.Run:
+    """A run recorded against the toolkit's current GPU suite, with the given test outcomes."""
+    outcomes = outcomes if outcomes is not None else {"tests/gpu/test_parity.py::test_parity": "passed"}
+    tests = [
+        evidence.TestOutcome(
+            nodeid=nodeid,
+            outcome=outcome,  # type: ignore[arg-type]
+            duration_s=0.5,
+            message=None if outcome == "passed" else "AssertionError: rel_l2 0.3 > 0",
+        )
+        for nodeid, outcome in outcomes.items()
+    ]
+    exit_code = 1 if any(o in ("failed", "error") for o in outcomes.values()) else 0  # as pytest's
+    status = evidence.run_status(tests, exit_code)
+    return evidence.Run(
+        status=status,
+        environment=make_environment(tag),
+        gpu_tests=evidence.suite_record(loaded),
+        tests=tests,
+        pytest_exit_code=exit_code,
+        started_at=evidence.now(),
+        finished_at=evidence.now(),
+        forkctl_version=__version__,
+    )
+
+
+def record(toolkit: Toolkit, run: evidence.Run | None = None) -> Path:
+    loaded = load(toolkit)
+    series = load_series(loaded)
+    return evidence.record_run(loaded, series, run or make_run(loaded), evidence.evidence_dir(loaded))
+
+
+# --- the GPU suite digest ------------------------------------------------------------------------
+
+
+def test_suite_files_are_the_folder_its_conftests_and_what_they_import(tmp_path: Path) -> None:
+    toolkit = gpu_toolkit(tmp_path)
+    (toolkit.root / "tests/gpu/__pycache__").mkdir()
+    (toolkit.root / "tests/gpu/__pycache__/test_parity.cpython-312.pyc").write_bytes(b"\0")
+    files = [p.relative_to(toolkit.root).as_posix() for p in evidence.suite_files(load(toolkit))]
+    assert files == [
+        "tests/__init__.py",
+        "tests/_fixture.py",
+        "tests/_helpers.py",  # imported by _fixture, which the gpu conftest imports
+        "tests/conftest.py",
+        "tests/gpu/__init__.py",
+        "tests/gpu/conftest.py",
+        "tests/gpu/test_parity.py",
+    ]
+
+
+def test_suite_digest_follows_bytes_and_names(tmp_path: Path) -> None:
+    toolkit = gpu_toolkit(tmp_path)
+    first = evidence.suite_record(load(toolkit))
+    assert evidence.suite_record(load(toolkit)) == first
+    # A file outside the suite does not count.
+    (toolkit.root / "tests/_unrelated.py").write_text("X = 2\n")
+    assert evidence.suite_record(load(toolkit)).digest == first.digest
+    # One byte of an imported helper does.
+    (toolkit.root / "tests/_helpers.py").write_text("def helper():\n    return 2\n")
+    edited = evidence.suite_record(load(toolkit))
+    assert edited.digest != first.digest
+    assert {k for k in first.files if first.files[k] != edited.files[k]} == {"tests/_helpers.py"}
+    # So does a rename with the same bytes.
+    (toolkit.root / "tests/gpu/test_parity.py").rename(toolkit.root / "tests/gpu/test_parity2.py")
+    assert evidence.suite_record(load(toolkit)).digest not in {first.digest, edited.digest}
+
+
+def test_missing_suite_folder_is_bad_input(tmp_path: Path) -> None:
+    toolkit = make_toolkit(tmp_path)
+    with pytest.raises(BadInput, match="no GPU test suite at tests/gpu/"):
+        evidence.suite_record(load(toolkit))
+
+
+# --- JUnit, environment ---------------------------------------------------------------------------
+
+
+def test_parse_junit_from_a_real_pytest_run(tmp_path: Path) -> None:
+    (tmp_path / "pkg").mkdir()
+    (tmp_path / "pkg/__init__.py").write_text("")
+    (tmp_path / "pkg/test_sample.py").write_text(
+        "import pytest\n\n"
+        "def test_ok(record_property):\n    record_property('rel_l2', 0.0)\n\n"
+        "def test_bad():\n    assert 1 == 2, 'numbers differ'\n\n"
+        "@pytest.mark.skip(reason='needs two GPUs')\ndef test_skip():\n    pass\n\n"
+        "class TestGroup:\n    @pytest.mark.parametrize('n', [1, 2])\n    def test_param(self, n):\n        pass\n"
+    )
+    junit = tmp_path / "junit.xml"
+    proc = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "pytest",
+            "-q",
+            "-p",
+            "no:cacheprovider",
+            "-o",
+            "junit_family=xunit1",
+            f"--junitxml={junit}",
+            "pkg/test_sample.py",
+        ],
+        cwd=tmp_path,
+        capture_output=True,
+        text=True,
+    )
+    assert proc.returncode == 1, proc.stdout
+    outcomes = {t.nodeid: t for t in evidence.parse_junit(junit)}
+    assert {k: v.outcome for k, v in outcomes.items()} == {
+        "pkg/test_sample.py::test_ok": "passed",
+        "pkg/test_sample.py::test_bad": "failed",
+        "pkg/test_sample.py::test_skip": "skipped",
+        "pkg/test_sample.py::TestGroup::test_param[1]": "passed",
+        "pkg/test_sample.py::TestGroup::test_param[2]": "passed",
+    }
+    assert outcomes["pkg/test_sample.py::test_ok"].properties == {"rel_l2": "0.0"}
+    assert "numbers differ" in (outcomes["pkg/test_sample.py::test_bad"].message or "")
+    assert "needs two GPUs" in (outcomes["pkg/test_sample.py::test_skip"].message or "")
+    assert evidence.run_status(list(outcomes.values()), proc.returncode) == "failed"
+    passing = [t for t in outcomes.values() if t.outcome == "passed"]
+    assert evidence.run_status(passing, 0) == "passed"
+    assert evidence.run_status([], 0) == "failed"  # nothing ran: no evidence of anything
+
+
+def test_environment_tags() -> None:
+    assert evidence.environment_tag("9.0") == "sm90"
+    assert evidence.environment_tag("10.0") == "sm100"
+    assert evidence.environment_tag("8.9", "ep4") == "sm89-ep4"
+
+
+def test_environment_from_probe_output() -> None:
+    data = make_environment().model_dump()
+    del data["tag"]
+    output = "some warning from torch\n" + json.dumps(data) + "\n"
+    env = evidence.environment_from_probe(output, "ep4")
+    assert env.tag == "sm90-ep4"
+    assert env.gpu_name == "NVIDIA H200"
+    with pytest.raises(BadInput, match="printed no JSON"):
+        evidence.environment_from_probe("Traceback ...\nRuntimeError: no CUDA\n")
+
+
+# --- evidence files -------------------------------------------------------------------------------
+
+
+def test_record_run_round_trips_and_replaces_a_tag(tmp_path: Path) -> None:
+    toolkit = gpu_toolkit(tmp_path)
+    loaded = load(toolkit)
+    series = load_series(loaded)
+    path = record(toolkit)
+    assert path == toolkit.root / "validation" / f"{series.digest}.json"
+    record(toolkit, make_run(loaded, tag="sm100"))
+    failed = make_run(loaded, outcomes={"tests/gpu/test_parity.py::test_parity": "failed"})
+    record(toolkit, failed)
+    stored = evidence.load_evidence(path)
+    assert [r.environment.tag for r in stored.runs] == ["sm100", "sm90"]
+    assert stored.run_for("sm90") == failed
+    assert stored.base == series.base
+    assert [p.file for p in stored.patches] == [
+        p.relative_to(toolkit.root).as_posix() for p in toolkit.patch_files
+    ]
+    assert [p.sha256 for p in stored.patches] == [
+        evidence.sha256_bytes(p.read_bytes()) for p in toolkit.patch_files
+    ]
+    assert json.loads(path.read_text())["schema"] == evidence.SCHEMA
+
+
+@pytest.mark.parametrize(
+    ("mutate", "expected"),
+    [
+        (lambda text: text[: len(text) // 2], "not valid JSON"),
+        (lambda text: text.replace('"series_digest"', '"series_digets"'), "series_digest"),
+        (lambda text: text.replace('"passed"', '"maybe"', 1), "status"),
+    ],
+)
+def test_malformed_evidence_names_the_file(tmp_path: Path, mutate, expected: str) -> None:
+    toolkit = gpu_toolkit(tmp_path)
+    path = record(toolkit)
+    path.write_text(mutate(path.read_text()))
+    with pytest.raises(BadInput, match=expected) as caught:
+        evidence.load_evidence(path)
+    assert str(path) in caught.value.message
+    assert "malformed evidence" in caught.value.message or "not valid JSON" in caught.value.message
+
+
+def test_evidence_named_for_another_digest_is_malformed(tmp_path: Path) -> None:
+    toolkit = gpu_toolkit(tmp_path)
+    path = record(toolkit)
+    other = path.with_name("0" * 64 + ".json")
+    path.rename(other)
+    with pytest.raises(BadInput, match="is named for"):
+        evidence.load_evidence(other)
+
+
+# --- validate up to the GPU -----------------------------------------------------------------------
+
+
+def test_validate_refuses_without_cuda(tmp_path: Path) -> None:
+    toolkit = gpu_toolkit(tmp_path)
+    proc = subprocess.run(
+        [sys.executable, "-m", "forkctl", "--manifest", str(toolkit.manifest), "validate", "--quick"],
+        capture_output=True,
+        text=True,
+    )
+    probe = subprocess.run(
+        [sys.executable, "-c", "import torch; print(torch.cuda.is_available())"],
+        capture_output=True,
+        text=True,
+    )
+    if probe.stdout.strip() == "True":
+        pytest.skip("this host has CUDA: the refusal cannot be observed")
+    assert proc.returncode == 2, proc.stdout + proc.stderr
+    assert "no CUDA device is available" in proc.stderr
+    assert not (toolkit.root / "validation").exists()
+
+
+def fake_installed(site: Path, a_text: str = "def a():\n    return 1\n") -> Path:
+    write_files(
+        site, {"megatron/core/__init__.py": "", "megatron/core/a.py": a_text, "megatron/core/b.py": "B = 2\n"}
+    )
+    return site / "megatron"
+
+
+def test_validate_patches_a_copy_of_the_installed_package(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from forkctl.commands import validate
+
+    toolkit = gpu_toolkit(tmp_path)
+    series = load_series(load(toolkit))
+    installed = fake_installed(tmp_path / "site-packages")
+    monkeypatch.setenv("PYTHONPATH", str(tmp_path / "site-packages"))
+    assert validate._installed_megatron(sys.executable) == installed
+    scratch = tmp_path / "scratch"
+    site, how = validate._patched_copy(series, installed, scratch)
+    assert "applied 2 patch(es)" in how
+    assert (site / "megatron/core/a.py").read_text() == "def a():\n    return 2\n"
+    assert (site / "megatron/core/new_2.py").read_text() == "X = 2\n"
+    # The installed package itself is never changed.
+    assert (installed / "core/a.py").read_text() == "def a():\n    return 1\n"
+    assert not (installed / "core/new_2.py").exists()
+    env = validate._child_env(load(toolkit), site)
+    assert env["PYTHONPATH"].split(":")[0] == str(site)
+    assert env[validate.PATCHED_ENV_VAR] == str(site)
+
+
+def test_validate_refuses_a_package_the_series_does_not_fit(tmp_path: Path) -> None:
+    from forkctl.commands import validate
+
+    toolkit = gpu_toolkit(tmp_path)
+    installed = fake_installed(tmp_path / "site-packages", a_text="def a():\n    return 'other'\n")
+    with pytest.raises(BadInput, match="does not apply to the installed package"):
+        validate._patched_copy(load_series(load(toolkit)), installed, tmp_path / "scratch")
