@@ -87,11 +87,15 @@ def branch_commits(repo: GitRepo, base: str, branch: str) -> list[str]:
 
 def render(repo: GitRepo, manifest: Manifest, commits: list[str]) -> list[ExportedPatch]:
     series_dir = manifest.series_dir().relative_to(manifest.root)
+    # A file keeps the name it has when only letter case tells it from ours (e.g. a file named by
+    # `git format-patch`, which keeps capitals): renaming it would churn the series for nothing.
+    kept_names = {Path(entry.file).name.lower(): Path(entry.file).name for entry in manifest.series}
     exported = []
     for number, sha in enumerate(commits, start=1):
         info = repo.commit_info(sha)
         to_format, provenance, tagged = _exportable(repo, info)
         name = f"{number:04d}-{slug(info.subject)}.patch"
+        name = kept_names.get(name, name)
         exported.append(
             ExportedPatch(
                 commit=sha,

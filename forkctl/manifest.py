@@ -366,6 +366,15 @@ def _dump_value(value: Any, indent: int) -> str:
     return "\n" + "".join(pad + line + "\n" for line in body.splitlines()).rstrip("\n")
 
 
+def _trim_trailing_comments(text: str, start: int, end: int) -> int:
+    """Pull `end` back over blank and comment lines: PyYAML ends a block node where the next key
+    starts, but comments and blank lines before that key belong to it, not to the value we replace."""
+    lines = text[start:end].splitlines(keepends=True)
+    while len(lines) > 1 and (not lines[-1].strip() or lines[-1].lstrip().startswith("#")):
+        end -= len(lines.pop())
+    return end
+
+
 def rewrite(path: Path, updates: dict[tuple[str, ...], Any]) -> None:
     """Replace the values at the given key paths in place, keeping every other byte of the file.
 
@@ -381,15 +390,13 @@ def rewrite(path: Path, updates: dict[tuple[str, ...], Any]) -> None:
             text = text.rstrip("\n") + f"\n{key_path[0]}: {_dump_value(value, 0).lstrip()}\n"
             continue
         start, end, indent = span
+        end = _trim_trailing_comments(text, start, end)
         rendered = _dump_value(value, indent)
-        # Block values start on the line after the key: drop the space the key line had before it.
-        prefix = text[:start]
-        if rendered.startswith("\n"):
-            prefix = prefix.rstrip(" ")
-        # Block nodes end at the start of the next key's line; keep that newline.
+        # The value starts right after `key:`; a block value goes on the next line, a flow one after a space.
+        prefix = text[:start].rstrip(" \n") + ("" if rendered.startswith("\n") else " ")
         suffix = text[end:]
-        if isinstance(value, (list, dict)) and value and not suffix.startswith("\n"):
-            suffix = "\n" + suffix
+        if text[start:end].endswith("\n") and not rendered.endswith("\n"):
+            suffix = "\n" + suffix  # the old block value owned its line end; the rendered one does not
         text = prefix + rendered + suffix
     parse_manifest(text, path)
     path.write_text(text, encoding="utf-8")

@@ -189,3 +189,17 @@ def test_repository_manifest_is_valid(repo_root: Path) -> None:
     assert manifest.upstream.base == "d12f6c8c9aff51e166d872fd70151687a8e3f375"
     assert [c.name for c in manifest.consumers] == ["megatron-bridge", "nemo-rl"]
     assert manifest.consumers[1].gitlink == "3rdparty/Megatron-Bridge-workspace/Megatron-Bridge"
+
+
+def test_rewrite_round_trip_keeps_every_other_byte(tmp_path: Path, repo_root: Path) -> None:
+    """Block -> flow -> block: comments and blank lines between sections survive byte for byte."""
+    path = tmp_path / "manifest.yaml"
+    original = (repo_root / "manifest.yaml").read_text()
+    path.write_text(original)
+    (tmp_path / "patches").symlink_to(repo_root / "patches")
+    entries = [entry.model_dump(exclude_none=True) for entry in load(path).series]
+    rewrite(path, {("series",): [], ("dropped",): []})
+    emptied = path.read_text()
+    assert "series: []\n" in emptied and "# Patches dropped by" in emptied
+    rewrite(path, {("series",): entries, ("dropped",): []})
+    assert path.read_text() == original
