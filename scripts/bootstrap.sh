@@ -49,6 +49,11 @@ else
 fi
 
 export UV_PYTHON_DOWNLOADS=never
+# uv trusts its own root certificates unless told otherwise; behind a TLS-inspecting proxy only the
+# system bundle works, so point it there when nothing else was set.
+if [ -z "${SSL_CERT_FILE:-}" ] && [ -f /etc/ssl/certs/ca-certificates.crt ]; then
+    export SSL_CERT_FILE=/etc/ssl/certs/ca-certificates.crt
+fi
 echo "bootstrap: python $("$PYTHON" -c 'import platform; print(platform.python_version())') at $PYTHON; $("$UV" --version)" >&2
 "$UV" sync --frozen --python "$PYTHON" --quiet
 echo "bootstrap: environment ready in .venv" >&2
