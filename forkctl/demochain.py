@@ -36,7 +36,6 @@ Progress = Callable[[str], None]
 # Fixed identities and dates: the demo's commits (bumps included) are the same on every machine.
 UPSTREAM_ID = Identity("Megatron-LM (demo upstream)", "upstream@demo.invalid", "2026-08-08T00:00:00+00:00")
 CONSUMER_ID = Identity("forkctl demo", "demo@forkctl.invalid", "2026-08-09T00:00:00+00:00")
-BUMP_BRANCH_PREFIX = "forkctl/bump-megatron-"
 OTHER_SUBMODULES = ("3rdparty/Automodel-workspace/Automodel", "3rdparty/Gym-workspace/Gym")
 # The demo's consumers when the manifest lists fewer than two (names and gitlinks as upstream has them).
 DEFAULT_CONSUMERS: list[dict[str, str]] = [
@@ -344,38 +343,15 @@ class Flow:
     branch: str
 
 
-def bump_and_push(
-    manifest: Manifest, fork: pins.ForkContext, progress: Progress
-) -> tuple[list[pins.BumpStep], pins.ChainResult, str]:
+def bump_and_push(manifest: Manifest, fork: pins.ForkContext, progress: Progress) -> pins.BumpPlan:
     """bump-bridge --through <last consumer> --push, through the pins core: plan every consumer's
     commit, check the planned chain (it must pass), then create and push the branches (never forced)."""
-    branch = f"{BUMP_BRANCH_PREFIX}{fork.head[:12]}"
-    body = pins.series_description(manifest, fork)
-    steps: list[pins.BumpStep] = []
-    sources: list[pins.Source] = []
-    new_pin, target_url, target_upstream = fork.head, manifest.fork.url, manifest.upstream.url
-    for consumer in manifest.consumers:
-        source = pins.Source(consumer)
-        repo, head = pins.consumer_repo(source, progress)
-        progress(f"{consumer.name}: moving {consumer.gitlink} to {new_pin[:12]} on {branch}")
-        step = pins.bump_step(source, repo, head, new_pin, target_url, target_upstream, branch, body)
-        steps.append(step)
-        sources.append(
-            pins.Source(consumer, local=repo.git_dir, rev=step.commit, url=source.fetch_url, label=branch)
-        )
-        body = f"It pins {consumer.name} {step.commit} ({branch}), which pins the fork head.\n\n" + body
-        new_pin, target_url, target_upstream = step.commit, consumer.url, consumer.upstream_url
-    pending: dict[str, list[str]] = {}
-    for step in steps:
-        pending.setdefault(remote.normalise_url(step.consumer.url), []).append(step.commit)
-    planned = pins.check_chain(manifest, sources, progress=progress, pending=pending, fork=fork)
-    if not planned.ok:
-        return steps, planned, branch
-    for step in steps:
-        pins.apply_step(step)
-        progress(f"pushing {step.branch} to {step.push_url}")
-        pins.push_step(step, {step.consumer.branch, remote.default_branch(step.push_url) or "main"})
-    return steps, planned, branch
+    plan = pins.plan_bump(manifest, fork, len(manifest.consumers) - 1, {}, progress)
+    if plan.check.ok:
+        for step in plan.steps:
+            pins.apply_step(step)
+        pins.push_steps(plan.steps, progress)
+    return plan
 
 
 def run_flow(chain: DemoChain, progress: Progress) -> Flow:
@@ -391,10 +367,10 @@ def run_flow(chain: DemoChain, progress: Progress) -> Flow:
         manifest, [pins.Source(c) for c in manifest.consumers], progress=progress, fork=fork
     )
     progress(f"step 2: bump-bridge --through {manifest.consumers[-1].name} --push")
-    steps, planned, branch = bump_and_push(manifest, fork, progress)
-    if not planned.ok:
-        return Flow(fork, first, steps, planned, planned, branch)
-    progress(f"step 3: check-pins on the pushed {branch} branches")
-    bumped = [pins.Source(c, rev=branch) for c in manifest.consumers]
+    plan = bump_and_push(manifest, fork, progress)
+    if not plan.check.ok:
+        return Flow(fork, first, plan.steps, plan.check, plan.check, plan.branch)
+    progress(f"step 3: check-pins on the pushed {plan.branch} branches")
+    bumped = [pins.Source(c, rev=plan.branch) for c in manifest.consumers]
     final = pins.check_chain(manifest, bumped, progress=progress, fork=fork)
-    return Flow(fork, first, steps, planned, final, branch)
+    return Flow(fork, first, plan.steps, plan.check, final, plan.branch)

@@ -926,6 +926,65 @@ def push_step(step: BumpStep, protected: set[str]) -> None:
     remote.push_branch(step.repo, step.push_url, step.commit, step.branch)
 
 
+BUMP_BRANCH_PREFIX = "forkctl/bump-megatron-"
+
+
+@dataclass
+class BumpPlan:
+    """Every consumer's new commit up to the last one bumped, and the check of the chain they make."""
+
+    branch: str
+    steps: list[BumpStep]
+    check: ChainResult
+
+
+def plan_bump(
+    manifest: Manifest,
+    fork: ForkContext,
+    last: int,
+    local_repos: dict[int, Path | None],
+    progress: Progress,
+) -> BumpPlan:
+    """Plan consumers 0..last: each pins the new commit of the one before it (the first pins the fork
+    head). Commits are made (objects only, no ref moves); then the planned chain is checked, with the
+    planned commits counted as reachable because they are not pushed yet."""
+    branch = f"{BUMP_BRANCH_PREFIX}{fork.head[:12]}"
+    body = series_description(manifest, fork)
+    steps: list[BumpStep] = []
+    sources: list[Source] = []
+    new_pin, target_url, target_upstream = fork.head, manifest.fork.url, manifest.upstream.url
+    for index in range(last + 1):
+        consumer = manifest.consumers[index]
+        source = Source(consumer, local=local_repos.get(index))
+        repo, head = consumer_repo(source, progress)
+        progress(f"{consumer.name}: moving {consumer.gitlink} to {new_pin[:12]} on {branch}")
+        step = bump_step(source, repo, head, new_pin, target_url, target_upstream, branch, body)
+        steps.append(step)
+        sources.append(
+            Source(
+                consumer,
+                local=repo.git_dir,
+                rev=step.commit,
+                url=source.fetch_url,
+                label=f"new branch {branch}",
+            )
+        )
+        body = f"It pins {consumer.name} {step.commit} ({branch}), which pins the fork head.\n\n" + body
+        new_pin, target_url, target_upstream = step.commit, consumer.url, consumer.upstream_url
+    pending: dict[str, list[str]] = {}
+    for step in steps:
+        pending.setdefault(remote.normalise_url(step.consumer.url), []).append(step.commit)
+    check = check_chain(manifest, sources, progress=progress, pending=pending, fork=fork)
+    return BumpPlan(branch=branch, steps=steps, check=check)
+
+
+def push_steps(steps: list[BumpStep], progress: Progress) -> None:
+    """Push every new branch, never forced, never onto the consumer's own or default branch."""
+    for step in steps:
+        progress(f"pushing {step.branch} to {step.push_url}")
+        push_step(step, {step.consumer.branch, remote.default_branch(step.push_url) or "main"})
+
+
 # --- pictures of the chain -------------------------------------------------------------------------
 
 

@@ -12,7 +12,7 @@ from pathlib import Path
 
 import click
 
-from forkctl import pins, remote, report
+from forkctl import pins, report
 from forkctl.clikit import Context, forkctl_command, output_options
 from forkctl.errors import BadInput
 from forkctl.report import Report
@@ -86,69 +86,41 @@ def command(
             f"{manifest.upstream.repo}@{fork.base[:12]} + {len(fork.patches)} patches, so it fails the fork-link check",
             hint="leave out --fork-commit to pin the reproducible head (forkctl check-pins explains the difference)",
         )
-    branch = f"forkctl/bump-megatron-{fork.head[:12]}"
-    body = pins.series_description(manifest, fork)
-    steps: list[pins.BumpStep] = []
-    sources: list[pins.Source] = []
-    new_pin = fork.head
-    target_url, target_upstream = manifest.fork.url, manifest.upstream.url
-    for index in range(last + 1):
-        consumer = manifest.consumers[index]
-        local = bridge_repo if index == 0 else through_repo if index == last else None
-        source = pins.Source(consumer, local=local)
-        repo, head = pins.consumer_repo(source, report.info)
-        report.info(f"{consumer.name}: moving {consumer.gitlink} to {new_pin[:12]} on {branch}")
-        step = pins.bump_step(source, repo, head, new_pin, target_url, target_upstream, branch, body)
-        steps.append(step)
-        sources.append(
-            pins.Source(
-                consumer,
-                local=repo.git_dir,
-                rev=step.commit,
-                url=source.fetch_url,
-                label=f"new branch {branch}",
-            )
-        )
-        body = f"It pins {consumer.name} {step.commit} ({branch}), which pins the fork head.\n\n" + body
-        new_pin, target_url, target_upstream = step.commit, consumer.url, consumer.upstream_url
-
-    # The new branches are not on the servers yet (or ever, with --dry-run): count them as reachable.
-    pending: dict[str, list[str]] = {}
-    for step in steps:
-        pending.setdefault(remote.normalise_url(step.consumer.url), []).append(step.commit)
-    result = pins.check_chain(manifest, sources, progress=report.info, pending=pending, fork=fork)
-    out = pins.chain_report("bump-bridge", manifest, result)
-    plan = []
+    plan = pins.plan_bump(manifest, fork, last, {0: bridge_repo, last: through_repo}, report.info)
+    steps = plan.steps
+    out = pins.chain_report("bump-bridge", manifest, plan.check)
+    described = []
     for step in steps:
         url_note = (
             f"; .gitmodules url {step.url_changed[0]} -> {step.url_changed[1]}" if step.url_changed else ""
         )
-        plan.append(
+        described.append(
             f"{step.consumer.name}: {step.branch} = {step.commit[:12]} on {step.consumer.branch} "
             f"{step.parent[:12]}: {step.gitlink} {(step.old or '-')[:12]} -> {step.new[:12]}{url_note}"
         )
     if not out.ok:
-        out.lines = [*plan, "the bumped chain does not pass check-pins: no branch was created", *out.lines]
+        out.lines = [
+            *described,
+            "the bumped chain does not pass check-pins: no branch was created",
+            *out.lines,
+        ]
         out.data["steps"] = _steps_json(steps, created=False, pushed=False)
         return out
     if dry_run:
-        out.lines = ["dry run: no ref was changed; the plan:", *plan, *out.lines]
+        out.lines = ["dry run: no ref was changed; the plan:", *described, *out.lines]
         out.data["steps"] = _steps_json(steps, created=False, pushed=False)
         return out
     for step in steps:
         pins.apply_step(step)
     if push:
-        for step in steps:
-            protected = {step.consumer.branch, remote.default_branch(step.push_url) or "main"}
-            report.info(f"pushing {step.branch} to {step.push_url}")
-            pins.push_step(step, protected)
+        pins.push_steps(steps, report.info)
         tail = ["pushed the new branches; open pull requests from them"]
     else:
         tail = [
             f"to push: git --git-dir {step.repo.git_dir} push {step.push_url} {step.branch}" for step in steps
         ]
         tail.append("(or rerun with --push)")
-    out.lines = ["created:", *plan, *out.lines, *tail]
+    out.lines = ["created:", *described, *out.lines, *tail]
     out.data["steps"] = _steps_json(steps, created=True, pushed=push)
     return out
 
