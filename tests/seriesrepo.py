@@ -18,7 +18,7 @@ UPSTREAM_FILES = {
     "megatron/core/a.py": "def a():\n    return 1\n\n\ndef helper():\n    return 'h'\n",
     "megatron/core/b.py": "def b():\n    return 2\n",
     "megatron/core/sub/c.py": "C = 3\n",
-    "tests/test_a.py": "def test_a():\n    assert True\n",
+    "tests/test_a.py": "def test_a():\n    assert sorted([3, 1, 2]) == [1, 2, 3]\n",
     "README.md": "upstream\n",
 }
 

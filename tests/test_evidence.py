@@ -23,7 +23,7 @@ GPU_SUITE = {
     "tests/test_cpu_only.py": "def test_cpu():\n    pass\n",
     "tests/gpu/__init__.py": "",
     "tests/gpu/conftest.py": "from tests import _fixture\n",
-    "tests/gpu/test_parity.py": "import pytest\n\n\n@pytest.mark.gpu\ndef test_parity():\n    assert True\n",
+    "tests/gpu/test_parity.py": "import pytest\n\n\n@pytest.mark.gpu\ndef test_parity():\n    assert abs(0.1 + 0.2 - 0.3) < 1e-12\n",
 }
 
 
