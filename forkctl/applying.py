@@ -57,9 +57,18 @@ def _files(manifest: Manifest) -> list[str]:
     return [entry.file for entry in manifest.series]
 
 
-def _run(repo: GitRepo, series: Series, state: session.State, start: int, parent: str) -> Outcome:
-    """Build patches[start:] onto `parent` via the fast path; stop in the worktree on a conflict."""
-    built = build.build_series(repo, state.base, series.patches, start=start, parent=parent)
+def _run(
+    repo: GitRepo,
+    series: Series,
+    state: session.State,
+    start: int,
+    parent: str,
+    built: build.BuildResult | None = None,
+) -> Outcome:
+    """Build patches[start:] onto `parent` via the fast path (unless `built` already holds that build);
+    stop in the worktree on a conflict."""
+    if built is None:
+        built = build.build_series(repo, state.base, series.patches, start=start, parent=parent)
     for applied, file in zip(built.applied, state.files[start:], strict=False):
         state.steps.append(session.Step(file=file, commit=applied.commit))
     if built.conflict is not None:
@@ -87,15 +96,14 @@ def start(repo: GitRepo, manifest: Manifest, series: Series, base: str, branch: 
         old_tip=old_tip,
         worktree=str(session.worktree_path(repo)),
     )
-    if old_tip is not None and not force:
-        # Build first (objects only, no ref): an existing branch already at the result is fine.
-        built = build.build_series(repo, base, series.patches)
-        if not (built.complete and built.head == old_tip):
-            raise BadInput(
-                f"branch {branch} already exists at {old_tip[:12]} and is not apply(base, series)",
-                hint="pass --force to move it (its old tip is printed), or --branch OTHER",
-            )
-    return _run(repo, series, state, 0, base)
+    # Build first (objects only, no ref moves yet); the result decides whether an existing branch may stay.
+    built = build.build_series(repo, base, series.patches)
+    if old_tip is not None and not force and not (built.complete and built.head == old_tip):
+        raise BadInput(
+            f"branch {branch} already exists at {old_tip[:12]} and is not apply(base, series)",
+            hint="pass --force to move it (its old tip is printed), or --branch OTHER",
+        )
+    return _run(repo, series, state, 0, base, built)
 
 
 def resume(repo: GitRepo, manifest: Manifest, series: Series) -> Outcome:
