@@ -6,6 +6,9 @@ import subprocess
 from dataclasses import dataclass
 from pathlib import Path
 
+# How the project stores patches: byte-stable format-patch output.
+FORMAT_PATCH = ("format-patch", "--zero-commit", "--no-signature", "--full-index", "--no-stat")
+
 
 def git(cwd: Path, *args: str, env: dict[str, str] | None = None, input: bytes | None = None) -> str:
     """Run git in `cwd` and return stripped stdout; fail the test with git's stderr on error."""
@@ -51,11 +54,7 @@ class Repo:
         """`git format-patch` of one commit, as the project stores patches."""
         out.mkdir(parents=True, exist_ok=True)
         name = self.git(
-            "format-patch",
-            "--zero-commit",
-            "--no-signature",
-            "--full-index",
-            "--no-stat",
+            *FORMAT_PATCH,
             f"--start-number={number}",
             "-1",
             rev,

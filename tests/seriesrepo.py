@@ -6,13 +6,16 @@ The series is made the way a maintainer makes it: feature commits on a dev branc
 
 from __future__ import annotations
 
+import json
 import shutil
 from dataclasses import dataclass, field
 from pathlib import Path
 
 import yaml
+from click.testing import CliRunner
 
-from tests.gitrepos import Repo, init_repo
+from forkctl.cli import cli
+from tests.gitrepos import FORMAT_PATCH, Repo, git, init_repo
 
 UPSTREAM_FILES = {
     "megatron/core/a.py": "def a():\n    return 1\n\n\ndef helper():\n    return 'h'\n",
@@ -106,11 +109,7 @@ def make_series(tmp: Path, changes: list[tuple[str, dict[str, str | None]]] | No
     out = root / "patches" / "megatron-lm"
     out.mkdir(parents=True)
     names = dev.git(
-        "format-patch",
-        "--zero-commit",
-        "--no-signature",
-        "--full-index",
-        "--no-stat",
+        *FORMAT_PATCH,
         "-o",
         str(out),
         f"{base}..series",
@@ -128,8 +127,6 @@ def make_series(tmp: Path, changes: list[tuple[str, dict[str, str | None]]] | No
 
 def clone(source: Repo, dest: Path, bare: bool = False) -> Repo:
     args = ["clone", "-q", *(["--bare"] if bare else []), str(source.path), str(dest)]
-    from tests.gitrepos import git
-
     git(source.path.parent, *args)
     return Repo(dest)
 
@@ -148,11 +145,7 @@ def insert_patch(
     )
     out = setup.root / "patches" / "megatron-lm"
     name = dev.git(
-        "format-patch",
-        "--zero-commit",
-        "--no-signature",
-        "--full-index",
-        "--no-stat",
+        *FORMAT_PATCH,
         "-o",
         str(out),
         "-1",
@@ -167,3 +160,12 @@ def insert_patch(
     )
     setup.patch_files.insert(position, target)
     return target
+
+
+def run_json(setup: SeriesSetup, verb: str, *args: str) -> tuple[int, dict]:
+    """`forkctl <verb> ... --json` against the setup's manifest: (exit code, parsed output)."""
+    result = CliRunner().invoke(cli, ["--manifest", str(setup.manifest), verb, *args, "--json"])
+    try:
+        return result.exit_code, json.loads(result.output)
+    except json.JSONDecodeError:
+        raise AssertionError(f"not JSON (exit {result.exit_code}): {result.output}") from None

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import json
 import shutil
 from pathlib import Path
 
@@ -11,7 +10,7 @@ from click.testing import CliRunner
 
 from forkctl.cli import cli
 from tests.gitrepos import Repo
-from tests.seriesrepo import SeriesSetup, clone, insert_patch, make_series
+from tests.seriesrepo import SeriesSetup, clone, insert_patch, make_series, run_json
 
 BRANCH = "farai/main"
 
@@ -23,11 +22,7 @@ def setup(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> SeriesSetup:
 
 
 def run(setup: SeriesSetup, *args: str) -> tuple[int, dict]:
-    result = CliRunner().invoke(cli, ["--manifest", str(setup.manifest), "apply", *args, "--json"])
-    try:
-        return result.exit_code, json.loads(result.output)
-    except json.JSONDecodeError:
-        raise AssertionError(f"not JSON (exit {result.exit_code}): {result.output}") from None
+    return run_json(setup, "apply", *args)
 
 
 def text_run(setup: SeriesSetup, *args: str):  # type: ignore[no-untyped-def]

@@ -2,30 +2,19 @@
 
 from __future__ import annotations
 
-import json
 from pathlib import Path
 
 import pytest
-from click.testing import CliRunner
 
-from forkctl.cli import cli
 from forkctl.series import parse_patch
 from tests.gitrepos import Repo
-from tests.seriesrepo import SeriesSetup, clone, make_series
+from tests.seriesrepo import SeriesSetup, clone, make_series, run_json
 
 
 @pytest.fixture
 def setup(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> SeriesSetup:
     monkeypatch.setenv("FORKCTL_CACHE", str(tmp_path / "cache"))
     return make_series(tmp_path)
-
-
-def run(setup: SeriesSetup, verb: str, *args: str) -> tuple[int, dict]:
-    result = CliRunner().invoke(cli, ["--manifest", str(setup.manifest), verb, *args, "--json"])
-    try:
-        return result.exit_code, json.loads(result.output)
-    except json.JSONDecodeError:
-        raise AssertionError(f"not JSON (exit {result.exit_code}): {result.output}") from None
 
 
 def series_bytes(setup: SeriesSetup) -> dict[str, bytes]:
@@ -35,7 +24,7 @@ def series_bytes(setup: SeriesSetup) -> dict[str, bytes]:
 
 def test_export_tags_provenance_and_is_byte_stable(setup: SeriesSetup, tmp_path: Path) -> None:
     dev = Repo(tmp_path / "dev")
-    code, data = run(setup, "export", "--repo", str(dev.path), "--from", "series")
+    code, data = run_json(setup, "export", "--repo", str(dev.path), "--from", "series")
     assert code == 0, data
     series_commits = dev.git("rev-list", "--reverse", f"{setup.base}..series").split()
     assert [p["commit"] for p in data["patches"]] == series_commits
@@ -50,25 +39,25 @@ def test_export_tags_provenance_and_is_byte_stable(setup: SeriesSetup, tmp_path:
         assert patch.provenance == [dev_commit, series_commit]
     exported = series_bytes(setup)
     manifest_text = setup.manifest.read_text()
-    code, data = run(setup, "export", "--repo", str(dev.path), "--from", "series")
+    code, data = run_json(setup, "export", "--repo", str(dev.path), "--from", "series")
     assert code == 0 and data["changed"] == [] and not data["manifest_changed"]
     assert series_bytes(setup) == exported
     assert setup.manifest.read_text() == manifest_text
-    code, data = run(setup, "export", "--repo", str(dev.path), "--from", "series", "--check")
+    code, data = run_json(setup, "export", "--repo", str(dev.path), "--from", "series", "--check")
     assert code == 0, data
 
 
 def test_round_trip_through_apply(setup: SeriesSetup, tmp_path: Path) -> None:
     dev = Repo(tmp_path / "dev")
-    assert run(setup, "export", "--repo", str(dev.path), "--from", "series")[0] == 0
+    assert run_json(setup, "export", "--repo", str(dev.path), "--from", "series")[0] == 0
     exported = series_bytes(setup)
     manifest_text = setup.manifest.read_text()
     fork = clone(setup.upstream, tmp_path / "fork", bare=True)
-    code, data = run(setup, "apply", "--base", setup.base, "--repo", str(fork.path))
+    code, data = run_json(setup, "apply", "--base", setup.base, "--repo", str(fork.path))
     assert code == 0, data
-    code, data = run(setup, "export", "--repo", str(fork.path), "--check")
+    code, data = run_json(setup, "export", "--repo", str(fork.path), "--check")
     assert code == 0, data
-    code, data = run(setup, "export", "--repo", str(fork.path))
+    code, data = run_json(setup, "export", "--repo", str(fork.path))
     assert code == 0 and data["changed"] == []
     assert series_bytes(setup) == exported
     assert setup.manifest.read_text() == manifest_text
@@ -76,10 +65,10 @@ def test_round_trip_through_apply(setup: SeriesSetup, tmp_path: Path) -> None:
 
 def test_check_lists_edited_file(setup: SeriesSetup, tmp_path: Path) -> None:
     dev = Repo(tmp_path / "dev")
-    assert run(setup, "export", "--repo", str(dev.path), "--from", "series")[0] == 0
+    assert run_json(setup, "export", "--repo", str(dev.path), "--from", "series")[0] == 0
     first = setup.root / setup.manifest_data()["series"][0]["file"]
     first.write_bytes(first.read_bytes().replace(b"Why: patch 1.", b"Why: edited."))
-    code, data = run(setup, "export", "--repo", str(dev.path), "--from", "series", "--check")
+    code, data = run_json(setup, "export", "--repo", str(dev.path), "--from", "series", "--check")
     assert code == 1
     assert data["changed"] == [setup.manifest_data()["series"][0]["file"]]
     assert b"Why: edited." in first.read_bytes()  # --check writes nothing
@@ -87,14 +76,14 @@ def test_check_lists_edited_file(setup: SeriesSetup, tmp_path: Path) -> None:
 
 def test_amended_commit_gets_new_provenance(setup: SeriesSetup, tmp_path: Path) -> None:
     fork = clone(setup.upstream, tmp_path / "fork")
-    assert run(setup, "apply", "--base", setup.base, "--repo", str(fork.path))[0] == 0
+    assert run_json(setup, "apply", "--base", setup.base, "--repo", str(fork.path))[0] == 0
     # A maintainer amends the last applied commit: its provenance no longer describes it.
     fork.git("checkout", "-q", "farai/main")
     fork.write({"megatron/core/a.py": "def a():\n    return 10\n\n\ndef helper():\n    return 'hello'\n"})
     fork.git("commit", "-q", "-a", "--amend", "--no-edit", "--date", "2026-03-01T00:00:00+00:00")
     amended = fork.head()
     fork.git("checkout", "-q", "main")
-    code, data = run(setup, "export", "--repo", str(fork.path))
+    code, data = run_json(setup, "export", "--repo", str(fork.path))
     assert code == 0, data
     last = data["patches"][-1]
     assert last["provenance"] == amended
@@ -109,11 +98,11 @@ def test_amended_commit_gets_new_provenance(setup: SeriesSetup, tmp_path: Path) 
 
 def test_removes_only_stale_series_files(setup: SeriesSetup, tmp_path: Path) -> None:
     dev = Repo(tmp_path / "dev")
-    assert run(setup, "export", "--repo", str(dev.path), "--from", "series")[0] == 0
+    assert run_json(setup, "export", "--repo", str(dev.path), "--from", "series")[0] == 0
     unrelated = setup.root / "patches" / "megatron-lm" / "notes.txt"
     unrelated.write_text("keep me\n")
     old = [e["file"] for e in setup.manifest_data()["series"]]
-    code, data = run(setup, "export", "--repo", str(dev.path), "--from", "series~1")
+    code, data = run_json(setup, "export", "--repo", str(dev.path), "--from", "series~1")
     assert code == 0, data
     assert data["stale"] == [old[-1]]
     assert not (setup.root / old[-1]).exists()

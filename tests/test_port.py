@@ -2,16 +2,13 @@
 
 from __future__ import annotations
 
-import json
 from pathlib import Path
 
 import pytest
-from click.testing import CliRunner
 
-from forkctl.cli import cli
 from forkctl.series import parse_patch
 from tests.gitrepos import Repo
-from tests.seriesrepo import SeriesSetup, clone, make_series
+from tests.seriesrepo import SeriesSetup, clone, make_series, run_json
 
 BRANCH = "farai/main"
 A_TEN = "def a():\n    return 10\n\n\ndef helper():\n    return 'h'\n"
@@ -23,18 +20,10 @@ def setup(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> SeriesSetup:
     return make_series(tmp_path)
 
 
-def run(setup: SeriesSetup, verb: str, *args: str) -> tuple[int, dict]:
-    result = CliRunner().invoke(cli, ["--manifest", str(setup.manifest), verb, *args, "--json"])
-    try:
-        return result.exit_code, json.loads(result.output)
-    except json.JSONDecodeError:
-        raise AssertionError(f"not JSON (exit {result.exit_code}): {result.output}") from None
-
-
 def prepared_fork(setup: SeriesSetup, tmp_path: Path) -> Repo:
     """A clone holding the upstream's new commits and the fork branch built on the old base."""
     fork = clone(setup.upstream, tmp_path / "fork", bare=True)
-    code, data = run(setup, "apply", "--base", setup.base, "--repo", str(fork.path))
+    code, data = run_json(setup, "apply", "--base", setup.base, "--repo", str(fork.path))
     assert code == 0, data
     return fork
 
@@ -47,7 +36,7 @@ def test_port_drops_absorbed_patch_and_keeps_others(setup: SeriesSetup, tmp_path
     fork = prepared_fork(setup, tmp_path)
     old_commits = fork.git("rev-list", "--reverse", f"{setup.base}..{BRANCH}").split()
     old_files = [e["file"] for e in setup.manifest_data()["series"]]
-    code, data = run(setup, "port", "--onto", new_base[:10], "--repo", str(fork.path))
+    code, data = run_json(setup, "port", "--onto", new_base[:10], "--repo", str(fork.path))
     assert code == 0, data
     assert data["new_base"] == new_base
     absorbed = [s for s in data["steps"] if s["absorbed"]]
@@ -72,7 +61,7 @@ def test_port_drops_absorbed_patch_and_keeps_others(setup: SeriesSetup, tmp_path
         assert patch.provenance == [dev_commit, old_commit]
     assert data["range_diff"].strip() != ""
     # The re-exported series applied on the new base rebuilds exactly the ported branch.
-    code, again = run(setup, "apply", "--base", new_base, "--repo", str(fork.path), "--branch", "check")
+    code, again = run_json(setup, "apply", "--base", new_base, "--repo", str(fork.path), "--branch", "check")
     assert code == 0, again
     assert again["head"] == head
 
@@ -85,11 +74,11 @@ def test_port_conflict_abort_changes_nothing(setup: SeriesSetup, tmp_path: Path)
     fork = prepared_fork(setup, tmp_path)
     tip = fork.head(BRANCH)
     manifest_text = setup.manifest.read_text()
-    code, data = run(setup, "port", "--onto", new_base, "--repo", str(fork.path))
+    code, data = run_json(setup, "port", "--onto", new_base, "--repo", str(fork.path))
     assert code == 1, data
     assert data["conflict"]["subject"] == "fix(core): helper says hi"
     assert data["conflict"]["paths"] == ["megatron/core/a.py"]
-    code, data = run(setup, "port", "--abort", "--repo", str(fork.path))
+    code, data = run_json(setup, "port", "--abort", "--repo", str(fork.path))
     assert code == 0, data
     assert setup.manifest.read_text() == manifest_text
     assert fork.head(BRANCH) == tip
@@ -102,13 +91,13 @@ def test_port_conflict_continue(setup: SeriesSetup, tmp_path: Path) -> None:
         {"megatron/core/a.py": "def a():\n    return 1\n\n\ndef helper():\n    return 'up'\n"},
     )
     fork = prepared_fork(setup, tmp_path)
-    code, data = run(setup, "port", "--onto", new_base, "--repo", str(fork.path))
+    code, data = run_json(setup, "port", "--onto", new_base, "--repo", str(fork.path))
     assert code == 1
     worktree = Path(data["conflict"]["worktree"])
     (worktree / "megatron/core/a.py").write_text(
         "def a():\n    return 10\n\n\ndef helper():\n    return 'hi up'\n"
     )
-    code, data = run(setup, "port", "--continue", "--repo", str(fork.path))
+    code, data = run_json(setup, "port", "--continue", "--repo", str(fork.path))
     assert code == 0, data
     assert [s["resolved"] for s in data["steps"]] == [False, False, False, True]
     assert setup.manifest_data()["upstream"]["base"] == new_base
