@@ -36,7 +36,7 @@ sys.path.insert(0, str(ROOT))
 
 from forkctl import build, pins  # noqa: E402
 from forkctl import manifest as manifest_mod  # noqa: E402
-from forkctl.gitobj import GitRepo  # noqa: E402
+from forkctl.git import GitRepo  # noqa: E402
 from forkctl.series import parse_patch  # noqa: E402
 
 IDENT = "Bench <bench@example.com>"

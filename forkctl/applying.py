@@ -8,9 +8,9 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from forkctl import build, gitobj, session
+from forkctl import build, git, session
 from forkctl.errors import BadInput
-from forkctl.gitobj import GitRepo
+from forkctl.git import GitRepo
 from forkctl.manifest import Manifest
 from forkctl.series import Series
 
@@ -27,7 +27,7 @@ class Outcome:
 
 
 def refuse_checked_out(repo: GitRepo, branch: str) -> None:
-    holders = gitobj.checked_out_branches(repo)
+    holders = git.checked_out_branches(repo)
     if branch in holders:
         raise BadInput(
             f"branch {branch} is checked out in {holders[branch]}: forkctl never moves a checked-out branch",

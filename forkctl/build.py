@@ -10,7 +10,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
-from forkctl.gitobj import GitRepo, Identity
+from forkctl.git import GitRepo, Identity
 from forkctl.series import Patch
 
 

@@ -24,10 +24,10 @@ from typing import Any
 
 import yaml
 
-from forkctl import applying, build, gitobj, pins, remote
+from forkctl import applying, build, git, pins
 from forkctl import manifest as manifest_mod
 from forkctl.errors import BadInput
-from forkctl.gitobj import GitRepo, Identity
+from forkctl.git import GitRepo, Identity, remote
 from forkctl.manifest import Manifest
 from forkctl.series import load_series
 
@@ -174,13 +174,13 @@ def _snapshot(repo: GitRepo, files: dict[str, str], scratch: Path) -> str:
         target = scratch / rel
         target.parent.mkdir(parents=True, exist_ok=True)
         target.write_text(text)
-    return gitobj.tree_from_directory(repo, scratch)
+    return git.tree_from_directory(repo, scratch)
 
 
 def _with_gitlinks(repo: GitRepo, tree: str, gitlinks: dict[str, str]) -> str:
     with repo.private_index(tree) as index:
         for path, sha in gitlinks.items():
-            gitobj.index_set_entry(index, "160000", sha, path)
+            git.index_set_entry(index, "160000", sha, path)
         return index.write_tree()
 
 
@@ -208,7 +208,7 @@ def _make_upstream(root: Path, package: Package, progress: Progress) -> tuple[Pa
     )
     path = root / "upstream.git"
     repo = _serve(path)
-    tree = gitobj.tree_from_directory(repo, source)
+    tree = git.tree_from_directory(repo, source)
     shutil.rmtree(source)
     version = package.version or "unknown version"
     message = f"megatron-core {version}, as installed (forkctl demo base)\n"

@@ -13,10 +13,10 @@ import re
 from dataclasses import dataclass
 from pathlib import Path
 
-from forkctl import gitobj
+from forkctl import git
 from forkctl import manifest as manifest_mod
 from forkctl.errors import BadInput
-from forkctl.gitobj import CommitInfo, GitRepo
+from forkctl.git import CommitInfo, GitRepo
 from forkctl.manifest import Manifest
 from forkctl.series import PROVENANCE_RE, TRAILER_RE
 
@@ -39,7 +39,7 @@ def slug(subject: str) -> str:
 
 def is_reproducible_apply(repo: GitRepo, info: CommitInfo) -> bool:
     """A commit forkctl apply/port made: committer == author (name, email, date)."""
-    committer = gitobj.committer_of(repo, info.sha)
+    committer = git.committer_of(repo, info.sha)
     return (committer.name, committer.email, committer.date) == (
         info.author.name,
         info.author.email,

@@ -19,9 +19,9 @@ from dataclasses import dataclass, field
 from enum import StrEnum
 from pathlib import Path
 
-from forkctl import build, forkbase, gitobj, remote
+from forkctl import build, forkbase, git
 from forkctl.errors import BadInput
-from forkctl.gitobj import GitRepo, SubmoduleEntry
+from forkctl.git import GitRepo, SubmoduleEntry, remote
 from forkctl.manifest import Consumer, Manifest
 from forkctl.report import Level, Problem, Report, Table
 from forkctl.series import Patch, load_series
@@ -518,7 +518,7 @@ class Checker:
         link = LinkResult(consumer.name, index, commit, role, consumer.gitlink, target)
         self._results[key] = link
         self.progress(f"checking {consumer.name}@{commit[:12]} ({role})")
-        modules = gitobj.read_gitmodules(repo, commit) or []
+        modules = git.read_gitmodules(repo, commit) or []
         gitlink_path, module = self._locate(
             repo, commit, consumer, modules, target_url, target_upstream, link
         )
@@ -749,14 +749,14 @@ def check_chain(
 def detect_checkout(manifest: Manifest, cwd: Path) -> tuple[int, Path] | None:
     """(consumer index, repo root) when `cwd` is inside a consumer's checkout: a .gitmodules entry at HEAD
     whose path is that consumer's gitlink."""
-    root = gitobj.toplevel(cwd)
+    root = git.toplevel(cwd)
     if root is None:
         return None
     repo = GitRepo(root)
     head = repo.resolve_commit("HEAD")
     if head is None:
         return None
-    modules = gitobj.read_gitmodules(repo, head) or []
+    modules = git.read_gitmodules(repo, head) or []
     paths = {m.path for m in modules}
     for index, consumer in enumerate(manifest.consumers):
         if consumer.gitlink in paths:
@@ -858,7 +858,7 @@ def bump_step(
             hint="fix consumers[].gitlink in the manifest",
         )
     modules_entry = repo.tree_entry(parent, ".gitmodules")
-    modules = gitobj.read_gitmodules(repo, parent) or []
+    modules = git.read_gitmodules(repo, parent) or []
     module = next((m for m in modules if m.path == consumer.gitlink), None)
     if module is None or modules_entry is None:
         raise BadInput(f"{consumer.name}@{parent[:12]}: .gitmodules has no entry for {consumer.gitlink}")
@@ -866,14 +866,14 @@ def bump_step(
     info = repo.commit_info(parent)
     tree_sha = info.tree
     with repo.private_index(tree_sha) as index:
-        gitobj.index_set_entry(index, "160000", new, consumer.gitlink)
+        git.index_set_entry(index, "160000", new, consumer.gitlink)
         if (
             module.url
             and target_upstream
             and remote.same_repo(remote.resolve_relative_url(module.url, consumer.url), target_upstream)
         ):
-            blob = gitobj.gitmodules_with(repo, modules_entry.sha, module.name, "url", target_url)
-            gitobj.index_set_entry(index, modules_entry.mode, blob, ".gitmodules")
+            blob = git.gitmodules_with(repo, modules_entry.sha, module.name, "url", target_url)
+            git.index_set_entry(index, modules_entry.mode, blob, ".gitmodules")
             url_changed = (module.url, target_url)
         tree = index.write_tree()
     old = entry.sha
@@ -882,7 +882,7 @@ def bump_step(
     if url_changed:
         lines += [f".gitmodules submodule.{module.name}.url: {url_changed[0]} -> {url_changed[1]}", ""]
     message = "\n".join(lines) + message_body
-    commit = gitobj.commit_with_identity(repo, tree, [parent], message)
+    commit = git.commit_with_identity(repo, tree, [parent], message)
     return BumpStep(
         consumer,
         repo,

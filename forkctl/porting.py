@@ -15,11 +15,11 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
-from forkctl import build, exporting, gitobj, session
+from forkctl import build, exporting, git, session
 from forkctl import manifest as manifest_mod
 from forkctl.applying import refuse_checked_out
 from forkctl.errors import BadInput
-from forkctl.gitobj import GitRepo
+from forkctl.git import GitRepo
 from forkctl.manifest import Manifest
 from forkctl.series import Patch, Series
 
@@ -75,8 +75,8 @@ def _run(repo: GitRepo, series: Series, state: session.State, start: int) -> ses
                 head = repo.commit_tree(tree, [head], message, build.identity_of(patch))
                 state.steps.append(session.Step(file=state.files[position], commit=head))
                 continue
-            if gitobj.index_apply_check(index, patch.diff, reverse=True):
-                evidence = gitobj.last_commit_touching(repo, f"{old_base}..{state.base}", patch.paths)
+            if git.index_apply_check(index, patch.diff, reverse=True):
+                evidence = git.last_commit_touching(repo, f"{old_base}..{state.base}", patch.paths)
                 _absorbed(state, position, patch, "reverse-applies", evidence)
                 continue
         return session.open_conflict(repo, state, position, patch, head)
@@ -96,9 +96,7 @@ def _finish(repo: GitRepo, manifest: Manifest, state: session.State) -> PortOutc
     old_head = state.extra.get("old_head")
     shown = ""
     if old_head:
-        shown = gitobj.range_diff(
-            repo, f"{state.extra['old_base']}..{old_head}", f"{state.base}..{state.head}"
-        )
+        shown = git.range_diff(repo, f"{state.extra['old_base']}..{old_head}", f"{state.base}..{state.head}")
     session.clear(repo)
     return PortOutcome(state=state, range_diff=shown, exported=exported)
 

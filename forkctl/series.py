@@ -17,7 +17,7 @@ from email.header import decode_header, make_header
 from email.utils import parseaddr, parsedate_to_datetime
 from pathlib import Path
 
-from forkctl import gitobj
+from forkctl import git
 from forkctl.errors import BadInput
 from forkctl.manifest import Manifest
 
@@ -142,7 +142,7 @@ def parse_patch(path: Path) -> Patch:
         provenance=PROVENANCE_RE.findall(body),
         paths=paths,
         diff=diff_bytes,
-        patch_id=gitobj.patch_id(diff_bytes),
+        patch_id=git.patch_id(diff_bytes),
         raw=raw,
     )
 

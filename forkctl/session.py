@@ -20,10 +20,10 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
-from forkctl import gitobj
+from forkctl import git
 from forkctl.build import identity_of
 from forkctl.errors import BadInput
-from forkctl.gitobj import GitRepo
+from forkctl.git import GitRepo
 from forkctl.series import Patch
 
 STATE_DIR = "forkctl"
@@ -129,12 +129,12 @@ def open_conflict(repo: GitRepo, state: State, index: int, patch: Patch, parent:
     """Apply `patch` with --3way in the scratch worktree at `parent`, save the state, report the conflict."""
     worktree = worktree_path(repo)
     if worktree.exists():
-        gitobj.worktree_checkout(worktree, parent)
+        git.worktree_checkout(worktree, parent)
     else:
         worktree.parent.mkdir(parents=True, exist_ok=True)
         repo.add_worktree(worktree, parent)
-    _, message = gitobj.worktree_apply_3way(worktree, patch.diff)
-    paths = gitobj.worktree_unmerged_paths(worktree)
+    _, message = git.worktree_apply_3way(worktree, patch.diff)
+    paths = git.worktree_unmerged_paths(worktree)
     if not paths:
         # --3way could not even start (e.g. a file the patch edits is missing): name the patch's files.
         paths = [p for p in patch.paths if (worktree / p).exists() or p in message]
@@ -165,7 +165,7 @@ def commit_resolution(repo: GitRepo, state: State, patch: Patch, message: str) -
             f"conflict markers remain in {', '.join(left)} (in {state.worktree})",
             hint="resolve them, then run --continue again (or --abort)",
         )
-    tree = gitobj.worktree_write_tree(Path(state.worktree))
+    tree = git.worktree_write_tree(Path(state.worktree))
     return repo.commit_tree(tree, [state.conflict_parent], message, identity_of(patch))
 
 

@@ -15,7 +15,7 @@ from dataclasses import dataclass
 from enum import StrEnum
 from pathlib import Path
 
-from forkctl import gitobj
+from forkctl import git
 from forkctl.series import Patch
 
 DEFAULT_INCLUDE = "megatron/**"
@@ -75,10 +75,10 @@ def _rehearse(tree: Path, patches: list[Patch], include: str, reverse: bool) -> 
         _scratch_copy(tree, touched, scratch)
         ordered = list(reversed(patches)) if reverse else patches
         for patch in ordered:
-            ok, _ = gitobj.tree_apply_check(scratch, patch.diff, include, reverse=reverse)
+            ok, _ = git.tree_apply_check(scratch, patch.diff, include, reverse=reverse)
             if not ok:
                 return False
-            gitobj.tree_apply(scratch, patch.diff, include, reverse=reverse)
+            git.tree_apply(scratch, patch.diff, include, reverse=reverse)
     return True
 
 
@@ -86,9 +86,9 @@ def _verdict(tree: Path, patch: Patch, include: str) -> PatchVerdict:
     paths = included_paths(patch, include)
     if not paths:
         return PatchVerdict(patch, paths, PatchStatus.NO_PATHS, "")
-    if gitobj.tree_apply_check(tree, patch.diff, include, reverse=True)[0]:
+    if git.tree_apply_check(tree, patch.diff, include, reverse=True)[0]:
         return PatchVerdict(patch, paths, PatchStatus.APPLIED, "")
-    ok, message = gitobj.tree_apply_check(tree, patch.diff, include)
+    ok, message = git.tree_apply_check(tree, patch.diff, include)
     if ok:
         return PatchVerdict(patch, paths, PatchStatus.NOT_APPLIED, "")
     return PatchVerdict(patch, paths, PatchStatus.CONFLICT, message.strip())
@@ -121,5 +121,5 @@ def execute(tree_plan: TreePlan, reverse: bool = False) -> list[Patch]:
     relevant = [v.patch for v in tree_plan.verdicts if v.status != PatchStatus.NO_PATHS]
     ordered = list(reversed(relevant)) if reverse else relevant
     for patch in ordered:
-        gitobj.tree_apply(tree_plan.tree, patch.diff, tree_plan.include, reverse=reverse)
+        git.tree_apply(tree_plan.tree, patch.diff, tree_plan.include, reverse=reverse)
     return ordered

@@ -18,7 +18,7 @@ from pathlib import Path
 import yaml
 
 from forkctl import build
-from forkctl.gitobj import GitRepo
+from forkctl.git import GitRepo
 from forkctl.series import parse_patch
 from tests.gitrepos import Repo, git, init_repo
 from tests.seriesrepo import make_series

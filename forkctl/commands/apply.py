@@ -14,10 +14,10 @@ from pathlib import Path
 
 import click
 
-from forkctl import applying, remote, treepatch
+from forkctl import applying, treepatch
 from forkctl.clikit import Context, forkctl_command, output_options
 from forkctl.errors import EXIT_CHECK_FAILED, BadInput
-from forkctl.gitobj import GitRepo
+from forkctl.git import GitRepo, remote
 from forkctl.manifest import Manifest
 from forkctl.report import Problem, Report, Table
 from forkctl.series import load_series

@@ -6,9 +6,10 @@ from pathlib import Path
 
 import click
 
-from forkctl import exporting, remote
+from forkctl import exporting
 from forkctl.clikit import Context, forkctl_command, output_options
 from forkctl.errors import EXIT_CHECK_FAILED
+from forkctl.git import remote
 from forkctl.report import Problem, Report, Table
 
 

@@ -6,9 +6,10 @@ from pathlib import Path
 
 import click
 
-from forkctl import applying, porting, remote
+from forkctl import applying, porting
 from forkctl.clikit import Context, forkctl_command, output_options
 from forkctl.errors import EXIT_CHECK_FAILED, BadInput
+from forkctl.git import remote
 from forkctl.report import Problem, Report, Table
 from forkctl.series import load_series
 

@@ -9,7 +9,7 @@ import click
 from forkctl import build
 from forkctl.clikit import Context, forkctl_command, output_options
 from forkctl.errors import BadInput
-from forkctl.gitobj import GitRepo
+from forkctl.git import GitRepo
 from forkctl.report import Report, Table
 from forkctl.series import load_series
 

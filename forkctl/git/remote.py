@@ -1,6 +1,6 @@
 """Getting objects from other repositories: local paths, a cache of partial clones keyed by URL.
 
-With gitobj.py, the only module that runs git. Nothing here touches a user's checkout: a local
+With git.py, the only module that runs git. Nothing here touches a user's checkout: a local
 repository is only ever read (or lent as an object alternate); everything fetched lands in the cache,
 `$FORKCTL_CACHE` or `~/.cache/forkctl`, one bare partial clone (`blob:none`) per normalised URL.
 """
@@ -14,9 +14,9 @@ from dataclasses import dataclass
 from pathlib import Path
 from urllib.parse import urlsplit
 
-from forkctl import gitobj
+from forkctl import git
 from forkctl.errors import BadInput
-from forkctl.gitobj import GitFailed, GitRepo
+from forkctl.git import GitFailed, GitRepo
 
 # --- pin-chain helpers: URL identity, ls-remote, one-SHA fetches, reachability ------------------
 
@@ -77,7 +77,7 @@ def resolve_relative_url(url: str, superproject_url: str) -> str:
 def ls_remote(url: str) -> dict[str, str]:
     """The branches and tags of `url` as {ref: commit sha}; annotated tags are peeled to their commit."""
     try:
-        out = gitobj.run(["ls-remote", "--heads", "--tags", url])
+        out = git.run(["ls-remote", "--heads", "--tags", url])
     except GitFailed as exc:
         raise BadInput(
             f"cannot list the refs of {url}: {exc.stderr.strip() or exc.message}",
@@ -219,7 +219,7 @@ def object_store(repo_path: Path | None, url: str, revs: list[str]) -> GitRepo:
 
 def default_branch(url: str) -> str | None:
     """The branch `HEAD` of `url` points at (its default branch), when the server says."""
-    status, out, _ = gitobj.try_run(["ls-remote", "--symref", url, "HEAD"])
+    status, out, _ = git.try_run(["ls-remote", "--symref", url, "HEAD"])
     for line in out.splitlines() if status == 0 else []:
         if line.startswith("ref: ") and line.endswith("\tHEAD"):
             return line[len("ref: ") :].split("\t")[0].removeprefix("refs/heads/")

@@ -1,89 +1,29 @@
-"""Object-level git: the only module (with remote.py) that runs git.
+"""Object-level git: repositories addressed by path, read and written as objects and refs only.
 
-Everything here works on objects and refs, never on the user's checkout: trees are built in a private
-index file (`GIT_INDEX_FILE`), commits are made with `commit-tree` and fixed identities and dates, refs
-are moved with compare-and-swap. GitPython runs the commands; arguments are lists, never shell strings.
+Trees are built in a private index file (`GIT_INDEX_FILE`), commits are made with `commit-tree` and
+fixed identities and dates, refs are moved with compare-and-swap. Every command goes through the
+hermetic runner (`runner.py`); nothing here touches a user's checkout, index or files.
 """
 
 from __future__ import annotations
 
 import contextlib
-import os
 import tempfile
 from collections.abc import Iterator, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 
-import git
-from git.exc import GitCommandError, InvalidGitRepositoryError, NoSuchPathError
-
 from forkctl.errors import BadInput
+from forkctl.git.runner import DIFF_FLAGS, GitFailed, run, run_bytes, try_run
 
 EMPTY_TREE = "4b825dc642cb6eb9a060e54bf8d69288fbee4904"
 ZERO_SHA = "0" * 40
 
-
-class GitFailed(BadInput):
-    """A git command failed; `stderr` carries git's own words."""
-
-    def __init__(self, message: str, stderr: str = "", hint: str | None = None) -> None:
-        super().__init__(message if not stderr else f"{message}: {stderr.strip()}", hint)
-        self.stderr = stderr
-
-
-def _git(cwd: Path | None = None) -> git.Git:
-    return git.Git(str(cwd) if cwd else None)
-
-
-def _execute(
-    args: list[str], cwd: Path | None, env: Mapping[str, str] | None, stdin: bytes | None, **options
-):  # type: ignore[no-untyped-def]
-    """GitPython's execute with `stdin` fed from a temporary file (closed when git is done)."""
-    with contextlib.ExitStack() as stack:
-        istream = None
-        if stdin is not None:
-            istream = stack.enter_context(tempfile.TemporaryFile())
-            istream.write(stdin)
-            istream.seek(0)
-        return _git(cwd).execute(["git", *args], env=dict(env) if env else None, istream=istream, **options)
-
-
-def run(
-    args: list[str],
-    cwd: Path | None = None,
-    env: Mapping[str, str] | None = None,
-    stdin: bytes | None = None,
-    strip: bool = True,
-) -> str:
-    """Run `git <args>` and return stdout; raise GitFailed with git's stderr on failure."""
-    try:
-        output = _execute(args, cwd, env, stdin, stdout_as_string=True, strip_newline_in_stdout=strip)
-    except GitCommandError as exc:
-        raise GitFailed(f"git {args[0]} failed", str(exc.stderr).strip().removeprefix("stderr: ")) from None
-    return str(output)
-
-
-def run_bytes(args: list[str], cwd: Path | None = None, stdin: bytes | None = None) -> bytes:
-    try:
-        output = _execute(args, cwd, None, stdin, stdout_as_string=False, strip_newline_in_stdout=False)
-    except GitCommandError as exc:
-        raise GitFailed(f"git {args[0]} failed", str(exc.stderr)) from None
-    assert isinstance(output, bytes)
-    return output
-
-
-def try_run(
-    args: list[str], cwd: Path | None = None, env: Mapping[str, str] | None = None, stdin: bytes | None = None
-) -> tuple[int, str, str]:
-    """Run git and return (status, stdout, stderr) without raising: for checks whose failure is data."""
-    status, out, err = _execute(
-        args, cwd, env, stdin, with_extended_output=True, with_exceptions=False, stdout_as_string=True
-    )
-    return int(status), str(out), str(err)
+__all__ = ["EMPTY_TREE", "ZERO_SHA", "GitFailed", "GitRepo", "PrivateIndex", "run", "run_bytes", "try_run"]
 
 
 def patch_id(diff: bytes) -> str:
-    """`git patch-id --stable` of a diff: the same for the same change, whatever its context or message."""
+    """`git patch-id --stable` of a diff: the same for the same change, whatever its message."""
     output = run(["patch-id", "--stable"], stdin=diff)
     return output.split()[0] if output else ""
 
@@ -117,16 +57,25 @@ class GitRepo:
     """A repository addressed by path; bare or not. No method touches its working tree or index."""
 
     def __init__(self, path: Path) -> None:
-        try:
-            self.repo = git.Repo(str(path))
-        except (InvalidGitRepositoryError, NoSuchPathError):
-            raise BadInput(f"{path} is not a git repository", hint="pass the path of a clone") from None
-        self.git_dir = Path(self.repo.git_dir)
-        self.path = Path(self.repo.working_tree_dir or self.repo.git_dir)
+        status, out, _ = try_run(["rev-parse", "--absolute-git-dir", "--is-bare-repository"], cwd=path)
+        lines = out.splitlines()
+        if not Path(path).is_dir() or status != 0 or len(lines) != 2:
+            raise BadInput(f"{path} is not a git repository", hint="pass the path of a clone")
+        self.git_dir = Path(lines[0])
+        toplevel_status, toplevel_out, _ = try_run(["rev-parse", "--show-toplevel"], cwd=path)
+        # A bare repository, or a path inside a git dir, is addressed by its git dir.
+        bare = lines[1] == "true" or toplevel_status != 0 or not toplevel_out.strip()
+        self.path = self.git_dir if bare else Path(toplevel_out.strip())
+        if Path(path).resolve() not in (self.path.resolve(), self.git_dir.resolve()):
+            raise BadInput(
+                f"{path} is not a git repository (it is inside {self.path})",
+                hint="pass the root of a clone",
+            )
 
     @classmethod
     def init_bare(cls, path: Path) -> GitRepo:
-        git.Repo.init(str(path), bare=True)
+        Path(path).mkdir(parents=True, exist_ok=True)
+        run(["init", "--quiet", "--bare", "--", str(path)])
         return cls(path)
 
     # --- plain queries -------------------------------------------------------------------------
@@ -193,7 +142,19 @@ class GitRepo:
 
     def diff_commits(self, old: str, new: str) -> bytes:
         """Full-index binary diff from `old` to `new` (either a commit or a tree)."""
-        return run_bytes(["--git-dir", str(self.git_dir), "diff", "--full-index", "--binary", old, new])
+        return run_bytes(
+            [
+                "--git-dir",
+                str(self.git_dir),
+                "diff",
+                *DIFF_FLAGS,
+                "--no-renames",
+                "--full-index",
+                "--binary",
+                old,
+                new,
+            ]
+        )
 
     def commit_patch_id(self, sha: str) -> str:
         return patch_id(self.diff_commits(f"{sha}^", sha))
@@ -238,7 +199,6 @@ class GitRepo:
     def commit_tree(self, tree: str, parents: list[str], message: str, author: Identity) -> str:
         """Make a commit whose author and committer are both `author`: the SHA depends only on inputs."""
         env = {
-            **os.environ,
             "GIT_AUTHOR_NAME": author.name,
             "GIT_AUTHOR_EMAIL": author.email,
             "GIT_AUTHOR_DATE": author.date,
@@ -267,11 +227,16 @@ class GitRepo:
             [
                 "--git-dir",
                 str(self.git_dir),
-                "-c",
-                "diff.noprefix=false",
-                "-c",
-                "format.signature=",
                 "format-patch",
+                *DIFF_FLAGS,
+                "--no-to",
+                "--no-cc",
+                "--no-add-header",
+                "--no-attach",
+                "--no-thread",
+                "--no-cover-letter",
+                "--no-signoff",
+                "--no-base",
                 "--stdout",
                 "--zero-commit",
                 "--no-signature",
@@ -292,7 +257,7 @@ class PrivateIndex:
 
     def __init__(self, repo: GitRepo, index_file: Path) -> None:
         self.repo = repo
-        self.env = {**os.environ, "GIT_INDEX_FILE": str(index_file)}
+        self.env = {"GIT_INDEX_FILE": str(index_file)}
 
     def read_tree(self, tree: str) -> None:
         self.repo.git(["read-tree", tree], env=self.env)
@@ -311,7 +276,7 @@ class PrivateIndex:
 
 def _tree_env(tree: Path) -> dict[str, str]:
     # Stop git from finding a repository above the tree: paths must be taken relative to `tree`.
-    return {**os.environ, "GIT_CEILING_DIRECTORIES": str(tree.resolve().parent)}
+    return {"GIT_CEILING_DIRECTORIES": str(tree.resolve().parent)}
 
 
 def tree_apply_check(tree: Path, diff: bytes, include: str, reverse: bool = False) -> tuple[bool, str]:
@@ -478,7 +443,7 @@ def tree_from_directory(repo: GitRepo, directory: Path) -> str:
     are never touched (the demo snapshots an installed package this way).
     """
     with tempfile.TemporaryDirectory(prefix="forkctl-index-") as scratch:
-        env = {**os.environ, "GIT_INDEX_FILE": str(Path(scratch) / "index")}
+        env = {"GIT_INDEX_FILE": str(Path(scratch) / "index")}
         where = ["-c", "core.autocrlf=false", "--git-dir", str(repo.git_dir), "--work-tree", str(directory)]
         run([*where, "add", "--all", "--force", "."], cwd=directory, env=env)
         return run([*where, "write-tree"], cwd=directory, env=env).strip()

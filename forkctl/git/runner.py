@@ -1,0 +1,221 @@
+"""The one way forkctl runs git: hermetic, so the same inputs give the same bytes on every machine.
+
+Two things outside forkctl's control change what git prints or writes:
+
+- the environment: `GIT_DIR`, `GIT_INDEX_FILE`, `GIT_WORK_TREE`, `GIT_OBJECT_DIRECTORY`, ... are set
+  when forkctl runs from a git hook and would point our commands at another repository or index;
+  `GIT_CONFIG_PARAMETERS` / `GIT_CONFIG_COUNT` inject settings; a terminal prompt would hang CI.
+  Every `GIT_*` variable is dropped except the few a transport needs for credentials (ssh command,
+  askpass), and `GIT_TERMINAL_PROMPT=0` is set.
+- configuration: `color.ui=always` empties patch-ids, `diff.noprefix` changes them, `diff.context`
+  changes exported bytes, `i18n.commitEncoding` changes commit SHAs, `commit.gpgSign` makes commits
+  depend on a key, `rerere.enabled` resolves conflicts behind our back. Each such setting is pinned with
+  `-c` (which wins over every config file). Settings git cannot reset from `-c` (`diff.external`,
+  `diff.orderFile`) are neutralised with flags by the callers that make diffs (`DIFF_FLAGS`).
+
+Arguments are always a list (never a shell string). Callers put every string that came from outside
+(a URL, a ref, a path) after `--` or validate it first; `run` refuses an argv whose non-option data
+would start with `-` where the caller said so (`data=`).
+"""
+
+from __future__ import annotations
+
+import os
+import subprocess
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+
+from forkctl.errors import BadInput
+
+# Settings that change bytes, SHAs or outcomes; pinned on every call (`git -c key=value`).
+PINNED_CONFIG: tuple[tuple[str, str], ...] = (
+    ("color.ui", "never"),
+    ("color.diff", "never"),
+    ("color.branch", "never"),
+    ("color.status", "never"),
+    ("color.interactive", "never"),
+    ("core.quotePath", "true"),
+    ("core.autocrlf", "false"),
+    ("core.eol", "lf"),
+    ("core.safecrlf", "false"),
+    ("core.hooksPath", os.devnull),
+    ("core.fsmonitor", "false"),
+    ("core.abbrev", "12"),
+    ("diff.noprefix", "false"),
+    ("diff.mnemonicPrefix", "false"),
+    ("diff.context", "3"),
+    ("diff.interHunkContext", "0"),
+    ("diff.algorithm", "myers"),
+    ("diff.indentHeuristic", "true"),
+    ("diff.renames", "false"),
+    ("diff.suppressBlankEmpty", "false"),
+    ("diff.relative", "false"),
+    ("diff.ignoreSubmodules", "none"),
+    ("diff.submodule", "short"),
+    ("apply.whitespace", "nowarn"),
+    ("apply.ignoreWhitespace", "no"),
+    ("merge.renames", "true"),
+    ("merge.directoryRenames", "conflict"),
+    ("merge.renormalize", "false"),
+    ("merge.conflictStyle", "merge"),
+    ("merge.renameLimit", "7000"),
+    ("rerere.enabled", "false"),
+    ("rerere.autoUpdate", "false"),
+    ("i18n.commitEncoding", "UTF-8"),
+    ("i18n.logOutputEncoding", "UTF-8"),
+    ("commit.gpgSign", "false"),
+    ("log.showSignature", "false"),
+    ("log.mailmap", "false"),
+    ("log.decorate", "false"),
+    ("log.abbrevCommit", "false"),
+    ("log.showRoot", "true"),
+    ("format.signature", ""),
+    ("format.signOff", "false"),
+    ("format.numbered", "false"),
+    ("format.subjectPrefix", "PATCH"),
+    ("format.thread", "false"),
+    ("format.coverLetter", "false"),
+    ("format.useAutoBase", "false"),
+    ("format.encodeEmailHeaders", "true"),
+    ("format.forceInBodyFrom", "false"),
+    ("format.noprefix", "false"),
+    ("gc.auto", "0"),
+    ("maintenance.auto", "false"),
+    ("advice.detachedHead", "false"),
+    ("protocol.ext.allow", "never"),
+    ("protocol.fd.allow", "never"),
+)
+
+# Flags for every command that prints a diff: no external diff, no textconv, no order file, no colour.
+DIFF_FLAGS: tuple[str, ...] = ("--no-ext-diff", "--no-textconv", "--no-color", f"-O{os.devnull}")
+
+# GIT_* variables a transport may need to authenticate; every other GIT_* variable is dropped.
+TRANSPORT_VARIABLES = frozenset({"GIT_SSH", "GIT_SSH_COMMAND", "GIT_SSH_VARIANT", "GIT_ASKPASS"})
+
+
+class GitFailed(BadInput):
+    """A git command failed; `stderr` carries git's own words."""
+
+    def __init__(self, message: str, stderr: str = "", hint: str | None = None) -> None:
+        super().__init__(message if not stderr else f"{message}: {stderr.strip()}", hint)
+        self.stderr = stderr
+
+
+def hermetic_env(extra: Mapping[str, str] | None = None) -> dict[str, str]:
+    """The process environment without the `GIT_*` variables that redirect or reconfigure git."""
+    env = {
+        key: value
+        for key, value in os.environ.items()
+        if not key.startswith("GIT_") or key in TRANSPORT_VARIABLES
+    }
+    env.update(
+        {
+            "GIT_TERMINAL_PROMPT": "0",
+            "GIT_PAGER": "cat",
+            "GIT_OPTIONAL_LOCKS": "0",
+            "LC_ALL": "C",
+            "LANGUAGE": "C",
+        }
+    )
+    if extra:
+        env.update(extra)
+    return env
+
+
+def argv(args: Sequence[str]) -> list[str]:
+    pinned = [part for key, value in PINNED_CONFIG for part in ("-c", f"{key}={value}")]
+    return ["git", *pinned, *args]
+
+
+@dataclass(frozen=True)
+class Completed:
+    status: int
+    stdout: bytes
+    stderr: bytes
+
+    @property
+    def out(self) -> str:
+        return self.stdout.decode("utf-8", errors="replace")
+
+    @property
+    def err(self) -> str:
+        return self.stderr.decode("utf-8", errors="replace")
+
+
+def execute(
+    args: Sequence[str],
+    cwd: Path | None = None,
+    env: Mapping[str, str] | None = None,
+    stdin: bytes | None = None,
+    timeout: float | None = None,
+) -> Completed:
+    """Run `git <args>` hermetically and return its status and raw output; never raises on exit status."""
+    try:
+        proc = subprocess.run(
+            argv(args),
+            cwd=str(cwd) if cwd else None,
+            env=hermetic_env(env),
+            input=stdin if stdin is not None else b"",
+            capture_output=True,
+            timeout=timeout,
+            check=False,
+        )
+    except FileNotFoundError:
+        raise BadInput("git is not installed or not on PATH", hint="install git (2.39 or newer)") from None
+    except subprocess.TimeoutExpired:
+        raise GitFailed(f"git {args[0]} did not finish within {timeout:.0f} s") from None
+    return Completed(proc.returncode, proc.stdout, proc.stderr)
+
+
+def run(
+    args: Sequence[str],
+    cwd: Path | None = None,
+    env: Mapping[str, str] | None = None,
+    stdin: bytes | None = None,
+    strip: bool = True,
+) -> str:
+    """Run `git <args>` and return stdout as text; raise GitFailed with git's stderr on failure."""
+    done = execute(args, cwd, env, stdin)
+    if done.status != 0:
+        raise GitFailed(f"git {_verb(args)} failed", done.err.strip())
+    text = done.out
+    return text.rstrip("\n") if strip else text
+
+
+def run_bytes(
+    args: Sequence[str],
+    cwd: Path | None = None,
+    env: Mapping[str, str] | None = None,
+    stdin: bytes | None = None,
+) -> bytes:
+    done = execute(args, cwd, env, stdin)
+    if done.status != 0:
+        raise GitFailed(f"git {_verb(args)} failed", done.err.strip())
+    return done.stdout
+
+
+def try_run(
+    args: Sequence[str],
+    cwd: Path | None = None,
+    env: Mapping[str, str] | None = None,
+    stdin: bytes | None = None,
+) -> tuple[int, str, str]:
+    """Run git and return (status, stdout, stderr) without raising: for checks whose failure is data."""
+    done = execute(args, cwd, env, stdin)
+    return done.status, done.out, done.err
+
+
+def _verb(args: Sequence[str]) -> str:
+    """The git subcommand in `args` (after any `--git-dir X` / `-C X` / `-c k=v` prefixes)."""
+    skip_next = False
+    for part in args:
+        if skip_next:
+            skip_next = False
+            continue
+        if part in ("--git-dir", "-C", "-c", "--work-tree"):
+            skip_next = True
+            continue
+        if not part.startswith("-"):
+            return part
+    return "command"
