@@ -69,6 +69,8 @@ def build_series(
             patch = patches[position]
             ok, message = index.apply(patch.diff)
             if not ok:
+                ok, message = index.apply_3way(patch.diff, repo.commit_info(head).tree)
+            if not ok:
                 result.conflict = Conflict(index=position, patch=patch, parent=head, message=message)
                 return result
             head = commit_patch(repo, head, index.write_tree(), patch)

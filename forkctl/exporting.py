@@ -16,6 +16,7 @@ from pathlib import Path
 from forkctl import git
 from forkctl import manifest as manifest_mod
 from forkctl.errors import BadInput
+from forkctl.files import atomic_write
 from forkctl.git import CommitInfo, GitRepo
 from forkctl.manifest import Manifest
 from forkctl.series import PROVENANCE_RE, TRAILER_RE
@@ -48,10 +49,15 @@ def is_reproducible_apply(repo: GitRepo, info: CommitInfo) -> bool:
 
 
 def with_provenance(message: str, sha: str) -> str:
-    """Append a provenance line; it joins a final trailer block, else starts a paragraph of its own."""
+    """Append a provenance line: it joins a final trailer block, else starts a paragraph of its own.
+
+    The subject is never a trailer block, even when it reads like one ("fix: typo").
+    """
     body = message.rstrip("\n")
-    last = body.splitlines()[-1] if body else ""
-    joiner = "\n" if PROVENANCE_RE.match(last) or TRAILER_RE.match(last) else "\n\n"
+    paragraphs = [p for p in re.split(r"\n\s*\n", body) if p.strip()]
+    last = paragraphs[-1].splitlines() if len(paragraphs) > 1 else []
+    trailer_block = bool(last) and all(PROVENANCE_RE.match(line) or TRAILER_RE.match(line) for line in last)
+    joiner = "\n" if trailer_block else "\n\n"
     return f"{body}{joiner}(cherry picked from commit {sha})\n"
 
 
@@ -93,6 +99,11 @@ def render(repo: GitRepo, manifest: Manifest, commits: list[str]) -> list[Export
     exported = []
     for number, sha in enumerate(commits, start=1):
         info = repo.commit_info(sha)
+        if info.parents and repo.commit_info(info.parents[0]).tree == info.tree:
+            raise BadInput(
+                f"commit {sha[:12]} ({info.subject!r}) changes nothing: export writes no empty patch",
+                hint="drop the commit from the branch (or, mid-port, use forkctl port --skip)",
+            )
         to_format, provenance, tagged = _exportable(repo, info)
         name = f"{number:04d}-{slug(info.subject)}.patch"
         name = kept_names.get(name, name)
@@ -145,8 +156,7 @@ def write(manifest: Manifest, exported: list[ExportedPatch], difference: Differe
     for patch in exported:
         if patch.file in difference.changed:
             target = manifest.root / patch.file
-            target.parent.mkdir(parents=True, exist_ok=True)
-            target.write_bytes(patch.content)
+            atomic_write(target, patch.content)
     for file in difference.stale:
         Path(manifest.root / file).unlink(missing_ok=True)
     if difference.manifest_differs:

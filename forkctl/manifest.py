@@ -20,6 +20,7 @@ import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
 from forkctl.errors import BadInput
+from forkctl.files import atomic_write_text
 
 MANIFEST_NAME = "manifest.yaml"
 PATCHES_ROOT = "patches"
@@ -92,7 +93,10 @@ class SeriesEntry(_Model):
 class DroppedEntry(_Model):
     subject: str
     file: str | None = None
-    reason: Literal["patch-id", "reverse-applies", "empty"]
+    reason: Literal["patch-id", "patch-id-zero-context", "provenance", "reverse-applies", "empty", "skipped"]
+    # For `skipped`: who dropped the patch by hand, and when (ISO 8601).
+    skipped_by: str | None = None
+    skipped_at: str | None = None
     upstream_commit: Sha | None = None
     base: Sha
     provenance: list[Sha] = Field(default_factory=list)
@@ -399,4 +403,4 @@ def rewrite(path: Path, updates: dict[tuple[str, ...], Any]) -> None:
             suffix = "\n" + suffix  # the old block value owned its line end; the rendered one does not
         text = prefix + rendered + suffix
     parse_manifest(text, path)
-    path.write_text(text, encoding="utf-8")
+    atomic_write_text(path, text)

@@ -1,25 +1,36 @@
 """port(series, new base): move every patch onto a new upstream commit, dropping what upstream absorbed.
 
-Per patch, in order, on top of the new base plus the patches already ported:
-- absorbed, reason "patch-id": a commit in old-base..new-base makes the same change (any message);
-- applied: it applies, and changes something; the new commit's message gains a provenance line naming
-  the old fork commit (apply(old base, series)), so the chain of origins is kept;
-- absorbed, reason "empty": it applies but changes nothing;
-- absorbed, reason "reverse-applies": it does not apply, but its reverse does: the change is there;
-- otherwise a conflict: stop in the scratch worktree (session.py), resumable with --continue.
-Absorbed patches are never dropped silently: each becomes a `dropped:` entry with its evidence.
+Each patch is first rebuilt on the old base (apply(old base, series) is a pure function, so its commits
+are known), then judged on top of the new base plus the patches already ported, rules in this order:
+
+- absorbed, "patch-id": a commit in old-base..new-base makes the same change (any message);
+- absorbed, "patch-id-zero-context": the same added and removed lines, whatever upstream did around them
+  (`git diff -U0 | git patch-id --stable`);
+- absorbed, "provenance": the patch says `(cherry picked from commit X)` and X is in the new base;
+- otherwise the patch is cherry-picked on objects (`git/merge.py`: git's rename-aware 3-way merge, as
+  `git rebase` does it). Clean and changing something: applied (reproducibly; "partial" when upstream
+  already had some of its lines). Clean and changing nothing: absorbed, "empty";
+- a real conflict whose reverse applies on the new head: absorbed, "reverse-applies";
+- any other conflict stops in the scratch worktree (session.py), resumable with --continue / --skip.
+
+No patch is ever dropped silently: each absorbed or skipped patch becomes a `dropped:` entry with its
+evidence. The target need not descend from the base (`backport`: e.g. a release branch).
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
+from datetime import UTC, datetime
+from pathlib import Path
 from typing import Any
 
 from forkctl import build, exporting, git, session
 from forkctl import manifest as manifest_mod
 from forkctl.applying import refuse_checked_out
 from forkctl.errors import BadInput
+from forkctl.files import atomic_write
 from forkctl.git import GitRepo
+from forkctl.git.merge import MergeMessage, MergeResult, cherry_pick
 from forkctl.manifest import Manifest
 from forkctl.series import Patch, Series
 
@@ -32,67 +43,198 @@ class PortOutcome:
     exported: list[exporting.ExportedPatch] | None = None
 
 
-def _upstream_patch_ids(repo: GitRepo, old_base: str, new_base: str) -> dict[str, str]:
-    ids: dict[str, str] = {}
-    for sha in repo.rev_list(f"{old_base}..{new_base}", "--no-merges"):
-        ids.setdefault(repo.commit_patch_id(sha), sha)
-    return ids
+@dataclass(frozen=True)
+class Verdict:
+    """What happens to one patch on a given head."""
+
+    kind: str  # "applied", "absorbed" or "conflict"
+    reason: str = ""  # for absorbed: the rule; for applied: "clean" or "partial"
+    upstream_commit: str | None = None
+    tree: str | None = None  # applied: the new tree
+    merged: MergeResult | None = None
+    detail: dict[str, Any] = field(default_factory=dict)
+
+
+class Judge:
+    """Decides each patch's fate on a target; holds what is computed once per (old base, target)."""
+
+    def __init__(self, repo: GitRepo, old_base: str, target: str, old_commits: list[str | None]) -> None:
+        self.repo = repo
+        self.old_base = old_base
+        self.target = target
+        self.old_commits = old_commits
+        self._ids: dict[bool, dict[str, str]] = {}
+
+    def upstream_ids(self, zero_context: bool) -> dict[str, str]:
+        if zero_context not in self._ids:
+            self._ids[zero_context] = git.patch_ids_in_range(
+                self.repo, f"{self.old_base}..{self.target}", zero_context=zero_context
+            )
+        return self._ids[zero_context]
+
+    def parent_of(self, position: int, base: str) -> str | None:
+        """The old commit the patch at `position` was built on (`base` for the first)."""
+        if self.old_commits[position] is None:
+            return None
+        return self.old_commits[position - 1] if position > 0 else base
+
+    def absorbed_by_identity(self, position: int, patch: Patch) -> Verdict | None:
+        if patch.patch_id and patch.patch_id in self.upstream_ids(False):
+            return Verdict("absorbed", "patch-id", self.upstream_ids(False)[patch.patch_id])
+        old, parent = self.old_commits[position], self.parent_of(position, self.old_base)
+        if old is not None and parent is not None:
+            zero = git.zero_context_patch_id(self.repo, parent, old)
+            if zero and zero in self.upstream_ids(True):
+                return Verdict("absorbed", "patch-id-zero-context", self.upstream_ids(True)[zero])
+        for origin in reversed(patch.provenance):
+            full = self.repo.resolve_commit(origin)
+            if full and self.repo.is_ancestor(full, self.target):
+                return Verdict("absorbed", "provenance", full)
+        return None
+
+    def judge(self, position: int, patch: Patch, head: str) -> Verdict:
+        found = self.absorbed_by_identity(position, patch)
+        if found is not None:
+            return found
+        head_tree = self.repo.commit_info(head).tree
+        old, parent = self.old_commits[position], self.parent_of(position, self.old_base)
+        if old is not None and parent is not None:
+            merged = cherry_pick(self.repo, old, parent, head)
+        else:
+            merged = self._apply_3way(patch, head_tree)
+        if merged.clean:
+            if merged.tree == head_tree:
+                return Verdict(
+                    "absorbed", "empty", git.last_commit_touching(self.repo, self._range, patch.paths)
+                )
+            return self._applied(merged, head, old, parent)
+        with self.repo.private_index(head_tree) as index:
+            if git.index_apply_check(index, patch.diff, reverse=True):
+                evidence = git.last_commit_touching(self.repo, self._range, patch.paths)
+                return Verdict("absorbed", "reverse-applies", evidence)
+        return Verdict("conflict", merged=merged)
+
+    @property
+    def _range(self) -> str:
+        return f"{self.old_base}..{self.target}"
+
+    def _applied(self, merged: MergeResult, head: str, old: str | None, parent: str | None) -> Verdict:
+        """Applied; "partial" when the ported change is smaller than the original (upstream had some)."""
+        if old is None or parent is None:
+            return Verdict("applied", "clean", tree=merged.tree, merged=merged)
+        before = git.changed_line_count(self.repo, parent, old)
+        after = git.changed_line_count(self.repo, head, merged.tree)
+        if after < before:
+            detail = {"changed_lines": before, "still_needed": after}
+            return Verdict("applied", "partial", tree=merged.tree, merged=merged, detail=detail)
+        return Verdict("applied", "clean", tree=merged.tree, merged=merged)
+
+    def _apply_3way(self, patch: Patch, head_tree: str) -> MergeResult:
+        """No old commit to cherry-pick (the series does not build on its base): apply with --3way."""
+        with self.repo.private_index(head_tree) as index:
+            ok, message = index.apply(patch.diff)
+            if not ok:
+                ok, message = index.apply_3way(patch.diff, head_tree)
+            tree = index.write_tree() if ok else head_tree
+        messages = [] if ok else [MergeMessage(kind="apply", paths=list(patch.paths), text=message.strip())]
+        return MergeResult(tree=tree, clean=ok, conflicted=[] if ok else list(patch.paths), messages=messages)
+
+
+def old_series(repo: GitRepo, old_base: str, series: Series) -> tuple[list[str | None], str | None]:
+    """apply(old base, series): the old commit of each patch (None past a failure) and the old head."""
+    old = build.build_series(repo, old_base, series.patches)
+    commits: list[str | None] = [a.commit for a in old.applied]
+    commits += [None] * (len(series.patches) - len(commits))
+    return commits, (old.head if old.complete else None)
 
 
 def _message(patch: Patch, old_commit: str | None) -> str:
     return exporting.with_provenance(patch.message, old_commit) if old_commit else patch.message
 
 
-def _absorbed(state: session.State, position: int, patch: Patch, reason: str, upstream: str | None) -> None:
+def _absorbed(state: session.State, position: int, patch: Patch, verdict: Verdict, **extra: Any) -> None:
     evidence: dict[str, Any] = {
         "subject": patch.subject,
         "file": state.files[position],
-        "reason": reason,
-        "upstream_commit": upstream,
+        "reason": verdict.reason,
+        "upstream_commit": verdict.upstream_commit,
         "base": state.base,
         "provenance": patch.provenance,
+        **extra,
     }
     state.steps.append(session.Step(file=state.files[position], commit=None, absorbed=evidence))
 
 
+def _judge(repo: GitRepo, state: session.State) -> Judge:
+    return Judge(repo, state.extra["old_base"], state.base, state.extra["old_commits"])
+
+
 def _run(repo: GitRepo, series: Series, state: session.State, start: int) -> session.ConflictReport | None:
-    old_base, old_commits = state.extra["old_base"], state.extra["old_commits"]
-    upstream_ids = _upstream_patch_ids(repo, old_base, state.base)
+    judge = _judge(repo, state)
     head = state.head
     for position in range(start, len(series.patches)):
         patch = series.patches[position]
-        if patch.patch_id in upstream_ids:
-            _absorbed(state, position, patch, "patch-id", upstream_ids[patch.patch_id])
+        verdict = judge.judge(position, patch, head)
+        if verdict.kind == "absorbed":
+            _absorbed(state, position, patch, verdict)
             continue
-        with repo.private_index(head) as index:
-            ok, _ = index.apply(patch.diff)
-            if ok:
-                tree = index.write_tree()
-                if tree == repo.commit_info(head).tree:
-                    _absorbed(state, position, patch, "empty", None)
-                    continue
-                message = _message(patch, old_commits[position])
-                head = repo.commit_tree(tree, [head], message, build.identity_of(patch))
-                state.steps.append(session.Step(file=state.files[position], commit=head))
-                continue
-            if git.index_apply_check(index, patch.diff, reverse=True):
-                evidence = git.last_commit_touching(repo, f"{old_base}..{state.base}", patch.paths)
-                _absorbed(state, position, patch, "reverse-applies", evidence)
-                continue
-        return session.open_conflict(repo, state, position, patch, head)
+        if verdict.kind == "applied":
+            assert verdict.tree is not None
+            message = _message(patch, state.extra["old_commits"][position])
+            head = repo.commit_tree(verdict.tree, [head], message, build.identity_of(patch))
+            partial = verdict.detail if verdict.reason == "partial" else None
+            state.steps.append(session.Step(file=state.files[position], commit=head, partial=partial))
+            continue
+        return session.open_conflict(repo, state, position, patch, head, verdict.merged)
     return None
 
 
-def _finish(repo: GitRepo, manifest: Manifest, state: session.State) -> PortOutcome:
-    session.set_branch(repo, state.branch, state.head, state.old_tip)
-    commits = [step.commit for step in state.steps if step.commit]
-    exported = exporting.render(repo, manifest, commits)
-    exporting.write(manifest, exported, exporting.compare(manifest, exported))
-    dropped = [d.model_dump() for d in manifest.model.dropped]
+def _dropped_entries(manifest: Manifest, state: session.State) -> list[dict[str, Any]]:
+    dropped = [d.model_dump(exclude_none=True) for d in manifest.model.dropped]
     dropped += [
         {k: v for k, v in step.absorbed.items() if v is not None} for step in state.steps if step.absorbed
     ]
-    manifest_mod.rewrite(manifest.path, {("upstream", "base"): state.base, ("dropped",): dropped})
+    return dropped
+
+
+def _backup(repo: GitRepo, manifest: Manifest, state: session.State) -> None:
+    """Keep the bytes of the manifest and every series file before they are rewritten (for --abort)."""
+    folder = session.state_path(repo).parent / "backup"
+    folder.mkdir(parents=True, exist_ok=True)
+    saved: dict[str, str | None] = {}
+    paths = [manifest.path, *(manifest.root / entry.file for entry in manifest.series)]
+    for number, path in enumerate(paths):
+        copy = folder / f"{number:04d}"
+        if path.is_file():
+            atomic_write(copy, path.read_bytes())
+            saved[str(path)] = str(copy)
+        else:
+            saved[str(path)] = None
+    state.extra["backup"] = saved
+
+
+def restore_backup(state: session.State) -> None:
+    """Put the manifest and series files back as they were before the port started writing them."""
+    saved: dict[str, str | None] = state.extra.get("backup") or {}
+    for original, copy in saved.items():
+        if copy is not None and Path(copy).is_file():
+            atomic_write(Path(original), Path(copy).read_bytes())
+
+
+def _finish(repo: GitRepo, manifest: Manifest, state: session.State) -> PortOutcome:
+    """Files first (atomically, with a backup for --abort), the branch last (compare-and-swap)."""
+    if state.extra.get("phase") != "finishing":
+        state.extra["phase"] = "finishing"
+        _backup(repo, manifest, state)
+        session.save(repo, state)
+    commits = [step.commit for step in state.steps if step.commit]
+    exported = exporting.render(repo, manifest, commits)
+    exporting.write(manifest, exported, exporting.compare(manifest, exported))
+    manifest_mod.rewrite(
+        manifest.path, {("upstream", "base"): state.base, ("dropped",): _dropped_entries(manifest, state)}
+    )
+    if repo.branch_sha(state.branch) != state.head:
+        session.set_branch(repo, state.branch, state.head, state.old_tip)
     old_head = state.extra.get("old_head")
     shown = ""
     if old_head:
@@ -102,20 +244,23 @@ def _finish(repo: GitRepo, manifest: Manifest, state: session.State) -> PortOutc
 
 
 def start(
-    repo: GitRepo, manifest: Manifest, series: Series, old_base: str, new_base: str, branch: str
+    repo: GitRepo,
+    manifest: Manifest,
+    series: Series,
+    old_base: str,
+    new_base: str,
+    branch: str,
+    backport: bool = False,
 ) -> PortOutcome:
     session.refuse_if_in_progress(repo)
     refuse_checked_out(repo, branch)
-    if not repo.is_ancestor(old_base, new_base):
+    descends = repo.is_ancestor(old_base, new_base)
+    if not descends and not backport:
         raise BadInput(
             f"{new_base[:12]} does not descend from the current base {old_base[:12]}",
-            hint="the base only moves forward: pick a newer upstream commit",
+            hint="to carry the series to an older line (e.g. a release branch), pass --backport",
         )
-    # The old fork commits are a pure function of (old base, series): rebuild them to name them.
-    old = build.build_series(repo, old_base, series.patches)
-    old_commits: list[str | None] = [a.commit for a in old.applied] + [None] * (
-        len(series.patches) - len(old.applied)
-    )
+    old_commits, old_head = old_series(repo, old_base, series)
     state = session.State(
         operation="port",
         manifest=str(manifest.path),
@@ -129,7 +274,8 @@ def start(
         extra={
             "old_base": old_base,
             "old_commits": old_commits,
-            "old_head": old.head if old.complete else None,
+            "old_head": old_head,
+            "backport": not descends,
         },
     )
     conflict = _run(repo, series, state, 0)
@@ -138,18 +284,59 @@ def start(
     return _finish(repo, manifest, state)
 
 
-def resume(repo: GitRepo, manifest: Manifest, series: Series) -> PortOutcome:
+def _resumable(repo: GitRepo, series: Series) -> session.State:
     state = session.require(repo, "port")
-    if series.digest != state.series_digest:
+    if series.digest != state.series_digest and state.extra.get("phase") != "finishing":
         raise BadInput("the patch series changed since the port stopped", hint="run forkctl port --abort")
+    return state
+
+
+def resume(repo: GitRepo, manifest: Manifest, series: Series) -> PortOutcome:
+    state = _resumable(repo, series)
+    if state.extra.get("phase") == "finishing":
+        return _finish(repo, manifest, state)
     index = state.conflict_index
     patch = series.patches[index]
     message = _message(patch, state.extra["old_commits"][index])
     commit = session.commit_resolution(repo, state, patch, message)
     state.steps.append(session.Step(file=state.files[index], commit=commit, resolved=True))
+    return _go_on(repo, manifest, series, state, index)
+
+
+def skip(repo: GitRepo, manifest: Manifest, series: Series, who: str) -> PortOutcome:
+    """Drop the conflicting patch on purpose: recorded under `dropped:` as skipped, by whom and when."""
+    state = _resumable(repo, series)
+    if state.extra.get("phase") == "finishing":
+        raise BadInput("the port is writing its results; nothing to skip", hint="run forkctl port --continue")
+    index = state.conflict_index
+    when = datetime.now(UTC).replace(microsecond=0).isoformat()
+    _absorbed(
+        state, index, series.patches[index], Verdict("absorbed", "skipped"), skipped_by=who, skipped_at=when
+    )
+    return _go_on(repo, manifest, series, state, index)
+
+
+def _go_on(
+    repo: GitRepo, manifest: Manifest, series: Series, state: session.State, index: int
+) -> PortOutcome:
     state.conflict_index, state.conflict_parent, state.conflict_paths = -1, "", []
     session.save(repo, state)
     conflict = _run(repo, series, state, index + 1)
     if conflict is not None:
         return PortOutcome(state=state, conflict=conflict)
     return _finish(repo, manifest, state)
+
+
+def abort(repo: GitRepo) -> session.State:
+    """Undo a stopped or interrupted port: files and manifest restored, the branch put back."""
+    state = session.require(repo, "port")
+    if state.extra.get("phase") == "finishing":
+        restore_backup(state)
+        current = repo.branch_sha(state.branch)
+        if current == state.head and current != state.old_tip:
+            if state.old_tip is None:
+                repo.git(["update-ref", "-d", f"refs/heads/{state.branch}", current])
+            else:
+                repo.update_ref(f"refs/heads/{state.branch}", state.old_tip, current, "port --abort")
+    session.clear(repo)
+    return state

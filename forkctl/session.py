@@ -24,6 +24,7 @@ from forkctl import git
 from forkctl.build import identity_of
 from forkctl.errors import BadInput
 from forkctl.git import GitRepo
+from forkctl.git.merge import MergeResult
 from forkctl.series import Patch
 
 STATE_DIR = "forkctl"
@@ -41,6 +42,8 @@ class Step:
     # A commit made from a person's conflict resolution is not a pure function of (base, series).
     resolved: bool = False
     absorbed: dict[str, Any] | None = None
+    # Applied, but upstream already had part of it: {"changed_lines": n, "still_needed": m}.
+    partial: dict[str, Any] | None = None
 
 
 @dataclass
@@ -125,19 +128,30 @@ class ConflictReport:
     worktree: Path
 
 
-def open_conflict(repo: GitRepo, state: State, index: int, patch: Patch, parent: str) -> ConflictReport:
-    """Apply `patch` with --3way in the scratch worktree at `parent`, save the state, report the conflict."""
+def open_conflict(
+    repo: GitRepo, state: State, index: int, patch: Patch, parent: str, merged: MergeResult | None = None
+) -> ConflictReport:
+    """Show a real conflict in the scratch worktree at `parent`, save the state, report it.
+
+    `merged`: the object-level merge (port): the worktree gets its tree, conflict markers at the paths
+    git's rename-aware merge chose. Without it (apply on the series' own base), `git apply --3way` runs
+    in the worktree.
+    """
     worktree = worktree_path(repo)
     if worktree.exists():
         git.worktree_checkout(worktree, parent)
     else:
         worktree.parent.mkdir(parents=True, exist_ok=True)
         repo.add_worktree(worktree, parent)
-    _, message = git.worktree_apply_3way(worktree, patch.diff)
-    paths = git.worktree_unmerged_paths(worktree)
-    if not paths:
-        # --3way could not even start (e.g. a file the patch edits is missing): name the patch's files.
-        paths = [p for p in patch.paths if (worktree / p).exists() or p in message]
+    if merged is not None:
+        git.worktree_show_tree(worktree, merged.tree)
+        paths, message = merged.conflicted, merged.text()
+    else:
+        _, message = git.worktree_apply_3way(worktree, patch.diff)
+        paths = git.worktree_unmerged_paths(worktree)
+        if not paths:
+            # --3way could not even start (e.g. a file the patch edits is missing): name the patch's files.
+            paths = [p for p in patch.paths if (worktree / p).exists() or p in message]
     state.conflict_index = index
     state.conflict_parent = parent
     state.conflict_paths = paths
@@ -157,15 +171,32 @@ def unresolved_paths(state: State) -> list[str]:
     return left
 
 
-def commit_resolution(repo: GitRepo, state: State, patch: Patch, message: str) -> str:
-    """Commit the resolved worktree as the conflicting patch (its identity, date and message)."""
+def resolved_tree(repo: GitRepo, state: State) -> str:
+    """The worktree's tree once no conflict markers remain; refuses a resolution that changes nothing."""
     left = unresolved_paths(state)
     if left:
         raise BadInput(
             f"conflict markers remain in {', '.join(left)} (in {state.worktree})",
-            hint="resolve them, then run --continue again (or --abort)",
+            hint=f"resolve them, then run forkctl {state.operation} --continue again (or --abort)",
         )
-    tree = git.worktree_write_tree(Path(state.worktree))
+    return git.worktree_write_tree(Path(state.worktree))
+
+
+def commit_resolution(repo: GitRepo, state: State, patch: Patch, message: str) -> str:
+    """Commit the resolved worktree as the conflicting patch (its identity, date and message).
+
+    A resolution whose tree equals the parent's would record the patch as applied while it changes
+    nothing (a silent loss): it is refused, with the ways out.
+    """
+    tree = resolved_tree(repo, state)
+    if tree == repo.commit_info(state.conflict_parent).tree:
+        skip = "forkctl port --skip (drops it, recorded under dropped:)" if state.operation == "port" else ""
+        raise BadInput(
+            f"the resolution of {Path(state.files[state.conflict_index]).name} changes nothing: "
+            "committing it would record the patch as applied while it is lost",
+            hint=(f"if upstream already has this change, run {skip}; " if skip else "")
+            + f"otherwise edit the files in {state.worktree} and run --continue again, or --abort",
+        )
     return repo.commit_tree(tree, [state.conflict_parent], message, identity_of(patch))
 
 
@@ -183,6 +214,9 @@ def clear(repo: GitRepo) -> None:
         repo.remove_worktree(worktree)
     if worktree.exists():
         shutil.rmtree(worktree)
+    backup = state_path(repo).parent / "backup"
+    if backup.is_dir():
+        shutil.rmtree(backup)
     path = state_path(repo)
     if path.exists():
         path.unlink()

@@ -6,10 +6,10 @@ from pathlib import Path
 
 import click
 
-from forkctl import applying, porting
+from forkctl import porting
 from forkctl.clikit import Context, forkctl_command, output_options
 from forkctl.errors import EXIT_CHECK_FAILED, BadInput
-from forkctl.git import remote
+from forkctl.git import GitRepo, remote
 from forkctl.report import Problem, Report, Table
 from forkctl.series import load_series
 
@@ -23,16 +23,32 @@ def _report(outcome: porting.PortOutcome) -> Report:
             evidence = step.absorbed
             upstream = (evidence.get("upstream_commit") or "")[:12]
             rows.append([Path(step.file).name, "absorbed", f"{evidence['reason']} {upstream}".strip()])
+        elif step.partial:
+            needed, total = step.partial["still_needed"], step.partial["changed_lines"]
+            rows.append(
+                [
+                    Path(step.file).name,
+                    "applied (partial)",
+                    f"{step.commit} ({needed} of {total} lines still needed)",
+                ]
+            )
         else:
-            rows.append([Path(step.file).name, "applied", step.commit or ""])
+            rows.append([Path(step.file).name, "resolved" if step.resolved else "applied", step.commit or ""])
     data = {
         "old_base": state.extra["old_base"],
         "new_base": state.base,
         "branch": state.branch,
         "steps": [
-            {"file": s.file, "commit": s.commit, "resolved": s.resolved, "absorbed": s.absorbed}
+            {
+                "file": s.file,
+                "commit": s.commit,
+                "resolved": s.resolved,
+                "absorbed": s.absorbed,
+                "partial": s.partial,
+            }
             for s in state.steps
         ],
+        "backport": bool(state.extra.get("backport")),
     }
     if outcome.conflict is not None:
         conflict = outcome.conflict
@@ -44,11 +60,14 @@ def _report(outcome: porting.PortOutcome) -> Report:
             "message": conflict.message,
             "worktree": str(conflict.worktree),
         }
+        if conflict.message:
+            result.lines.append("git says:\n" + conflict.message.rstrip())
         result.fail(
             Problem(
                 f"{conflict.patch.subject} conflicts on {conflict.parent[:12]} in {', '.join(conflict.paths)}",
                 file=state.files[state.conflict_index],
-                hint=f"resolve in {conflict.worktree}, then forkctl port --continue; or forkctl port --abort",
+                hint=f"resolve in {conflict.worktree}, then forkctl port --continue; "
+                "or drop the patch with forkctl port --skip; or forkctl port --abort",
             )
         )
         result.exit_code = EXIT_CHECK_FAILED
@@ -66,6 +85,12 @@ def _report(outcome: porting.PortOutcome) -> Report:
     return result
 
 
+def _who(repo: GitRepo) -> str:
+    """The person skipping a patch, as git knows them (user.name <user.email>)."""
+    status, out, _ = repo.try_git(["var", "GIT_COMMITTER_IDENT"])
+    return out.rsplit(">", 1)[0] + ">" if status == 0 and ">" in out else "unknown"
+
+
 @click.command("port")
 @click.option(
     "--onto", "onto", help="The new upstream commit (SHA or abbreviation, or a branch of the store)."
@@ -78,11 +103,24 @@ def _report(outcome: porting.PortOutcome) -> Report:
 )
 @click.option("--branch", help="Branch to move to the ported series (default: manifest fork.branch).")
 @click.option("--continue", "resume", is_flag=True, help="Go on after resolving a conflict in the worktree.")
+@click.option("--skip", is_flag=True, help="Drop the conflicting patch (recorded under dropped: as skipped).")
 @click.option("--abort", is_flag=True, help="Give up a stopped port: no ref, file or manifest changes.")
+@click.option(
+    "--backport",
+    is_flag=True,
+    help="Allow a target that does not descend from the base (e.g. a release branch cut before it).",
+)
 @output_options()
 @forkctl_command
 def command(
-    ctx: Context, onto: str | None, repo_path: Path | None, branch: str | None, resume: bool, abort: bool
+    ctx: Context,
+    onto: str | None,
+    repo_path: Path | None,
+    branch: str | None,
+    resume: bool,
+    skip: bool,
+    abort: bool,
+    backport: bool,
 ) -> Report:
     """Move the series to a new upstream base.
 
@@ -94,15 +132,21 @@ def command(
     the patch files are re-exported and a range-diff of old vs new series is shown.
     """
     manifest = ctx.manifest()
-    if resume and abort:
-        raise BadInput("--continue and --abort exclude each other", hint="pass one of them")
-    if abort or resume:
+    if sum([resume, skip, abort]) > 1:
+        raise BadInput("--continue, --skip and --abort exclude each other", hint="pass one of them")
+    if abort or resume or skip:
+        if onto is not None or backport:
+            raise BadInput("--onto/--backport start a port; they do not go with --continue/--skip/--abort")
         repo = remote.object_store(repo_path, manifest.upstream.url, [])
         if abort:
-            state = applying.abort(repo, "port")
+            state = porting.abort(repo)
             return Report(
-                command="port", data={"aborted": True}, lines=[f"aborted: {state.branch} left as it was"]
+                command="port",
+                data={"aborted": True},
+                lines=[f"aborted: {state.branch}, the manifest and the patch files are as they were"],
             )
+        if skip:
+            return _report(porting.skip(repo, manifest, load_series(manifest), _who(repo)))
         return _report(porting.resume(repo, manifest, load_series(manifest)))
     if onto is None:
         raise BadInput("no new base", hint="pass --onto SHA")
@@ -115,5 +159,7 @@ def command(
             f"unknown commit {missing!r} in {repo.git_dir}", hint="fetch upstream, or check the SHA"
         )
     series = load_series(manifest)
-    outcome = porting.start(repo, manifest, series, old_base, new_base, branch or manifest.fork.branch)
+    outcome = porting.start(
+        repo, manifest, series, old_base, new_base, branch or manifest.fork.branch, backport=backport
+    )
     return _report(outcome)

@@ -17,6 +17,7 @@ from forkctl.git.repo import (
     PrivateIndex,
     SubmoduleEntry,
     TreeEntry,
+    changed_line_count,
     checked_out_branches,
     commit_with_identity,
     committer_of,
@@ -26,6 +27,7 @@ from forkctl.git.repo import (
     last_commit_touching,
     parse_gitmodules,
     patch_id,
+    patch_ids_in_range,
     range_diff,
     read_gitmodules,
     toplevel,
@@ -34,9 +36,11 @@ from forkctl.git.repo import (
     tree_from_directory,
     worktree_apply_3way,
     worktree_checkout,
+    worktree_show_tree,
     worktree_unmerged_paths,
     worktree_write_tree,
     write_blob,
+    zero_context_patch_id,
 )
 from forkctl.git.runner import GitFailed, run, run_bytes, try_run
 
@@ -50,6 +54,7 @@ __all__ = [
     "PrivateIndex",
     "SubmoduleEntry",
     "TreeEntry",
+    "changed_line_count",
     "checked_out_branches",
     "commit_with_identity",
     "committer_of",
@@ -59,6 +64,7 @@ __all__ = [
     "last_commit_touching",
     "parse_gitmodules",
     "patch_id",
+    "patch_ids_in_range",
     "range_diff",
     "read_gitmodules",
     "run",
@@ -70,7 +76,9 @@ __all__ = [
     "try_run",
     "worktree_apply_3way",
     "worktree_checkout",
+    "worktree_show_tree",
     "worktree_unmerged_paths",
     "worktree_write_tree",
     "write_blob",
+    "zero_context_patch_id",
 ]

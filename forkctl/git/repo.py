@@ -267,6 +267,17 @@ class PrivateIndex:
         status, _, err = self.repo.try_git(["apply", "--cached", "--whitespace=nowarn", "-"], self.env, diff)
         return status == 0, err
 
+    def apply_3way(self, diff: bytes, tree: str) -> tuple[bool, str]:
+        """`git apply --cached --3way`: a drifted context merges from the patch's `index` blobs.
+
+        On failure the index is put back to `tree` (git leaves conflict stages in it).
+        """
+        args = ["apply", "--cached", "--3way", "--whitespace=nowarn", "-"]
+        status, _, err = self.repo.try_git(args, self.env, diff)
+        if status != 0:
+            self.read_tree(tree)
+        return status == 0, err
+
     def write_tree(self) -> str:
         return self.repo.git(["write-tree"], env=self.env).strip()
 
@@ -398,6 +409,11 @@ def worktree_checkout(worktree: Path, commit: str) -> None:
     run(["clean", "-fdq"], cwd=worktree)
 
 
+def worktree_show_tree(worktree: Path, tree: str) -> None:
+    """Put `tree` into a (forkctl-owned, scratch) worktree's index and files; HEAD stays where it is."""
+    run(["read-tree", "--reset", "-u", tree], cwd=worktree)
+
+
 def worktree_write_tree(worktree: Path) -> str:
     """Stage every file of a worktree (resolutions included) in its own index and write the tree."""
     run(["add", "-A", "."], cwd=worktree)
@@ -447,3 +463,61 @@ def tree_from_directory(repo: GitRepo, directory: Path) -> str:
         where = ["-c", "core.autocrlf=false", "--git-dir", str(repo.git_dir), "--work-tree", str(directory)]
         run([*where, "add", "--all", "--force", "."], cwd=directory, env=env)
         return run([*where, "write-tree"], cwd=directory, env=env).strip()
+
+
+def patch_ids_in_range(repo: GitRepo, range_spec: str, zero_context: bool = False) -> dict[str, str]:
+    """{patch-id: oldest commit with it} for every non-merge commit in `range_spec`, in two processes.
+
+    `zero_context`: ids of `-U0` diffs, which match a change whose surrounding lines upstream rewrote.
+    """
+    log = run_bytes(
+        [
+            "--git-dir",
+            str(repo.git_dir),
+            "log",
+            "-p",
+            "--no-merges",
+            "--reverse",
+            "--format=commit %H",
+            *DIFF_FLAGS,
+            "--no-renames",
+            "--full-index",
+            "--binary",
+            *(["-U0"] if zero_context else []),
+            range_spec,
+        ]
+    )
+    ids: dict[str, str] = {}
+    for line in run(["patch-id", "--stable"], stdin=log).splitlines():
+        parts = line.split()
+        if len(parts) == 2:
+            ids.setdefault(parts[0], parts[1])
+    return ids
+
+
+def zero_context_patch_id(repo: GitRepo, old: str, new: str) -> str:
+    diff = run_bytes(
+        [
+            "--git-dir",
+            str(repo.git_dir),
+            "diff",
+            *DIFF_FLAGS,
+            "--no-renames",
+            "--full-index",
+            "--binary",
+            "-U0",
+            old,
+            new,
+        ]
+    )
+    return patch_id(diff)
+
+
+def changed_line_count(repo: GitRepo, old: str, new: str) -> int:
+    """Added plus removed lines from `old` to `new` (binary files count one each)."""
+    out = run(["--git-dir", str(repo.git_dir), "diff", "--numstat", "--no-renames", *DIFF_FLAGS, old, new])
+    total = 0
+    for line in out.splitlines():
+        added, removed, _ = line.split("\t", 2)
+        total += 1 if added == "-" else int(added) + int(removed)
+    return total

@@ -1,0 +1,76 @@
+"""Three-way, rename-aware merges computed on objects: what `git cherry-pick` / `git rebase` would give.
+
+Porting a patch is a cherry-pick: merge the patch's commit into the new head with the patch's parent as
+the merge base, so git's own `ort` merge follows renames, moved directories and drifted context exactly
+as `git rebase` does. `git merge-tree --write-tree` does that merge without a worktree or index; on git
+2.39 it has no `--merge-base` option (2.40 added it), so a synthetic commit stands in for the new head:
+the new head's tree with the patch's parent as its only parent, which makes that parent the merge base.
+The synthetic commit has a fixed identity and date, so the same inputs always give the same objects.
+With git >= 2.40, `merge-tree --write-tree --merge-base=<parent> <head> <commit>` would need no
+synthetic commit.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from forkctl.git.repo import GitRepo, Identity
+from forkctl.git.runner import GitFailed
+
+SYNTHETIC = Identity(name="forkctl", email="forkctl@localhost", date="1970-01-01T00:00:00+00:00")
+
+
+@dataclass(frozen=True)
+class MergeMessage:
+    kind: str  # git's conflict type, e.g. "CONFLICT (contents)", "Auto-merging", "CONFLICT (rename/delete)"
+    paths: list[str]
+    text: str  # git's own sentence
+
+
+@dataclass(frozen=True)
+class MergeResult:
+    tree: str  # the merged tree; on a conflict, files carry conflict markers (as in a worktree)
+    clean: bool
+    conflicted: list[str] = field(default_factory=list)  # paths with unmerged entries
+    messages: list[MergeMessage] = field(default_factory=list)
+
+    def text(self) -> str:
+        return "\n".join(message.text for message in self.messages)
+
+
+def _parse(output: str) -> tuple[str, list[str], list[MergeMessage]]:
+    """Parse `merge-tree --write-tree -z --name-only` output: tree, conflicted paths, messages."""
+    tokens = output.split("\x00")
+    tree = tokens[0].strip()
+    position = 1
+    conflicted: list[str] = []
+    while position < len(tokens) and tokens[position] != "":
+        conflicted.append(tokens[position])
+        position += 1
+    position += 1  # the empty token that ends the conflicted-paths section
+    messages: list[MergeMessage] = []
+    while position < len(tokens) and tokens[position].isdigit():
+        count = int(tokens[position])
+        paths = tokens[position + 1 : position + 1 + count]
+        kind, text = tokens[position + 1 + count], tokens[position + 2 + count]
+        messages.append(MergeMessage(kind=kind, paths=paths, text=text.rstrip("\n")))
+        position += 3 + count
+    return tree, list(dict.fromkeys(conflicted)), messages
+
+
+def stand_in(repo: GitRepo, tree: str, parent: str) -> str:
+    """A commit with `tree` whose only parent is `parent` (fixed identity: deterministic)."""
+    return repo.commit_tree(tree, [parent], "forkctl merge stand-in\n", SYNTHETIC)
+
+
+def cherry_pick(repo: GitRepo, commit: str, parent: str, onto: str) -> MergeResult:
+    """The tree `git cherry-pick <commit>` (whose parent is `parent`) gives on top of commit `onto`."""
+    onto_tree = repo.commit_info(onto).tree
+    ours = stand_in(repo, onto_tree, parent)
+    status, out, err = repo.try_git(
+        ["merge-tree", "--write-tree", "-z", "--name-only", "--messages", ours, commit]
+    )
+    if status not in (0, 1):
+        raise GitFailed("git merge-tree failed", err)
+    tree, conflicted, messages = _parse(out)
+    return MergeResult(tree=tree, clean=status == 0, conflicted=conflicted, messages=messages)
