@@ -80,9 +80,13 @@ def write_manifest(root: Path, base: str, url: str, files: list[str]) -> Path:
     return path
 
 
-def make_series(tmp: Path, changes: list[tuple[str, dict[str, str | None]]] | None = None) -> SeriesSetup:
+def make_series(
+    tmp: Path,
+    changes: list[tuple[str, dict[str, str | None]]] | None = None,
+    extra_upstream_files: dict[str, str] | None = None,
+) -> SeriesSetup:
     changes = DEFAULT_CHANGES if changes is None else changes
-    upstream = init_repo(tmp / "upstream", UPSTREAM_FILES)
+    upstream = init_repo(tmp / "upstream", {**UPSTREAM_FILES, **(extra_upstream_files or {})})
     upstream.commit(
         "upstream: second",
         {"megatron/core/b.py": "def b():\n    return 22\n"},

@@ -6,7 +6,7 @@ Two things outside forkctl's control change what git prints or writes:
   when forkctl runs from a git hook and would point our commands at another repository or index;
   `GIT_CONFIG_PARAMETERS` / `GIT_CONFIG_COUNT` inject settings; a terminal prompt would hang CI.
   Every `GIT_*` variable is dropped except the few a transport needs for credentials (ssh command,
-  askpass), and `GIT_TERMINAL_PROMPT=0` is set.
+  askpass) and the choice of config files, and `GIT_TERMINAL_PROMPT=0` is set.
 - configuration: `color.ui=always` empties patch-ids, `diff.noprefix` changes them, `diff.context`
   changes exported bytes, `i18n.commitEncoding` changes commit SHAs, `commit.gpgSign` makes commits
   depend on a key, `rerere.enabled` resolves conflicts behind our back. Each such setting is pinned with
@@ -90,8 +90,20 @@ PINNED_CONFIG: tuple[tuple[str, str], ...] = (
 # Flags for every command that prints a diff: no external diff, no textconv, no order file, no colour.
 DIFF_FLAGS: tuple[str, ...] = ("--no-ext-diff", "--no-textconv", "--no-color", f"-O{os.devnull}")
 
-# GIT_* variables a transport may need to authenticate; every other GIT_* variable is dropped.
-TRANSPORT_VARIABLES = frozenset({"GIT_SSH", "GIT_SSH_COMMAND", "GIT_SSH_VARIANT", "GIT_ASKPASS"})
+# GIT_* variables kept: what a transport needs to authenticate, and which config files the user chose
+# (identity, credentials, url.insteadOf live there; every byte-changing setting is pinned above anyway).
+# Every other GIT_* variable is dropped.
+TRANSPORT_VARIABLES = frozenset(
+    {
+        "GIT_SSH",
+        "GIT_SSH_COMMAND",
+        "GIT_SSH_VARIANT",
+        "GIT_ASKPASS",
+        "GIT_CONFIG_GLOBAL",
+        "GIT_CONFIG_SYSTEM",
+        "GIT_CONFIG_NOSYSTEM",
+    }
+)
 
 
 class GitFailed(BadInput):
