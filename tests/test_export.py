@@ -108,3 +108,31 @@ def test_removes_only_stale_series_files(setup: SeriesSetup, tmp_path: Path) -> 
     assert not (setup.root / old[-1]).exists()
     assert unrelated.read_text() == "keep me\n"
     assert [e["file"] for e in setup.manifest_data()["series"]] == old[:-1]
+
+
+def test_provenance_is_its_own_paragraph_after_a_subject_only_message(
+    setup: SeriesSetup, tmp_path: Path
+) -> None:
+    """A subject like "fix: typo" reads as a trailer; the provenance line must not be glued to it."""
+    dev = Repo(tmp_path / "dev")
+    dev.git("checkout", "-q", "-b", "subject-only", setup.base)
+    sha = dev.commit("fix: typo", {"README.md": "upstream, fixed\n"})
+    code, data = run_json(setup, "export", "--repo", str(dev.path), "--from", "subject-only")
+    assert code == 0, data
+    patch = parse_patch(setup.root / setup.manifest_data()["series"][0]["file"])
+    assert patch.subject == "fix: typo"
+    assert patch.provenance == [sha]
+    assert patch.message.startswith(f"fix: typo\n\n(cherry picked from commit {sha})\n")
+    code, lint = run_json(setup, "lint")
+    assert code == 0, lint
+
+
+def test_export_refuses_a_commit_that_changes_nothing(setup: SeriesSetup, tmp_path: Path) -> None:
+    dev = Repo(tmp_path / "dev")
+    dev.git("checkout", "-q", "-b", "with-empty", "series")
+    empty = dev.commit("chore: nothing")  # --allow-empty
+    before = series_bytes(setup)
+    code, data = run_json(setup, "export", "--repo", str(dev.path), "--from", "with-empty")
+    assert code == 2, data
+    assert empty[:12] in data["error"] and "changes nothing" in data["error"]
+    assert series_bytes(setup) == before

@@ -11,7 +11,7 @@ Two things outside forkctl's control change what git prints or writes:
   changes exported bytes, `i18n.commitEncoding` changes commit SHAs, `commit.gpgSign` makes commits
   depend on a key, `rerere.enabled` resolves conflicts behind our back. Each such setting is pinned with
   `-c` (which wins over every config file). Settings git cannot reset from `-c` (`diff.external`,
-  `diff.orderFile`) are neutralised with flags by the callers that make diffs (`DIFF_FLAGS`).
+  textconv drivers) are neutralised with flags by the callers that make diffs (`DIFF_FLAGS`).
 
 Arguments are always a list (never a shell string). Callers put every string that came from outside
 (a URL, a ref, a path) after `--` or validate it first; `run` refuses an argv whose non-option data
@@ -47,6 +47,7 @@ PINNED_CONFIG: tuple[tuple[str, str], ...] = (
     ("diff.context", "3"),
     ("diff.interHunkContext", "0"),
     ("diff.algorithm", "myers"),
+    ("diff.orderFile", os.devnull),
     ("diff.indentHeuristic", "true"),
     ("diff.renames", "false"),
     ("diff.suppressBlankEmpty", "false"),
@@ -88,7 +89,7 @@ PINNED_CONFIG: tuple[tuple[str, str], ...] = (
 )
 
 # Flags for every command that prints a diff: no external diff, no textconv, no order file, no colour.
-DIFF_FLAGS: tuple[str, ...] = ("--no-ext-diff", "--no-textconv", "--no-color", f"-O{os.devnull}")
+DIFF_FLAGS: tuple[str, ...] = ("--no-ext-diff", "--no-textconv", "--no-color")
 
 # GIT_* variables kept: what a transport needs to authenticate, and which config files the user chose
 # (identity, credentials, url.insteadOf live there; every byte-changing setting is pinned above anyway).
