@@ -340,3 +340,82 @@ def abort(repo: GitRepo) -> session.State:
                 repo.update_ref(f"refs/heads/{state.branch}", state.old_tip, current, "port --abort")
     session.clear(repo)
     return state
+
+
+# --- preview and blame: what a port onto a target would do, moving nothing -------------------------
+
+
+@dataclass(frozen=True)
+class PreviewEntry:
+    position: int
+    patch: Patch
+    verdict: Verdict
+    plain: bool = False  # applies with plain `git apply` (no 3-way needed)
+
+
+def preview(
+    repo: GitRepo, series: Series, old_base: str, target: str, upto: int | None = None
+) -> list[PreviewEntry]:
+    """Judge every patch (or the first `upto` + 1) on `target` as port would. Objects only: no ref, file or
+    manifest moves. A conflicting patch is left out of the head the later patches are judged on."""
+    old_commits, _ = old_series(repo, old_base, series)
+    judge = Judge(repo, old_base, target, old_commits)
+    head = target
+    entries: list[PreviewEntry] = []
+    last = len(series.patches) if upto is None else upto + 1
+    for position, patch in enumerate(series.patches[:last]):
+        verdict = judge.judge(position, patch, head)
+        plain = False
+        if verdict.kind == "applied":
+            with repo.private_index(repo.commit_info(head).tree) as index:
+                plain = git.index_apply_check(index, patch.diff)
+            assert verdict.tree is not None
+            head = repo.commit_tree(verdict.tree, [head], patch.message, build.identity_of(patch))
+        entries.append(PreviewEntry(position=position, patch=patch, verdict=verdict, plain=plain))
+    return entries
+
+
+@dataclass(frozen=True)
+class FirstBreak:
+    """The first upstream commit (first-parent order) in base..target on which a patch stops porting."""
+
+    commit: str
+    subject: str
+    author: str
+    date: str
+    files: list[str]
+    tested: int  # how many candidate commits bisection had to judge
+
+
+def first_break(
+    repo: GitRepo, series: Series, old_base: str, target: str, position: int
+) -> FirstBreak | None:
+    """Bisect old_base..target (first parent) for the first commit where patch `position` conflicts."""
+    candidates = repo.rev_list(f"{old_base}..{target}", "--first-parent")
+    tested = 0
+
+    def breaks(commit: str) -> bool:
+        nonlocal tested
+        tested += 1
+        return preview(repo, series, old_base, commit, upto=position)[-1].verdict.kind == "conflict"
+
+    if not candidates or not breaks(candidates[-1]):
+        return None
+    low, high = -1, len(candidates) - 1  # candidates[high] breaks; low is the last known good (-1: base)
+    while high - low > 1:
+        middle = (low + high) // 2
+        if breaks(candidates[middle]):
+            high = middle
+        else:
+            low = middle
+    culprit = repo.commit_info(candidates[high])
+    parent = culprit.parents[0] if culprit.parents else git.EMPTY_TREE
+    files = repo.git(["diff", "--name-only", "--no-renames", parent, culprit.sha, "--"]).splitlines()
+    return FirstBreak(
+        commit=culprit.sha,
+        subject=culprit.subject,
+        author=f"{culprit.author.name} <{culprit.author.email}>",
+        date=culprit.author.date,
+        files=files,
+        tested=tested,
+    )

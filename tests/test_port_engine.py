@@ -258,3 +258,56 @@ def test_backport_onto_a_branch_cut_before_the_base(tmp_path: Path) -> None:
     assert setup.manifest_data()["upstream"]["base"] == release
     status, tree = rebase_tree(fork, tmp_path, setup.base, old_head, release)
     assert status == 0 and fork.git("rev-parse", "release-fork^{tree}") == tree
+
+
+def test_preview_moves_nothing_and_first_break_names_the_upstream_commit(tmp_path: Path) -> None:
+    setup = setup_with(
+        tmp_path,
+        [
+            ("feat: line 10", {"megatron/core/long.py": edited(l10="TEN")}),
+            ("feat: other", {"megatron/core/other.py": "X = 5\n"}),
+            ("docs: readme", {"README.md": "upstream\nforked\n"}),
+        ],
+    )
+    upstream = setup.upstream
+    upstream.commit("upstream: line 8", {"megatron/core/long.py": edited(l8="EIGHT")})  # drift only
+    for number in range(5):
+        upstream.commit(f"upstream: unrelated {number}", {f"megatron/core/u{number}.py": "U = 1\n"})
+    culprit = upstream.commit("upstream: rewrite other.py", {"megatron/core/other.py": "X = 100\n"})
+    for number in range(5, 9):
+        upstream.commit(f"upstream: unrelated {number}", {f"megatron/core/u{number}.py": "U = 1\n"})
+    upstream.commit("upstream: readme too", {"README.md": "upstream\nforked\n"})  # absorbs patch 3
+    target = upstream.head()
+    fork = fork_with_branch(setup, tmp_path)
+    refs_before = fork.git("for-each-ref")
+    manifest_before = setup.manifest.read_bytes()
+    code, data = run_json(setup, "status", "--onto", target, "--repo", str(fork.path), "--first-break")
+    assert code == 1, data
+    results = [p["result"] for p in data["patches"]]
+    assert results == ["applies with 3-way", "conflicts", "absorbed"]
+    assert data["patches"][2]["reason"] == "patch-id"
+    assert data["patches"][1]["conflict"]["paths"] == ["megatron/core/other.py"]
+    broke = data["patches"][1]["first_break"]
+    assert broke["commit"] == culprit
+    assert broke["subject"] == "upstream: rewrite other.py"
+    assert broke["files"] == ["megatron/core/other.py"]
+    assert broke["commits_tested"] < 12  # bisection, not a walk over all 12 upstream commits
+    assert fork.git("for-each-ref") == refs_before
+    assert setup.manifest.read_bytes() == manifest_before
+    assert not (fork.path / "forkctl").exists()
+    text_out = CliRunner().invoke(
+        cli,
+        [
+            "--manifest",
+            str(setup.manifest),
+            "status",
+            "--onto",
+            target,
+            "--repo",
+            str(fork.path),
+            "--first-break",
+        ],
+    )
+    assert text_out.exit_code == 1
+    assert f"first breaks at {culprit[:12]}" in text_out.output
+    assert "CONFLICT (content): Merge conflict in megatron/core/other.py" in text_out.output

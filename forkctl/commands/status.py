@@ -6,10 +6,11 @@ from pathlib import Path
 
 import click
 
-from forkctl import build
+from forkctl import build, porting
 from forkctl.clikit import Context, forkctl_command, output_options
 from forkctl.errors import BadInput
-from forkctl.git import GitRepo
+from forkctl.git import GitRepo, remote
+from forkctl.manifest import Manifest
 from forkctl.report import Report, Table
 from forkctl.series import load_series
 
@@ -20,11 +21,33 @@ from forkctl.series import load_series
     type=click.Path(path_type=Path, file_okay=False, exists=True),
     help="A clone of upstream that has the base commit: also report whether each patch still applies.",
 )
+@click.option(
+    "--onto",
+    help="Preview a port onto this upstream commit: per patch, applies / applies with 3-way / absorbed "
+    "(rule, upstream commit) / conflicts (files, git's messages). No ref, file or manifest moves.",
+)
+@click.option(
+    "--first-break",
+    is_flag=True,
+    help="With --onto: for each patch that would conflict, bisect base..TARGET (first parent, on "
+    "objects) and name the first upstream commit that breaks it.",
+)
 @output_options()
 @forkctl_command
-def command(ctx: Context, repo: Path | None) -> Report:
-    """Show the patch series: order, subject, provenance, files, and status."""
+def command(ctx: Context, repo: Path | None, onto: str | None, first_break: bool) -> Report:
+    """Show the patch series: order, subject, provenance, files, and status.
+
+    \b
+    With --onto TARGET, preview what forkctl port --onto TARGET would do, without moving anything;
+    add --first-break to name, for each patch that would stop, the upstream commit that broke it.
+    """
     manifest = ctx.manifest()
+    if first_break and onto is None:
+        raise BadInput(
+            "--first-break needs --onto TARGET", hint="pass --onto with the upstream commit to port to"
+        )
+    if onto is not None:
+        return onto_report(manifest, repo, onto, first_break)
     series = load_series(manifest)
     verdicts: dict[int, str | None] = {}
     if repo is not None:
@@ -90,6 +113,88 @@ def command(ctx: Context, repo: Path | None) -> Report:
         result.lines.append(
             f"{series.patches[position].path.name} does not apply on the base: {verdicts[position]}"
         )
+    if conflicts:
+        result.ok = False
+    return result
+
+
+def _verdict_text(entry: porting.PreviewEntry) -> tuple[str, str]:
+    """(result, evidence) columns for one previewed patch."""
+    verdict = entry.verdict
+    if verdict.kind == "absorbed":
+        return "absorbed", f"{verdict.reason} {(verdict.upstream_commit or '')[:12]}".strip()
+    if verdict.kind == "applied":
+        result = "applies" if entry.plain else "applies with 3-way"
+        if verdict.reason == "partial":
+            result += " (partially absorbed)"
+        return result, ""
+    assert verdict.merged is not None
+    return "conflicts", ", ".join(verdict.merged.conflicted)
+
+
+def onto_report(manifest: Manifest, repo_path: Path | None, onto: str, with_first_break: bool) -> Report:
+    repo = remote.object_store(repo_path, manifest.upstream.url, [onto, manifest.upstream.base])
+    target, base = repo.resolve_commit(onto), repo.resolve_commit(manifest.upstream.base)
+    if target is None or base is None:
+        missing = onto if target is None else manifest.upstream.base
+        raise BadInput(
+            f"unknown commit {missing!r} in {repo.git_dir}", hint="fetch upstream, or check the SHA"
+        )
+    series = load_series(manifest)
+    entries = porting.preview(repo, series, base, target)
+    result = Report(command="status")
+    rows, patches_json = [], []
+    for entry in entries:
+        verdict_name, evidence = _verdict_text(entry)
+        item: dict = {
+            "order": entry.position + 1,
+            "file": str(entry.patch.path.relative_to(manifest.root)),
+            "subject": entry.patch.subject,
+            "result": verdict_name,
+            "reason": entry.verdict.reason or None,
+            "upstream_commit": entry.verdict.upstream_commit,
+        }
+        if entry.verdict.kind == "applied" and entry.verdict.detail:
+            item["partial"] = entry.verdict.detail
+        if entry.verdict.kind == "conflict":
+            merged = entry.verdict.merged
+            assert merged is not None
+            item["conflict"] = {"paths": merged.conflicted, "messages": [m.text for m in merged.messages]}
+            result.lines.append(f"{entry.patch.path.name}:\n  " + merged.text().replace("\n", "\n  "))
+            if with_first_break:
+                found = porting.first_break(repo, series, base, target, entry.position)
+                if found is not None:
+                    item["first_break"] = {
+                        "commit": found.commit,
+                        "subject": found.subject,
+                        "author": found.author,
+                        "date": found.date,
+                        "files": found.files,
+                        "commits_tested": found.tested,
+                    }
+                    evidence += f"; first broken by {found.commit[:12]} {found.subject!r}"
+                    result.lines.append(
+                        f"{entry.patch.path.name} first breaks at {found.commit[:12]} {found.subject!r} "
+                        f"by {found.author}, {found.date}; files: {', '.join(found.files[:10])}"
+                        + (" ..." if len(found.files) > 10 else "")
+                    )
+        rows.append([f"{entry.position + 1:04d}", entry.patch.subject, verdict_name, evidence])
+        patches_json.append(item)
+    conflicts = [e for e in entries if e.verdict.kind == "conflict"]
+    result.data = {
+        "base": base,
+        "onto": target,
+        "descends": repo.is_ancestor(base, target),
+        "upstream_commits": repo.count(f"{base}..{target}"),
+        "patches": patches_json,
+    }
+    result.tables.append(
+        Table(
+            title=f"port preview: {base[:12]} -> {target[:12]} (nothing moved)",
+            columns=["#", "subject", "result", "evidence"],
+            rows=rows,
+        )
+    )
     if conflicts:
         result.ok = False
     return result
