@@ -19,6 +19,7 @@ evidence. The target need not descend from the base (`backport`: e.g. a release 
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from pathlib import Path
@@ -189,8 +190,9 @@ def _run(repo: GitRepo, series: Series, state: session.State, start: int) -> ses
     return None
 
 
-def _dropped_entries(manifest: Manifest, state: session.State) -> list[dict[str, Any]]:
-    dropped = [d.model_dump(exclude_none=True) for d in manifest.model.dropped]
+def _dropped_entries(state: session.State) -> list[dict[str, Any]]:
+    """The manifest's `dropped:` as it was when the port started, plus this port's drops."""
+    dropped = list(state.extra["dropped_before"])
     dropped += [
         {k: v for k, v in step.absorbed.items() if v is not None} for step in state.steps if step.absorbed
     ]
@@ -225,13 +227,14 @@ def _finish(repo: GitRepo, manifest: Manifest, state: session.State) -> PortOutc
     """Files first (atomically, with a backup for --abort), the branch last (compare-and-swap)."""
     if state.extra.get("phase") != "finishing":
         state.extra["phase"] = "finishing"
+        state.extra["dropped_before"] = [d.model_dump(exclude_none=True) for d in manifest.model.dropped]
         _backup(repo, manifest, state)
         session.save(repo, state)
     commits = [step.commit for step in state.steps if step.commit]
     exported = exporting.render(repo, manifest, commits)
     exporting.write(manifest, exported, exporting.compare(manifest, exported))
     manifest_mod.rewrite(
-        manifest.path, {("upstream", "base"): state.base, ("dropped",): _dropped_entries(manifest, state)}
+        manifest.path, {("upstream", "base"): state.base, ("dropped",): _dropped_entries(state)}
     )
     if repo.branch_sha(state.branch) != state.head:
         session.set_branch(repo, state.branch, state.head, state.old_tip)
@@ -286,15 +289,19 @@ def start(
 
 def _resumable(repo: GitRepo, series: Series) -> session.State:
     state = session.require(repo, "port")
-    if series.digest != state.series_digest and state.extra.get("phase") != "finishing":
+    if series.digest != state.series_digest:
         raise BadInput("the patch series changed since the port stopped", hint="run forkctl port --abort")
     return state
 
 
-def resume(repo: GitRepo, manifest: Manifest, series: Series) -> PortOutcome:
-    state = _resumable(repo, series)
+def resume(repo: GitRepo, manifest: Manifest, load_series: Callable[[], Series]) -> PortOutcome:
+    """Go on after a conflict was resolved, or finish a port that was killed while writing its results
+    (then the series files may be half rewritten: they are not read, the state has everything)."""
+    state = session.require(repo, "port")
     if state.extra.get("phase") == "finishing":
         return _finish(repo, manifest, state)
+    series = load_series()
+    state = _resumable(repo, series)
     index = state.conflict_index
     patch = series.patches[index]
     message = _message(patch, state.extra["old_commits"][index])
@@ -303,11 +310,12 @@ def resume(repo: GitRepo, manifest: Manifest, series: Series) -> PortOutcome:
     return _go_on(repo, manifest, series, state, index)
 
 
-def skip(repo: GitRepo, manifest: Manifest, series: Series, who: str) -> PortOutcome:
+def skip(repo: GitRepo, manifest: Manifest, load_series: Callable[[], Series], who: str) -> PortOutcome:
     """Drop the conflicting patch on purpose: recorded under `dropped:` as skipped, by whom and when."""
-    state = _resumable(repo, series)
-    if state.extra.get("phase") == "finishing":
+    if session.require(repo, "port").extra.get("phase") == "finishing":
         raise BadInput("the port is writing its results; nothing to skip", hint="run forkctl port --continue")
+    series = load_series()
+    state = _resumable(repo, series)
     index = state.conflict_index
     when = datetime.now(UTC).replace(microsecond=0).isoformat()
     _absorbed(

@@ -106,7 +106,11 @@ def refuse_if_in_progress(repo: GitRepo) -> None:
     if state is not None:
         raise BadInput(
             f"a forkctl {state.operation} is already in progress in {repo.git_dir} "
-            f"(stopped at {Path(state.files[state.conflict_index]).name})",
+            + (
+                f"(stopped at {Path(state.files[state.conflict_index]).name})"
+                if state.conflict_index >= 0
+                else "(interrupted while writing its results)"
+            ),
             hint=f"finish it with forkctl {state.operation} --continue, or undo it with --abort",
         )
 

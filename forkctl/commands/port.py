@@ -146,8 +146,8 @@ def command(
                 lines=[f"aborted: {state.branch}, the manifest and the patch files are as they were"],
             )
         if skip:
-            return _report(porting.skip(repo, manifest, load_series(manifest), _who(repo)))
-        return _report(porting.resume(repo, manifest, load_series(manifest)))
+            return _report(porting.skip(repo, manifest, lambda: load_series(manifest), _who(repo)))
+        return _report(porting.resume(repo, manifest, lambda: load_series(manifest)))
     if onto is None:
         raise BadInput("no new base", hint="pass --onto SHA")
     repo = remote.object_store(repo_path, manifest.upstream.url, [onto, manifest.upstream.base])
