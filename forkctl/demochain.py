@@ -156,9 +156,9 @@ class DemoChain:
 def _serve(path: Path) -> GitRepo:
     """A bare repository that answers like GitHub: partial clones and fetches of reachable SHAs."""
     repo = GitRepo.init_bare(path)
-    repo.git(["symbolic-ref", "HEAD", "refs/heads/main"])
+    repo.set_head("refs/heads/main")
     for key in ("uploadpack.allowFilter", "uploadpack.allowReachableSHA1InWant"):
-        repo.git(["config", key, "true"])
+        repo.set_config(key, "true")
     return repo
 
 

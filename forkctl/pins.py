@@ -271,7 +271,7 @@ def diagnose_fork_pin(ctx: ForkContext, pinned: str, branch: str) -> list[Findin
             )
         ]
     not_upstream = [tip, base] if tip else [base]
-    own = repo.git(["rev-list", "--reverse", "--topo-order", pinned, "--not", *not_upstream]).split()
+    own = repo.commits_not_in(pinned, not_upstream)
     bases = repo.merge_bases(pinned, tip or base)
     findings: list[Finding] = []
     if len(bases) > 1:
@@ -691,8 +691,12 @@ class Checker:
         if not store.has_object(f"{pinned}^{{commit}}") or (store.git_dir / "shallow").is_file():
             self.fork.upstream_tip(self.manifest.upstream.branch)  # unshallows the store first
             for candidate in urls:
-                if remote.fetch_sha(store, candidate, pinned, depth=None):
-                    break
+                try:
+                    if remote.fetch_sha(store, candidate, pinned, depth=None):
+                        break
+                except BadInput as exc:  # a refused URL (e.g. one starting with '-') is a finding
+                    link.add("pin", Status.MISMATCH, "url-refused", exc.message, exc.hint or "")
+                    return
         if not store.has_object(f"{pinned}^{{commit}}"):
             link.add(
                 "pin",

@@ -343,7 +343,7 @@ def abort(repo: GitRepo) -> session.State:
         current = repo.branch_sha(state.branch)
         if current == state.head and current != state.old_tip:
             if state.old_tip is None:
-                repo.git(["update-ref", "-d", f"refs/heads/{state.branch}", current])
+                repo.delete_ref(f"refs/heads/{state.branch}", current)
             else:
                 repo.update_ref(f"refs/heads/{state.branch}", state.old_tip, current, "port --abort")
     session.clear(repo)
@@ -418,7 +418,7 @@ def first_break(
             low = middle
     culprit = repo.commit_info(candidates[high])
     parent = culprit.parents[0] if culprit.parents else git.EMPTY_TREE
-    files = repo.git(["diff", "--name-only", "--no-renames", parent, culprit.sha, "--"]).splitlines()
+    files = repo.changed_paths(parent, culprit.sha)
     return FirstBreak(
         commit=culprit.sha,
         subject=culprit.subject,

@@ -280,3 +280,22 @@ def test_gitlink_found_by_url_when_the_path_moved(tmp_path: Path) -> None:
     code, report = check(chain)
     assert code == 0, report["problems"]
     assert report["links"][0]["gitlink"] == "vendor/mlm"
+
+
+@pytest.mark.parametrize("hostile", ["--upload-pack=touch {marker};", "-oProxyCommand=touch {marker}"])
+def test_gitmodules_url_is_never_run_as_an_option(
+    tmp_path: Path, hostile: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A pull request can write any URL into .gitmodules: check-pins, run inside the consumer's
+    checkout as CI runs it, reports the URL and runs nothing."""
+    marker = tmp_path / "PWNED"
+    chain = make_fixed_chain(tmp_path)
+    bridge = chain.pin_bridge(chain.head, url_=hostile.format(marker=marker))
+    chain.pin_nemo(bridge, url_=hostile.format(marker=marker))
+    monkeypatch.chdir(chain.nemo_work.path)
+    code, report = check(chain)
+    assert not marker.exists()
+    assert code == 1, report
+    assert "no-remote" in kinds(report, "megatron-bridge")
+    failure = bridge_failure(report, "no-remote")
+    assert "refusing repository location" in failure

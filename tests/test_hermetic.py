@@ -157,3 +157,33 @@ def test_absorbed_detection_holds_under_color_always(tmp_path: Path, hostile, mo
     assert data["steps"][0]["absorbed"]["reason"] == "patch-id"
     assert data["steps"][0]["absorbed"]["upstream_commit"] == absorbed_by
     assert data["steps"][0]["absorbed"]["subject"] == first.subject
+
+
+@pytest.mark.parametrize(
+    "hostile_url",
+    [
+        "--upload-pack=touch {marker};",
+        "-oProxyCommand=touch {marker}",
+        "ext::sh -c touch% {marker}",
+        "fd::17",
+    ],
+)
+def test_a_url_is_data_never_an_option_or_a_command(tmp_path: Path, hostile_url: str) -> None:
+    """A URL from a manifest or a consumer's .gitmodules reaches git only as a repository location."""
+    from forkctl.errors import BadInput
+    from forkctl.git import GitRepo, remote
+
+    marker = tmp_path / "PWNED"
+    url = hostile_url.format(marker=marker)
+    store = GitRepo.init_bare(tmp_path / "store.git")
+    calls = [
+        lambda: remote.ls_remote(url),
+        lambda: remote.fetch_sha(store, url, "0" * 40),
+        lambda: remote.fetch_history(store, url),
+        lambda: remote.default_branch(url),
+        lambda: remote.push_branch(store, url, "0" * 40, "main"),
+    ]
+    for call in calls:
+        with pytest.raises(BadInput, match="refusing repository location"):
+            call()
+    assert not marker.exists()

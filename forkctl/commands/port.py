@@ -22,7 +22,8 @@ def _report(outcome: porting.PortOutcome) -> Report:
         if step.absorbed:
             evidence = step.absorbed
             upstream = (evidence.get("upstream_commit") or "")[:12]
-            rows.append([Path(step.file).name, "absorbed", f"{evidence['reason']} {upstream}".strip()])
+            label = "skipped" if evidence["reason"] == "skipped" else "absorbed"
+            rows.append([Path(step.file).name, label, f"{evidence['reason']} {upstream}".strip()])
         elif step.partial:
             needed, total = step.partial["still_needed"], step.partial["changed_lines"]
             rows.append(
@@ -87,8 +88,7 @@ def _report(outcome: porting.PortOutcome) -> Report:
 
 def _who(repo: GitRepo) -> str:
     """The person skipping a patch, as git knows them (user.name <user.email>)."""
-    status, out, _ = repo.try_git(["var", "GIT_COMMITTER_IDENT"])
-    return out.rsplit(">", 1)[0] + ">" if status == 0 and ">" in out else "unknown"
+    return repo.committer_ident() or "unknown"
 
 
 @click.command("port")

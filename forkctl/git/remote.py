@@ -45,6 +45,37 @@ def normalise_url(url: str) -> str:
     return f"{host.lower()}/{path.lower()}"
 
 
+ALLOWED_SCHEMES = ("https", "http", "ssh", "git", "file")
+
+
+def checked_url(url: str) -> str:
+    """`url` unchanged when it is a repository location git may contact; BadInput otherwise.
+
+    A URL is data, never an option or a command: a leading `-` (`--upload-pack=...`,
+    `-oProxyCommand=...`) and transports other than https, http, ssh, git and file (`ext::`, `fd::`)
+    are refused. Local paths and scp-like `host:path` locations are allowed.
+    """
+    text = url.strip()
+    if not text or text.startswith("-") or any(ord(c) < 32 for c in text):
+        raise BadInput(
+            f"refusing repository location {text!r}",
+            hint="a URL must not start with '-' or hold control characters",
+        )
+    if "::" in text.split("/", 1)[0]:
+        raise BadInput(
+            f"refusing repository location {text!r}: git remote helpers are not allowed",
+            hint="use an https, ssh, git or file URL",
+        )
+    if "://" in text:
+        scheme = text.split("://", 1)[0].lower()
+        if scheme not in ALLOWED_SCHEMES:
+            raise BadInput(
+                f"refusing repository location {text!r}: transport {scheme!r} is not allowed",
+                hint="use an https, ssh, git or file URL",
+            )
+    return url
+
+
 def same_repo(a: str, b: str) -> bool:
     return normalise_url(a) == normalise_url(b)
 
@@ -77,7 +108,7 @@ def resolve_relative_url(url: str, superproject_url: str) -> str:
 def ls_remote(url: str) -> dict[str, str]:
     """The branches and tags of `url` as {ref: commit sha}; annotated tags are peeled to their commit."""
     try:
-        out = git.run(["ls-remote", "--heads", "--tags", url])
+        out = git.run(["ls-remote", "--heads", "--tags", "--", checked_url(url)])
     except GitFailed as exc:
         raise BadInput(
             f"cannot list the refs of {url}: {exc.stderr.strip() or exc.message}",
@@ -107,7 +138,7 @@ def cache_repo_for(url: str, alternates: list[Path] | None = None) -> GitRepo:
     if not (path / "HEAD").is_file():
         path.parent.mkdir(parents=True, exist_ok=True)
         repo = GitRepo.init_bare(path)
-        repo.git(["config", "remote.origin.url", url])
+        repo.git(["config", "--", "remote.origin.url", checked_url(url)])
         repo.git(["config", "remote.origin.promisor", "true"])
         repo.git(["config", "remote.origin.partialclonefilter", "blob:none"])
         repo.git(["config", "extensions.partialClone", "origin"])
@@ -134,7 +165,7 @@ def fetch_sha(cache_repo: GitRepo, url: str, sha: str, depth: int | None = 1) ->
     args = ["fetch", "--quiet", "--no-tags", "--filter=blob:none"]
     if depth:
         args.append(f"--depth={depth}")
-    status, _, _ = cache_repo.try_git([*args, url, sha])
+    status, _, _ = cache_repo.try_git([*args, "--", checked_url(url), sha])
     return status == 0 and cache_repo.has_object(f"{sha}^{{commit}}")
 
 
@@ -149,7 +180,7 @@ def fetch_history(cache_repo: GitRepo, url: str) -> None:
         args.append("--unshallow")
     refspecs = ["+refs/heads/*:refs/forkctl/heads/*", "+refs/tags/*:refs/forkctl/tags/*"]
     try:
-        cache_repo.git([*args, url, *refspecs])
+        cache_repo.git([*args, "--", checked_url(url), *refspecs])
     except GitFailed as exc:
         raise BadInput(
             f"cannot fetch the branches and tags of {url}: {exc.stderr.strip()}",
@@ -219,7 +250,7 @@ def object_store(repo_path: Path | None, url: str, revs: list[str]) -> GitRepo:
 
 def default_branch(url: str) -> str | None:
     """The branch `HEAD` of `url` points at (its default branch), when the server says."""
-    status, out, _ = git.try_run(["ls-remote", "--symref", url, "HEAD"])
+    status, out, _ = git.try_run(["ls-remote", "--symref", "--", checked_url(url), "HEAD"])
     for line in out.splitlines() if status == 0 else []:
         if line.startswith("ref: ") and line.endswith("\tHEAD"):
             return line[len("ref: ") :].split("\t")[0].removeprefix("refs/heads/")
@@ -229,7 +260,7 @@ def default_branch(url: str) -> str | None:
 def push_branch(repo: GitRepo, url: str, sha: str, branch: str) -> None:
     """`git push url sha:refs/heads/branch`, never forced: an existing different branch is refused."""
     try:
-        repo.git(["push", "--quiet", "--no-verify", url, f"{sha}:refs/heads/{branch}"])
+        repo.git(["push", "--quiet", "--no-verify", "--", checked_url(url), f"{sha}:refs/heads/{branch}"])
     except GitFailed as exc:
         raise BadInput(
             f"pushing {branch} to {url} failed: {exc.stderr.strip()}",

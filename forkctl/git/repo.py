@@ -108,6 +108,21 @@ class GitRepo:
         out = self.git(["rev-list", "--reverse", *extra, range_spec])
         return out.split()
 
+    def commits_not_in(self, tip: str, excluded: list[str]) -> list[str]:
+        """Commits reachable from `tip` and from none of `excluded`, oldest first (topological)."""
+        return self.git(["rev-list", "--reverse", "--topo-order", tip, "--not", *excluded, "--"]).split()
+
+    def committer_ident(self) -> str | None:
+        """`Name <email>` of whoever git would record as committer here (config), or None."""
+        status, out, _ = self.try_git(["var", "GIT_COMMITTER_IDENT"])
+        return out.rsplit(">", 1)[0] + ">" if status == 0 and ">" in out else None
+
+    def set_config(self, key: str, value: str) -> None:
+        self.git(["config", "--", key, value])
+
+    def set_head(self, ref: str) -> None:
+        self.git(["symbolic-ref", "HEAD", ref])
+
     def count(self, range_spec: str) -> int:
         return int(self.git(["rev-list", "--count", range_spec]))
 
@@ -160,7 +175,7 @@ class GitRepo:
         return patch_id(self.diff_commits(f"{sha}^", sha))
 
     def changed_paths(self, old: str, new: str) -> list[str]:
-        return self.git(["diff", "--name-only", "--no-renames", old, new]).splitlines()
+        return self.git(["diff", *DIFF_FLAGS, "--name-only", "--no-renames", old, new, "--"]).splitlines()
 
     # --- refs ----------------------------------------------------------------------------------
 
