@@ -154,6 +154,23 @@ def test_conflict_then_continue(setup: SeriesSetup, tmp_path: Path) -> None:
     assert set(refs(repo).splitlines()) == {*refs_before.splitlines(), f"refs/heads/{BRANCH} {head}"}
 
 
+def test_continue_refuses_a_resolution_that_loses_the_patch(setup: SeriesSetup, tmp_path: Path) -> None:
+    add_conflicting_patch(setup)
+    repo = clone(setup.upstream, tmp_path / "r", bare=True)
+    code, data = run(setup, "--base", setup.base, "--repo", str(repo.path))
+    assert code == 1, data
+    worktree = Path(data["conflict"]["worktree"])
+    parent = data["commits"][-1]["commit"]
+    # Keeping the parent's side makes the patch empty: it must not be recorded as applied.
+    (worktree / "megatron/core/b.py").write_text(repo.git("show", f"{parent}:megatron/core/b.py") + "\n")
+    code, data = run(setup, "--continue", "--repo", str(repo.path))
+    assert code == 2, data
+    assert "changes nothing" in data["error"]
+    assert repo.git("for-each-ref", f"refs/heads/{BRANCH}") == ""
+    code, data = run(setup, "--abort", "--repo", str(repo.path))
+    assert code == 0, data
+
+
 def test_conflict_then_abort(setup: SeriesSetup, tmp_path: Path) -> None:
     add_conflicting_patch(setup)
     repo = clone(setup.upstream, tmp_path / "r")

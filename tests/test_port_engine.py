@@ -311,3 +311,9 @@ def test_preview_moves_nothing_and_first_break_names_the_upstream_commit(tmp_pat
     assert text_out.exit_code == 1
     assert f"first breaks at {culprit[:12]}" in text_out.output
     assert "CONFLICT (content): Merge conflict in megatron/core/other.py" in text_out.output
+    github = CliRunner().invoke(
+        cli,
+        ["--manifest", str(setup.manifest), "status", "--onto", target, "--repo", str(fork.path), "--github"],
+    )
+    assert github.exit_code == 1
+    assert f"::error file={data['patches'][1]['file']}" in github.output

@@ -11,7 +11,7 @@ from forkctl.clikit import Context, forkctl_command, output_options
 from forkctl.errors import BadInput
 from forkctl.git import GitRepo, remote
 from forkctl.manifest import Manifest
-from forkctl.report import Report, Table
+from forkctl.report import Problem, Report, Table
 from forkctl.series import load_series
 
 
@@ -32,7 +32,7 @@ from forkctl.series import load_series
     help="With --onto: for each patch that would conflict, bisect base..TARGET (first parent, on "
     "objects) and name the first upstream commit that breaks it.",
 )
-@output_options()
+@output_options(github=True)
 @forkctl_command
 def command(ctx: Context, repo: Path | None, onto: str | None, first_break: bool) -> Report:
     """Show the patch series: order, subject, provenance, files, and status.
@@ -178,6 +178,15 @@ def onto_report(manifest: Manifest, repo_path: Path | None, onto: str, with_firs
                         f"by {found.author}, {found.date}; files: {', '.join(found.files[:10])}"
                         + (" ..." if len(found.files) > 10 else "")
                     )
+        if entry.verdict.kind == "conflict":
+            result.fail(
+                Problem(
+                    f"{entry.patch.subject} would conflict on {target[:12]} in {evidence}",
+                    file=item["file"],
+                    hint=f"read the upstream change named above, then forkctl port --onto {target[:12]} "
+                    "and resolve in the scratch worktree it opens",
+                )
+            )
         rows.append([f"{entry.position + 1:04d}", entry.patch.subject, verdict_name, evidence])
         patches_json.append(item)
     conflicts = [e for e in entries if e.verdict.kind == "conflict"]
