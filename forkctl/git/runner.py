@@ -129,6 +129,8 @@ def hermetic_env(extra: Mapping[str, str] | None = None) -> dict[str, str]:
             "GIT_OPTIONAL_LOCKS": "0",
             "LC_ALL": "C",
             "LANGUAGE": "C",
+            # Replace refs would change what a commit reads as: forkctl reads the real objects.
+            "GIT_NO_REPLACE_OBJECTS": "1",
         }
     )
     if extra:
