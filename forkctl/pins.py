@@ -23,6 +23,7 @@ from forkctl import build, forkbase, git
 from forkctl.errors import BadInput
 from forkctl.git import GitRepo, SubmoduleEntry, remote
 from forkctl.manifest import Consumer, Manifest
+from forkctl.redact import without_credentials
 from forkctl.report import Level, Problem, Report, Table
 from forkctl.series import Patch, load_series
 
@@ -876,9 +877,11 @@ def bump_step(
             and target_upstream
             and remote.same_repo(remote.resolve_relative_url(module.url, consumer.url), target_upstream)
         ):
-            blob = git.gitmodules_with(repo, modules_entry.sha, module.name, "url", target_url)
+            # Credentials in a manifest URL are for fetching; they never go into a consumer's history.
+            public_url = without_credentials(target_url)
+            blob = git.gitmodules_with(repo, modules_entry.sha, module.name, "url", public_url)
             git.index_set_entry(index, modules_entry.mode, blob, ".gitmodules")
-            url_changed = (module.url, target_url)
+            url_changed = (without_credentials(module.url), public_url)
         tree = index.write_tree()
     old = entry.sha
     subject = f"build: pin {consumer.gitlink} at {new[:12]} (forkctl bump)"

@@ -7,6 +7,7 @@ work goes to stderr (so `--json` on stdout stays parseable).
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import json
 import os
 import sys
@@ -21,6 +22,7 @@ from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, T
 from rich.table import Table as RichTable
 
 from forkctl.errors import EXIT_BAD_INPUT, EXIT_CHECK_FAILED, EXIT_OK, ForkctlError
+from forkctl.redact import clean, clean_data
 
 
 class Format(StrEnum):
@@ -136,7 +138,8 @@ def to_json(report: Report) -> str:
             for p in report.problems
         ],
     }
-    return json.dumps(payload, indent=2, default=_json_default, sort_keys=False)
+    plain = json.loads(json.dumps(payload, default=_json_default))
+    return json.dumps(clean_data(plain), indent=2, sort_keys=False)
 
 
 def _markdown_table(table: Table) -> str:
@@ -154,6 +157,7 @@ def emit(report: Report, fmt: Format = Format.TEXT) -> int:
     if fmt == Format.JSON:
         sys.stdout.write(to_json(report) + "\n")
         return report.code
+    report = _cleaned(report)
     console = _console()
     for table in report.tables:
         console.print(_rich_table(table))
@@ -190,22 +194,48 @@ def step_summary(report: Report) -> str:
 
 def error(exc: ForkctlError, fmt: Format = Format.TEXT) -> int:
     """Render an error that ended a command; return its exit code."""
+    message, hint = clean(exc.message), clean(exc.hint) if exc.hint else None
     if fmt == Format.JSON:
-        payload = {"ok": False, "error": exc.message, "hint": exc.hint, "exit_code": exc.exit_code}
+        payload = {"ok": False, "error": message, "hint": hint, "exit_code": exc.exit_code}
         sys.stdout.write(json.dumps(payload, indent=2) + "\n")
     else:
         console = _console(stderr=True)
-        console.print(f"[red]forkctl: error:[/] {_escape(exc.message)}")
-        if exc.hint:
-            console.print(f"  [cyan]hint:[/] {_escape(exc.hint)}")
+        console.print(f"[red]forkctl: error:[/] {_escape(message)}")
+        if hint:
+            console.print(f"  [cyan]hint:[/] {_escape(hint)}")
         if fmt == Format.GITHUB:
-            sys.stdout.write(f"::error::{_github_escape(str(exc))}\n")
+            text = message + (f"\n  hint: {hint}" if hint else "")
+            sys.stdout.write(f"::error::{_github_escape(text)}\n")
     return exc.exit_code if exc.exit_code else EXIT_BAD_INPUT
 
 
 def info(message: str) -> None:
     """A progress note for people, on stderr."""
-    _console(stderr=True).print(f"[dim]{_escape(message)}[/]")
+    _console(stderr=True).print(f"[dim]{_escape(clean(message))}[/]")
+
+
+def _cleaned(report: Report) -> Report:
+    """A copy of `report` whose every string is redacted and printable (see forkctl/redact.py)."""
+    return dataclasses.replace(
+        report,
+        lines=[clean(line) for line in report.lines],
+        tables=[
+            Table(title=clean(t.title), columns=[clean(c) for c in t.columns], rows=clean_data(t.rows))
+            for t in report.tables
+        ],
+        problems=[
+            dataclasses.replace(
+                p,
+                message=clean(p.message),
+                file=clean(p.file) if p.file else None,
+                hint=clean(p.hint) if p.hint else None,
+            )
+            for p in report.problems
+        ],
+        summary_markdown=clean(report.summary_markdown)
+        if report.summary_markdown
+        else report.summary_markdown,
+    )
 
 
 @contextlib.contextmanager

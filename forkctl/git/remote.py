@@ -17,6 +17,7 @@ from urllib.parse import urlsplit
 from forkctl import git
 from forkctl.errors import BadInput
 from forkctl.git import GitFailed, GitRepo
+from forkctl.redact import without_credentials
 
 # --- pin-chain helpers: URL identity, ls-remote, one-SHA fetches, reachability ------------------
 
@@ -138,7 +139,8 @@ def cache_repo_for(url: str, alternates: list[Path] | None = None) -> GitRepo:
     if not (path / "HEAD").is_file():
         path.parent.mkdir(parents=True, exist_ok=True)
         repo = GitRepo.init_bare(path)
-        repo.git(["config", "--", "remote.origin.url", checked_url(url)])
+        # The cache's config never holds credentials: fetches pass the URL on the command line.
+        repo.git(["config", "--", "remote.origin.url", without_credentials(checked_url(url))])
         repo.git(["config", "remote.origin.promisor", "true"])
         repo.git(["config", "remote.origin.partialclonefilter", "blob:none"])
         repo.git(["config", "extensions.partialClone", "origin"])
