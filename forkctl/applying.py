@@ -82,6 +82,7 @@ def _run(
 
 
 def start(repo: GitRepo, manifest: Manifest, series: Series, base: str, branch: str, force: bool) -> Outcome:
+    git.check_branch_name(branch)
     session.refuse_if_in_progress(repo)
     refuse_checked_out(repo, branch)
     old_tip = repo.branch_sha(branch)
@@ -123,7 +124,12 @@ def resume(repo: GitRepo, manifest: Manifest, series: Series) -> Outcome:
     return _run(repo, series, state, index + 1, commit)
 
 
-def abort(repo: GitRepo, operation: str = "apply") -> session.State:
-    state = session.require(repo, operation)
+def abort(repo: GitRepo, operation: str = "apply") -> session.State | None:
+    """Undo a stopped apply; None when the state was unreadable (then only forkctl's scratch is removed)."""
+    try:
+        state = session.require(repo, operation)
+    except session.CorruptState:
+        session.discard(repo)
+        return None
     session.clear(repo)
     return state

@@ -10,7 +10,7 @@ from forkctl import __version__, commands
 from forkctl.clikit import Context
 
 EPILOG = """\b
-Exit codes: 0 ok, 1 a check found problems, 2 bad input or usage.
+Exit codes: 0 ok, 1 a check found problems, 2 bad input or usage, 3 an unexpected error.
 The manifest is found by walking up from the current directory unless --manifest is given.
 """
 

@@ -7,8 +7,12 @@ found problems, 2 bad input or usage).
 
 from __future__ import annotations
 
+import contextlib
 import functools
+import os
 import sys
+import tempfile
+import traceback
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -18,7 +22,7 @@ import click
 
 from forkctl import manifest as manifest_mod
 from forkctl import report
-from forkctl.errors import ForkctlError
+from forkctl.errors import ForkctlError, Unexpected
 from forkctl.manifest import Manifest
 
 
@@ -32,7 +36,14 @@ class Context:
     def manifest_path(self) -> Path:
         if self.manifest_option is not None:
             return self.manifest_option
-        return manifest_mod.find_manifest(Path.cwd())
+        try:
+            here = Path.cwd()
+        except OSError:
+            raise ForkctlError(
+                "the current directory no longer exists",
+                hint="cd into the repository again, or pass --manifest",
+            ) from None
+        return manifest_mod.find_manifest(here)
 
     def manifest(self) -> Manifest:
         if self._manifest is None:
@@ -71,8 +82,29 @@ def forkctl_command(func: Callable[..., report.Report]) -> Callable[..., None]:
         fmt = report.Format.JSON if as_json else report.Format.GITHUB if as_github else report.Format.TEXT
         try:
             result = func(ctx, *args, **kwargs)
+            code = report.emit(result, fmt)
         except ForkctlError as exc:
-            sys.exit(report.error(exc, fmt))
-        sys.exit(report.emit(result, fmt))
+            code = report.error(exc, fmt)
+        except KeyboardInterrupt:
+            code = report.error(Unexpected("interrupted", hint="run the command again"), fmt)
+        except Exception as exc:  # the contract: no traceback ever reaches a user
+            code = report.error(_unexpected(func.__name__, exc), fmt)
+        sys.exit(code)
 
     return wrapper
+
+
+def _unexpected(command: str, exc: Exception) -> Unexpected:
+    """Turn a crash into exit 3 with a short message; the traceback goes to a log file, not the screen."""
+    text = "".join(traceback.format_exception(exc))
+    log = None
+    with contextlib.suppress(OSError):
+        handle, name = tempfile.mkstemp(prefix="forkctl-crash-", suffix=".log")
+        with os.fdopen(handle, "w", encoding="utf-8") as stream:
+            stream.write(f"forkctl {command}: {sys.argv!r}\n{text}")
+        log = name
+    where = f"; the traceback is in {log}" if log else ""
+    return Unexpected(
+        f"unexpected error: {type(exc).__name__}: {exc}{where}",
+        hint="this is a bug in forkctl: please report it with that file",
+    )

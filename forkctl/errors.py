@@ -2,6 +2,7 @@
 
 `BadInput` (exit 2): the user's input, files or repositories cannot be used as given.
 `CheckFailed` (exit 1): the input is fine and a check found problems.
+`Unexpected` (exit 3): anything else; the traceback goes to a log file, never to the user's screen.
 """
 
 from __future__ import annotations
@@ -9,6 +10,7 @@ from __future__ import annotations
 EXIT_OK = 0
 EXIT_CHECK_FAILED = 1
 EXIT_BAD_INPUT = 2
+EXIT_UNEXPECTED = 3
 
 
 class ForkctlError(Exception):
@@ -31,3 +33,9 @@ class BadInput(ForkctlError):
 
 class CheckFailed(ForkctlError):
     exit_code = EXIT_CHECK_FAILED
+
+
+class Unexpected(ForkctlError):
+    """Not the user's fault: a bug or an environment forkctl did not foresee."""
+
+    exit_code = EXIT_UNEXPECTED

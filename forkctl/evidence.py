@@ -130,7 +130,8 @@ def patch_records(manifest: Manifest, series: Series) -> list[PatchRecord]:
 
 
 def _rel(path: Path, root: Path) -> str:
-    return path.resolve().relative_to(root.resolve()).as_posix()
+    # The folder is resolved, not the file: a symlinked file is named where it is, not where it points.
+    return (path.parent.resolve() / path.name).relative_to(root.resolve()).as_posix()
 
 
 def _suite_member(path: Path) -> bool:
@@ -273,11 +274,20 @@ def _describe_errors(exc: ValidationError) -> str:
     return "; ".join(parts) + (f"; and {more} more" if more > 0 else "")
 
 
+MAX_EVIDENCE_BYTES = 16 << 20  # one run's evidence is a few kilobytes; a runaway file is refused
+
+
 def load_evidence(path: Path) -> Evidence:
     """Parse one evidence file; raise BadInput naming the file and what is wrong with it."""
     hint = f"restore {path.name} from git, or delete it and {RERUN_HINT}"
+    if path.is_symlink() or (path.exists() and not path.is_file()):
+        raise BadInput(f"{path}: evidence must be a regular file, not a link or a device", hint)
     try:
+        if path.stat().st_size > MAX_EVIDENCE_BYTES:
+            raise BadInput(f"{path}: {path.stat().st_size} bytes is too large for an evidence file", hint)
         data = json.loads(path.read_text(encoding="utf-8"))
+    except RecursionError:
+        raise BadInput(f"{path}: malformed evidence: nested too deeply", hint) from None
     except json.JSONDecodeError as exc:
         raise BadInput(
             f"{path}: malformed evidence: not valid JSON (line {exc.lineno}: {exc.msg})", hint

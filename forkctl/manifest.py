@@ -299,9 +299,21 @@ def _line_for(loc: Loc, lines: dict[Loc, int]) -> int:
     return 1
 
 
+def _refuse_aliases(text: str, path: Path) -> None:
+    """A manifest needs no YAML aliases, and a few nested ones expand to gigabytes: refuse them all."""
+    for event in yaml.parse(text, Loader=yaml.SafeLoader):
+        if isinstance(event, yaml.AliasEvent) or getattr(event, "anchor", None):
+            line = event.start_mark.line + 1
+            raise BadInput(
+                f"{path}:{line}: YAML anchors and aliases are not allowed in a manifest",
+                hint="write the value out where it is used",
+            )
+
+
 def parse_manifest(text: str, path: Path) -> ManifestModel:
     """Validate manifest text; raise BadInput naming file:line and the fix."""
     try:
+        _refuse_aliases(text, path)
         node = yaml.compose(text, Loader=yaml.SafeLoader)
     except yaml.YAMLError as exc:
         mark = getattr(exc, "problem_mark", None)
@@ -324,12 +336,39 @@ def parse_manifest(text: str, path: Path) -> ManifestModel:
         raise BadInput("\n".join(problems)) from None
 
 
+MAX_MANIFEST_BYTES = 1 << 20  # a manifest is a few kilobytes; anything far larger is not one
+
+
+def read_manifest_text(path: Path) -> str:
+    """The manifest's text: a regular UTF-8 file of sane size, or a clear BadInput."""
+    try:
+        if not path.is_file():
+            raise BadInput(
+                f"{path}: no such manifest (or not a regular file)",
+                hint="pass --manifest PATH to an existing file",
+            )
+        if path.stat().st_size > MAX_MANIFEST_BYTES:
+            raise BadInput(
+                f"{path}: {path.stat().st_size} bytes is too large for a manifest", hint="check the path"
+            )
+        data = path.read_bytes()
+    except OSError as exc:
+        raise BadInput(
+            f"{path}: cannot read the manifest: {exc.strerror}", hint="check the path and its permissions"
+        ) from None
+    if b"\x00" in data:
+        raise BadInput(
+            f"{path}: not a text file (NUL bytes; UTF-16 or binary?)", hint="save the manifest as UTF-8"
+        )
+    try:
+        return data.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        raise BadInput(f"{path}: not UTF-8 (byte {exc.start})", hint="save the manifest as UTF-8") from None
+
+
 def load(path: Path) -> Manifest:
     """Load and validate `path`, including that every listed patch file exists."""
-    try:
-        text = path.read_text(encoding="utf-8")
-    except FileNotFoundError:
-        raise BadInput(f"{path}: no such manifest", hint="pass --manifest PATH to an existing file") from None
+    text = read_manifest_text(path)
     model = parse_manifest(text, path)
     manifest = Manifest(path=path.resolve(), model=model)
     lines: dict[Loc, int] = {}

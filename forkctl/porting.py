@@ -255,6 +255,7 @@ def start(
     branch: str,
     backport: bool = False,
 ) -> PortOutcome:
+    git.check_branch_name(branch)
     session.refuse_if_in_progress(repo)
     refuse_checked_out(repo, branch)
     descends = repo.is_ancestor(old_base, new_base)
@@ -335,9 +336,16 @@ def _go_on(
     return _finish(repo, manifest, state)
 
 
-def abort(repo: GitRepo) -> session.State:
-    """Undo a stopped or interrupted port: files and manifest restored, the branch put back."""
-    state = session.require(repo, "port")
+def abort(repo: GitRepo) -> session.State | None:
+    """Undo a stopped or interrupted port: files and manifest restored, the branch put back.
+
+    None when the state was unreadable: only forkctl's scratch is removed (a port moves the branch last,
+    and only after its state, with the backups, was written in full, so no ref needs moving back)."""
+    try:
+        state = session.require(repo, "port")
+    except session.CorruptState:
+        session.discard(repo)
+        return None
     if state.extra.get("phase") == "finishing":
         restore_backup(state)
         current = repo.branch_sha(state.branch)

@@ -177,8 +177,13 @@ def emit(report: Report, fmt: Format = Format.TEXT) -> int:
             sys.stdout.write(f"::{problem.level} {','.join(props)}::{_github_escape(message)}\n")
         summary_path = os.environ.get("GITHUB_STEP_SUMMARY")
         if summary_path:
-            with open(summary_path, "a", encoding="utf-8") as summary:
-                summary.write(step_summary(report))
+            try:
+                with open(summary_path, "a", encoding="utf-8") as summary:
+                    summary.write(step_summary(report))
+            except OSError as exc:  # the check's verdict stands; the summary is a courtesy
+                console.print(
+                    f"[yellow]warning[/]: cannot write the step summary {summary_path}: {exc.strerror}"
+                )
     return report.code
 
 

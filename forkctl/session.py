@@ -81,9 +81,25 @@ def load(repo: GitRepo) -> State | None:
     path = state_path(repo)
     if not path.is_file():
         return None
-    data = json.loads(path.read_text(encoding="utf-8"))
-    data["steps"] = [Step(**step) for step in data.get("steps", [])]
-    return State(**data)
+    try:
+        data = json.loads(path.read_text(encoding="utf-8"))
+        data["steps"] = [Step(**step) for step in data.get("steps", [])]
+        return State(**data)
+    except (OSError, ValueError, TypeError, KeyError, AttributeError) as exc:
+        raise CorruptState(
+            f"the state of an interrupted forkctl operation ({path}) is unreadable: {exc}",
+            hint="forkctl apply --abort (or port --abort) removes it and its scratch worktree; "
+            "no ref was moved",
+        ) from None
+
+
+class CorruptState(BadInput):
+    """The state file exists but cannot be read (a crash mid-write, or an edit by hand)."""
+
+
+def discard(repo: GitRepo) -> None:
+    """--abort with an unreadable state: remove what forkctl owns in the git dir, move no ref."""
+    clear(repo)
 
 
 def require(repo: GitRepo, operation: str) -> State:

@@ -215,3 +215,16 @@ def test_cache_clone_then_offline(setup: SeriesSetup, tmp_path: Path) -> None:
     code, data = run(setup, "--base", setup.base, "--branch", "other")
     assert code == 0, data
     assert data["head"] == expected
+
+
+@pytest.mark.parametrize("name", ["HEAD", "@", "-x", "--force", "refs/heads/main", "", "a..b", "bad\x1bname"])
+def test_unusable_branch_names_are_refused_before_anything_is_built(
+    setup: SeriesSetup, tmp_path: Path, name: str
+) -> None:
+    repo = clone(setup.upstream, tmp_path / "r", bare=True)
+    refs_before = refs(repo)
+    code, data = run(setup, "--base", setup.base, "--repo", str(repo.path), "--branch", name)
+    assert code == 2, data
+    assert "not a usable branch name" in data["error"]
+    assert refs(repo) == refs_before
+    assert not (repo.path / "forkctl").exists()

@@ -228,8 +228,13 @@ def command(
         repo = _store(manifest, repo_path, upstream_url, [])
         if abort:
             state = applying.abort(repo)
-            result = Report(command="apply", data={"aborted": True, "branch": state.branch})
-            result.lines.append(f"aborted: removed the worktree and state; {state.branch} left as it was")
+            branch = state.branch if state else None
+            result = Report(command="apply", data={"aborted": True, "branch": branch})
+            result.lines.append(
+                f"aborted: removed the worktree and state; {branch} left as it was"
+                if state
+                else "aborted: the state file was unreadable; removed it and the scratch worktree, no ref moved"
+            )
             return result
         return _outcome_report(applying.resume(repo, manifest, load_series(manifest)), repo)
     if base_rev is None:
@@ -239,5 +244,7 @@ def command(
     repo = _store(manifest, repo_path, upstream_url, [base_rev, manifest.upstream.base])
     base = applying.resolve_base(repo, base_rev, manifest)
     series = load_series(manifest)
-    outcome = applying.start(repo, manifest, series, base, branch or manifest.fork.branch, force)
+    outcome = applying.start(
+        repo, manifest, series, base, manifest.fork.branch if branch is None else branch, force
+    )
     return _outcome_report(outcome, repo)

@@ -143,7 +143,11 @@ def command(
             return Report(
                 command="port",
                 data={"aborted": True},
-                lines=[f"aborted: {state.branch}, the manifest and the patch files are as they were"],
+                lines=[
+                    f"aborted: {state.branch}, the manifest and the patch files are as they were"
+                    if state
+                    else "aborted: the state file was unreadable; removed it and the scratch worktree"
+                ],
             )
         if skip:
             return _report(porting.skip(repo, manifest, lambda: load_series(manifest), _who(repo)))
@@ -160,6 +164,12 @@ def command(
         )
     series = load_series(manifest)
     outcome = porting.start(
-        repo, manifest, series, old_base, new_base, branch or manifest.fork.branch, backport=backport
+        repo,
+        manifest,
+        series,
+        old_base,
+        new_base,
+        manifest.fork.branch if branch is None else branch,
+        backport=backport,
     )
     return _report(outcome)

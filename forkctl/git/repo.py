@@ -53,6 +53,27 @@ class TreeEntry:
     path: str
 
 
+def check_branch_name(name: str) -> str:
+    """`name` when git accepts it as a new branch name and it cannot be mistaken for anything else.
+
+    git's own rule (`check-ref-format --branch`) plus: no `@`, no leading `-`, no `refs/` prefix (which
+    would create refs/heads/refs/heads/...), nothing a shell or terminal would treat specially.
+    """
+    status, out, _ = try_run(["check-ref-format", "--branch", name])
+    if (
+        status != 0
+        or out.strip() != name
+        or name in ("@", "HEAD")
+        or name.startswith(("-", "refs/"))
+        or any(ord(c) < 32 for c in name)
+    ):
+        raise BadInput(
+            f"{name!r} is not a usable branch name",
+            hint="pick a plain name such as farai/main (git check-ref-format --branch NAME must accept it)",
+        )
+    return name
+
+
 class GitRepo:
     """A repository addressed by path; bare or not. No method touches its working tree or index."""
 
@@ -90,17 +111,19 @@ class GitRepo:
 
     def resolve_commit(self, rev: str) -> str | None:
         """Full SHA of the commit `rev` names, or None when there is none (or it is ambiguous)."""
-        status, out, _ = self.try_git(["rev-parse", "--verify", "--quiet", f"{rev}^{{commit}}"])
+        status, out, _ = self.try_git(
+            ["rev-parse", "--verify", "--quiet", "--end-of-options", f"{rev}^{{commit}}"]
+        )
         return out.strip() if status == 0 and out.strip() else None
 
     def has_object(self, sha: str) -> bool:
         return self.try_git(["cat-file", "-e", sha])[0] == 0
 
     def is_ancestor(self, older: str, newer: str) -> bool:
-        return self.try_git(["merge-base", "--is-ancestor", older, newer])[0] == 0
+        return self.try_git(["merge-base", "--is-ancestor", "--end-of-options", older, newer])[0] == 0
 
     def merge_bases(self, a: str, b: str) -> list[str]:
-        status, out, _ = self.try_git(["merge-base", "--all", a, b])
+        status, out, _ = self.try_git(["merge-base", "--all", "--end-of-options", a, b])
         return out.split() if status == 0 else []
 
     def rev_list(self, range_spec: str, *extra: str) -> list[str]:
@@ -180,7 +203,7 @@ class GitRepo:
     # --- refs ----------------------------------------------------------------------------------
 
     def ref_sha(self, ref: str) -> str | None:
-        status, out, _ = self.try_git(["rev-parse", "--verify", "--quiet", ref])
+        status, out, _ = self.try_git(["rev-parse", "--verify", "--quiet", "--end-of-options", ref])
         return out.strip() if status == 0 and out.strip() else None
 
     def branch_sha(self, branch: str) -> str | None:

@@ -1,0 +1,142 @@
+"""Bad input and odd environments end with a clear message and an exit code, never a traceback."""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from tests.seriesrepo import SeriesSetup, clone, make_series, run_json
+
+CLI = "import sys; from forkctl.cli import main; sys.argv[0] = 'forkctl'; main()"
+
+
+@pytest.fixture
+def setup(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> SeriesSetup:
+    monkeypatch.setenv("FORKCTL_CACHE", str(tmp_path / "cache"))
+    return make_series(tmp_path)
+
+
+def forkctl(*args: str, cwd: Path | None = None, env: dict[str, str] | None = None) -> tuple[int, str, str]:
+    """The real CLI in a child process (so nothing in the test runner catches what would escape)."""
+    proc = subprocess.run(
+        [sys.executable, "-c", CLI, *args],
+        cwd=cwd,
+        env={**os.environ, "PYTHONPATH": str(Path(__file__).resolve().parent.parent), **(env or {})},
+        capture_output=True,
+        text=True,
+        check=False,
+    )
+    return proc.returncode, proc.stdout, proc.stderr
+
+
+@pytest.mark.parametrize(
+    "content",
+    [
+        "schema: 1\n".encode("utf-16"),
+        b"\x89PNG\r\n\x1a\n\x00\x00binary",
+        b"schema: 1\nupstream: \xff\xfe\n",
+        b"a: &a [x, x, x, x, x, x, x, x, x]\nb: &b [*a, *a, *a, *a, *a, *a, *a, *a, *a]\n"
+        b"c: &c [*b, *b, *b, *b, *b, *b, *b, *b, *b]\nd: &d [*c, *c, *c, *c, *c, *c, *c, *c, *c]\n"
+        b"e: &e [*d, *d, *d, *d, *d, *d, *d, *d, *d]\nf: &f [*e, *e, *e, *e, *e, *e, *e, *e, *e]\n",
+    ],
+    ids=["utf16", "binary", "not-utf8", "alias-bomb"],
+)
+def test_unreadable_manifests_exit_2_with_a_message(tmp_path: Path, content: bytes) -> None:
+    manifest = tmp_path / "manifest.yaml"
+    manifest.write_bytes(content)
+    for args in (["lint"], ["status", "--json"]):
+        code, out, err = forkctl("--manifest", str(manifest), *args, cwd=tmp_path)
+        assert code == 2, (out, err)
+        assert "Traceback" not in out + err
+        assert "manifest.yaml" in out + err
+    code, out, _ = forkctl("--manifest", str(manifest), "lint", "--json", cwd=tmp_path)
+    assert json.loads(out)["ok"] is False
+
+
+def test_corrupt_state_file_then_abort_cleans_up(setup: SeriesSetup, tmp_path: Path) -> None:
+    repo = clone(setup.upstream, tmp_path / "r", bare=True)
+    state = repo.path / "forkctl" / "apply-state.json"
+    state.parent.mkdir()
+    state.write_text('{"operation": "apply", "steps": [1, 2')
+    code, data = run_json(setup, "apply", "--base", setup.base, "--repo", str(repo.path))
+    assert code == 2 and "unreadable" in data["error"], data
+    code, out, err = forkctl(
+        "--manifest", str(setup.manifest), "apply", "--abort", "--repo", str(repo.path), "--json"
+    )
+    assert code == 0, (out, err)
+    assert json.loads(out)["aborted"] is True
+    assert not state.exists()
+    code, data = run_json(setup, "apply", "--base", setup.base, "--repo", str(repo.path))
+    assert code == 0, data
+
+
+def test_unwritable_step_summary_is_a_warning(setup: SeriesSetup, tmp_path: Path) -> None:
+    summary = tmp_path / "no-such-dir" / "summary.md"
+    code, out, err = forkctl(
+        "--manifest", str(setup.manifest), "lint", "--github", env={"GITHUB_STEP_SUMMARY": str(summary)}
+    )
+    assert code == 0, (out, err)
+    assert "cannot write the step summary" in out + err
+    assert "Traceback" not in out + err
+
+
+def test_deleted_working_directory(tmp_path: Path) -> None:
+    gone = tmp_path / "gone"
+    gone.mkdir()
+    code = (
+        "import os, sys; os.chdir(sys.argv[1]); os.rmdir(sys.argv[1]); "
+        "sys.argv = ['forkctl', 'lint']; from forkctl.cli import main; main()"
+    )
+    proc = subprocess.run(
+        [sys.executable, "-c", code, str(gone)],
+        env={**os.environ, "PYTHONPATH": str(Path(__file__).resolve().parent.parent)},
+        capture_output=True,
+        text=True,
+        check=False,
+    )
+    assert proc.returncode == 2, proc.stderr
+    assert "current directory no longer exists" in proc.stderr
+    assert "Traceback" not in proc.stdout + proc.stderr
+
+
+def test_deeply_nested_or_linked_evidence_is_bad_input(tmp_path: Path, repo_root: Path) -> None:
+    evidence = next((repo_root / "validation").glob("*.json"))
+    copy = tmp_path / "toolkit"
+    for name in ("manifest.yaml", "patches", "tests", "validation"):
+        source = repo_root / name
+        if source.is_dir():
+            shutil.copytree(source, copy / name, ignore=shutil.ignore_patterns("__pycache__"))
+        else:
+            (copy / name).parent.mkdir(parents=True, exist_ok=True)
+            shutil.copy(source, copy / name)
+    target = copy / "validation" / evidence.name
+    target.write_text("[" * 200_000 + "]" * 200_000)
+    code, out, err = forkctl("--manifest", str(copy / "manifest.yaml"), "gate", "--json")
+    assert code == 2, (out, err)
+    assert "nested too deeply" in json.loads(out)["error"]
+    target.unlink()
+    target.symlink_to("/dev/zero")
+    code, out, err = forkctl("--manifest", str(copy / "manifest.yaml"), "gate", "--json")
+    assert code == 2, (out, err)
+    assert "regular file" in json.loads(out)["error"]
+
+
+def test_an_unexpected_error_becomes_exit_3_with_its_traceback_in_a_log() -> None:
+    from forkctl.clikit import _unexpected
+    from forkctl.errors import EXIT_UNEXPECTED
+
+    try:
+        raise ValueError("boom")
+    except ValueError as exc:
+        error = _unexpected("lint", exc)
+    assert error.exit_code == EXIT_UNEXPECTED == 3
+    assert error.message.startswith("unexpected error: ValueError: boom; the traceback is in ")
+    log = Path(error.message.rsplit(" ", 1)[-1])
+    assert "Traceback" in log.read_text() and "boom" in log.read_text()
+    log.unlink()
