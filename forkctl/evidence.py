@@ -31,12 +31,17 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
+from forkctl import signing
 from forkctl.errors import BadInput
 from forkctl.manifest import Manifest
 from forkctl.series import Series
 
 SCHEMA = 1
 RERUN_HINT = "run `forkctl validate` on a GPU host and commit the evidence file it writes"
+SIGN_HINT = (
+    "run `forkctl validate --sign-key KEY` on a GPU host whose public key is in validation.allowed_signers, "
+    "and commit the evidence file and its .sig; never edit evidence by hand"
+)
 # Files under the GPU test folder that are not part of the suite: caches and editor droppings.
 IGNORED_PARTS = {"__pycache__", ".pytest_cache"}
 IGNORED_SUFFIXES = {".pyc", ".pyo", ".swp"}
@@ -100,6 +105,7 @@ class Run(_Model):
     forkctl_version: str
     benchmark: dict[str, Any] | None = None  # bench/grouped_gemm.py's JSON, or {"status": "skipped"}
     plot: str | None = None  # file name of the plot next to the evidence, when one was drawn
+    report_sha256: str | None = None  # sha256 of the raw JUnit XML the `tests` list was parsed from
 
 
 class Evidence(_Model):
@@ -483,6 +489,7 @@ class GateVerdict:
     covered: list[str] = field(default_factory=list)
     problems: list[Finding] = field(default_factory=list)
     warnings: list[Finding] = field(default_factory=list)
+    signed_by: str | None = None  # the allowed signer whose signature verified, when signatures are required
 
     @property
     def ok(self) -> bool:
@@ -507,6 +514,11 @@ def check(manifest: Manifest, series: Series, required: list[str], folder: Path 
         return verdict
     evidence = load_evidence(path)
     rel = _rel(path, manifest.root)
+    if manifest.validation.allowed_signers:
+        signed = signing.verify(path, manifest.validation.allowed_signers)
+        verdict.signed_by = signed.principal if signed.ok else None
+        if not signed.ok:
+            verdict.problems.append(Finding(f"the evidence is not trusted: {signed.detail}", SIGN_HINT, rel))
     if evidence.base != series.base or [p.sha256 for p in evidence.patches] != [
         p.sha256 for p in patch_records(manifest, series)
     ]:

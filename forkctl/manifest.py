@@ -128,8 +128,18 @@ class Validation(_Model):
     evidence_dir: str = "validation"
     gpu_tests: str = "tests/gpu"
     require: list[str] = Field(default_factory=list)
+    # Who may sign GPU evidence: git's allowed-signers lines, `<principal> <key-type> <base64-key>`.
+    # When set, forkctl gate refuses evidence without a valid signature by one of these keys.
+    allowed_signers: list[str] = Field(default_factory=list)
 
     _paths = field_validator("evidence_dir", "gpu_tests")(_check_relpath)
+
+    @field_validator("allowed_signers")
+    @classmethod
+    def _signers(cls, value: list[str]) -> list[str]:
+        from forkctl.signing import check_allowed_signers
+
+        return check_allowed_signers(value)
 
 
 class ManifestModel(_Model):

@@ -52,6 +52,8 @@ def command(ctx: Context, extra_required: tuple[str, ...]) -> Report:
         "evidence_file": verdict.evidence_file,
         "required": verdict.required,
         "covered": verdict.covered,
+        "signed_by": verdict.signed_by,
+        "signatures_required": bool(manifest.validation.allowed_signers),
     }
     rows = [[tag, _env_status(tag, verdict)] for tag in required]
     if rows:
@@ -63,5 +65,6 @@ def command(ctx: Context, extra_required: tuple[str, ...]) -> Report:
         result.lines.append(
             f"gate: ok: {verdict.evidence_file} covers {', '.join(verdict.covered)}"
             + (f" (required: {', '.join(required)})" if required else "")
+            + (f", signed by {verdict.signed_by}" if verdict.signed_by else "")
         )
     return result

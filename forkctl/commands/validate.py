@@ -22,7 +22,7 @@ from typing import Any
 
 import click
 
-from forkctl import __version__, evidence, report, treepatch
+from forkctl import __version__, evidence, report, signing, treepatch
 from forkctl.clikit import Context, forkctl_command, output_options
 from forkctl.errors import BadInput
 from forkctl.manifest import Manifest
@@ -217,7 +217,8 @@ def _pytest_args(python: str, suite: Suite, junit: Path) -> list[str]:
 
 def _run_tests(
     manifest: Manifest, python: str, suite: Suite, env: dict[str, str], scratch: Path, timeout: float
-) -> tuple[Finished, list[evidence.TestOutcome]]:
+) -> tuple[Finished, list[evidence.TestOutcome], bytes]:
+    """pytest on the suite: how it finished, the parsed outcomes, and the raw JUnit XML they came from."""
     junit = scratch / "junit.xml"
     args = _pytest_args(python, suite, junit)
     finished = _run(args, timeout=timeout, env=env, cwd=manifest.root)
@@ -232,7 +233,7 @@ def _run_tests(
             f"no evidence was written\n{finished.tail()}",
             hint="run the same pytest command by hand to see the whole output",
         )
-    return finished, evidence.parse_junit(junit)
+    return finished, evidence.parse_junit(junit), junit.read_bytes()
 
 
 def _run_bench(
@@ -326,6 +327,13 @@ def _bench_tables(bench: dict[str, Any]) -> list[Table]:
 @click.option(
     "--keep", is_flag=True, help="Keep the scratch folder (patched package, JUnit XML) for debugging."
 )
+@click.option(
+    "--sign-key",
+    type=click.Path(path_type=Path, dir_okay=False),
+    envvar="FORKCTL_SIGNING_KEY",
+    help="The GPU runner's private SSH key: sign the evidence (<file>.sig, git's SSH signature format). "
+    "Required when the manifest lists validation.allowed_signers. Default: $FORKCTL_SIGNING_KEY.",
+)
 @output_options()
 @forkctl_command
 def command(
@@ -338,6 +346,7 @@ def command(
     ep: int | None,
     bench_rows: str,
     keep: bool,
+    sign_key: Path | None,
 ) -> Report:
     """Run the GPU test suite on the patched megatron-core and record the evidence (CUDA host only).
 
@@ -356,6 +365,15 @@ def command(
     """
     manifest = ctx.manifest()
     series = load_series(manifest)
+    if manifest.validation.allowed_signers and sign_key is None:
+        raise BadInput(
+            "the manifest requires signed evidence (validation.allowed_signers) and no key was given",
+            hint="pass --sign-key PATH (or set $FORKCTL_SIGNING_KEY) with a key whose public half is listed",
+        )
+    if sign_key is not None and not sign_key.is_file():
+        raise BadInput(
+            f"signing key {sign_key} does not exist", hint="check --sign-key / $FORKCTL_SIGNING_KEY"
+        )
     selected, env_suffix = _select_suite(manifest, ep, env_suffix)
     suite = evidence.suite_record(manifest, selected.root)
     folder = evidence.evidence_dir(manifest, out)
@@ -377,6 +395,7 @@ def command(
             timeout,
             env_suffix,
             bench_rows,
+            sign_key=sign_key,
         )
     finally:
         if keep:
@@ -398,6 +417,8 @@ def _validate(
     timeout: int,
     env_suffix: str | None,
     bench_rows: str,
+    *,
+    sign_key: Path | None = None,
 ) -> Report:
     started = evidence.now()
     site, how = _patched_copy(series, installed, scratch)
@@ -409,7 +430,7 @@ def _validate(
     environment = evidence.environment_from_probe(probe.output, env_suffix)
     _require_gpu_count(python, environment.gpu_count, selected.gpus)
     report.info(f"running the GPU tests in {selected.root} on {environment.gpu_name} ({environment.tag})")
-    finished, tests = _run_tests(manifest, python, selected, env, scratch, timeout)
+    finished, tests, junit_bytes = _run_tests(manifest, python, selected, env, scratch, timeout)
     plot = folder / f"{series.digest}-{environment.tag}.png"
     skipped = (
         "--quick" if selected.ep is None else "--ep: the multi-GPU run records the all-to-all tests only"
@@ -430,8 +451,12 @@ def _validate(
         forkctl_version=__version__,
         benchmark=bench,
         plot=plot.name if plot.is_file() else None,
+        report_sha256=evidence.sha256_bytes(junit_bytes) if junit_bytes else None,
     )
     path = evidence.record_run(manifest, series, run, folder)
+    if sign_key is not None:
+        signature = signing.sign(path, sign_key)
+        report.info(f"signed {path.name} with {sign_key.name}: {signature.name}")
     return _report(manifest, run, path, finished)
 
 

@@ -1,0 +1,114 @@
+"""Evidence a pull request cannot forge: SSH signatures over the evidence file, checked against the
+manifest's allowed signers.
+
+The format is git's own for SSH-signed commits and tags: `ssh-keygen -Y sign` with a namespace, and an
+allowed-signers list (`<principal> <key-type> <base64-key>`, one per line, as in git's
+`gpg.ssh.allowedSignersFile`). `forkctl validate --sign-key KEY` signs the evidence it writes
+(`<digest>.json.sig` beside it); `forkctl gate` verifies it whenever `validation.allowed_signers` is set,
+and refuses an unsigned file, a file edited after signing, and a file signed by a key not listed.
+The private key never enters the repository: it stays with the GPU runner (or maintainer) that signs.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import shutil
+import subprocess
+import tempfile
+from dataclasses import dataclass
+from pathlib import Path
+
+from forkctl.errors import BadInput
+
+NAMESPACE = "forkctl-evidence"
+SIGNATURE_SUFFIX = ".sig"
+ALLOWED_SIGNER_RE = re.compile(
+    r"^[A-Za-z0-9._@+-]+ (ssh-ed25519|ssh-rsa|ecdsa-sha2-nistp(256|384|521)) [A-Za-z0-9+/=]+$"
+)
+TIMEOUT_S = 60
+
+
+def signature_path(evidence: Path) -> Path:
+    return evidence.with_name(evidence.name + SIGNATURE_SUFFIX)
+
+
+def _ssh_keygen(args: list[str], stdin: bytes) -> subprocess.CompletedProcess[bytes]:
+    program = shutil.which("ssh-keygen")
+    if program is None:
+        raise BadInput("ssh-keygen is not installed", hint="install OpenSSH's client tools (8.2 or newer)")
+    return subprocess.run(
+        [program, *args], input=stdin, capture_output=True, timeout=TIMEOUT_S, check=False, env=_env()
+    )
+
+
+def _env() -> dict[str, str]:
+    # No agent, no askpass: a key that needs a passphrase fails instead of prompting in CI.
+    return {k: v for k, v in os.environ.items() if k not in ("SSH_AUTH_SOCK", "SSH_ASKPASS", "DISPLAY")}
+
+
+def sign(evidence: Path, key: Path) -> Path:
+    """Sign the evidence file's bytes with the private `key`; write `<file>.sig` atomically."""
+    if not key.is_file():
+        raise BadInput(
+            f"signing key {key} does not exist", hint="pass --sign-key with the GPU runner's private key"
+        )
+    done = _ssh_keygen(["-Y", "sign", "-q", "-f", str(key), "-n", NAMESPACE], evidence.read_bytes())
+    if done.returncode != 0 or b"BEGIN SSH SIGNATURE" not in done.stdout:
+        message = done.stderr.decode(errors="replace").strip()
+        raise BadInput(f"could not sign {evidence.name} with {key}: {message}", hint="check the key file")
+    target = signature_path(evidence)
+    handle, scratch = tempfile.mkstemp(prefix=f".{target.name}.", dir=target.parent)
+    with os.fdopen(handle, "wb") as stream:
+        stream.write(done.stdout)
+    os.replace(scratch, target)
+    return target
+
+
+def check_allowed_signers(lines: list[str]) -> list[str]:
+    """The manifest's `validation.allowed_signers`, each `<principal> <key-type> <base64>`."""
+    for line in lines:
+        if not ALLOWED_SIGNER_RE.match(line.strip()):
+            raise ValueError(f"not an allowed-signers line (`<principal> <key-type> <base64-key>`): {line!r}")
+    return [line.strip() for line in lines]
+
+
+@dataclass(frozen=True)
+class Verdict:
+    ok: bool
+    principal: str | None
+    problem: str | None  # "unsigned", "foreign", "edited"
+    detail: str
+
+
+def verify(evidence: Path, allowed_signers: list[str]) -> Verdict:
+    """Is `<evidence>.sig` a valid signature of the file's bytes by one of `allowed_signers`?"""
+    signature = signature_path(evidence)
+    if not signature.is_file() or signature.is_symlink():
+        return Verdict(False, None, "unsigned", f"{signature.name} is missing: the evidence is not signed")
+    data = evidence.read_bytes()
+    with tempfile.TemporaryDirectory(prefix="forkctl-signers-") as scratch:
+        allowed = Path(scratch) / "allowed_signers"
+        allowed.write_text("".join(f"{line}\n" for line in allowed_signers))
+        found = _ssh_keygen(["-Y", "find-principals", "-s", str(signature), "-f", str(allowed)], b"")
+        principals = found.stdout.decode(errors="replace").split()
+        if found.returncode != 0 or not principals:
+            return Verdict(
+                False,
+                None,
+                "foreign",
+                f"{signature.name} was made by a key that validation.allowed_signers does not list "
+                "(or it is not a signature)",
+            )
+        principal = principals[0]
+        checked = _ssh_keygen(
+            ["-Y", "verify", "-f", str(allowed), "-I", principal, "-n", NAMESPACE, "-s", str(signature)], data
+        )
+    if checked.returncode != 0:
+        return Verdict(
+            False,
+            principal,
+            "edited",
+            f"{evidence.name} does not match its signature by {principal}: it was changed after signing",
+        )
+    return Verdict(True, principal, None, f"signed by {principal}")
