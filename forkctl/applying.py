@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from forkctl import build, git, session
+from forkctl import build, git, locking, session
 from forkctl.errors import BadInput
 from forkctl.git import GitRepo
 from forkctl.manifest import Manifest
@@ -81,6 +81,7 @@ def _run(
     return Outcome(state=state, branch_moved=state.old_tip != state.head)
 
 
+@locking.repository_locked
 def start(repo: GitRepo, manifest: Manifest, series: Series, base: str, branch: str, force: bool) -> Outcome:
     git.check_branch_name(branch)
     session.refuse_if_in_progress(repo)
@@ -107,6 +108,7 @@ def start(repo: GitRepo, manifest: Manifest, series: Series, base: str, branch: 
     return _run(repo, series, state, 0, base, built)
 
 
+@locking.repository_locked
 def resume(repo: GitRepo, manifest: Manifest, series: Series) -> Outcome:
     state = session.require(repo, "apply")
     if series.digest != state.series_digest or _files(manifest) != state.files:
@@ -124,6 +126,7 @@ def resume(repo: GitRepo, manifest: Manifest, series: Series) -> Outcome:
     return _run(repo, series, state, index + 1, commit)
 
 
+@locking.repository_locked
 def abort(repo: GitRepo, operation: str = "apply") -> session.State | None:
     """Undo a stopped apply; None when the state was unreadable (then only forkctl's scratch is removed)."""
     try:

@@ -7,9 +7,12 @@ same inputs give the same SHAs on every machine.
 
 from __future__ import annotations
 
+import codecs
+import re
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
+from forkctl.errors import BadInput
 from forkctl.git import GitRepo, Identity
 from forkctl.series import Patch
 
@@ -49,6 +52,75 @@ def identity_of(patch: Patch) -> Identity:
     return Identity(name=patch.author_name, email=patch.author_email, date=patch.date.isoformat())
 
 
+_SECTION_RE = re.compile(rb"^diff --git ", re.MULTILINE)
+_INDEX_RE = re.compile(rb"^index ([0-9a-f]{40})\.\.([0-9a-f]{40})(?: [0-7]{6})?$", re.MULTILINE)
+_OLD_RE = re.compile(rb"^--- (?:a/(.+)|/dev/null)$", re.MULTILINE)
+_NEW_RE = re.compile(rb"^\+\+\+ (?:b/(.+)|/dev/null)$", re.MULTILINE)
+ZERO = "0" * 40
+
+
+def _path(raw: bytes | None) -> str | None:
+    if raw is None:
+        return None
+    text = raw.decode("utf-8", errors="surrogateescape").rstrip("\t")
+    if text.startswith('"') and text.endswith('"'):  # git's C-style quoting of unusual names
+        text = codecs.escape_decode(text[1:-1].encode("latin-1", errors="backslashreplace"))[0].decode(
+            "utf-8"
+        )
+    return text
+
+
+def promised_blobs(diff: bytes) -> list[tuple[str | None, str | None, str, str]]:
+    """(old path, new path, old blob, new blob) for every text file section with a full `index` line."""
+    sections = _SECTION_RE.split(diff)[1:]
+    promised = []
+    for section in sections:
+        index, old, new = _INDEX_RE.search(section), _OLD_RE.search(section), _NEW_RE.search(section)
+        if index is None or b"GIT binary patch" in section or b"Binary files " in section:
+            continue  # mode-only or binary: nothing to hold the result to
+        blobs = (index.group(1).decode(), index.group(2).decode())
+        if old is not None and new is not None:
+            promised.append((_path(old.group(1)), _path(new.group(1)), *blobs))
+            continue
+        # An index line but no hunks: a section cut short (a truncated patch), named by its header.
+        name = _header_path(section.split(b"\n", 1)[0])
+        if name is not None:
+            old_path = None if b"\nnew file mode" in section else name
+            new_path = None if b"\ndeleted file mode" in section else name
+            promised.append((old_path, new_path, *blobs))
+    return promised
+
+
+def _header_path(header: bytes) -> str | None:
+    """P from `a/P b/P` (the same path twice, as git writes a section that renames nothing)."""
+    size = (len(header) - 5) // 2
+    if (
+        header.startswith(b"a/")
+        and header[size + 2 : size + 5] == b" b/"
+        and header[2 : size + 2] == header[size + 5 :]
+    ):
+        return _path(header[2 : size + 2])
+    return None
+
+
+def verify_result(repo: GitRepo, parent_tree: str, new_tree: str, patch: Patch) -> None:
+    """The patch's `index <old>..<new>` lines say what each file must become. When a file started as
+    <old>, it must end as <new>: otherwise the patch was truncated or edited after it was made."""
+    for old_path, new_path, old_blob, new_blob in promised_blobs(patch.diff):
+        before = repo.tree_entry(parent_tree, old_path) if old_path else None
+        started_as_promised = (before.sha if before else ZERO) == old_blob
+        if not started_as_promised:
+            continue  # applied on other content (3-way): the promise does not hold there
+        after = repo.tree_entry(new_tree, new_path) if new_path else None
+        if (after.sha if after else ZERO) != new_blob:
+            raise BadInput(
+                f"{patch.path.name}: {new_path or old_path} came out as blob "
+                f"{(after.sha if after else ZERO)[:12]}, but the patch's index line promises {new_blob[:12]}: "
+                "the patch file is truncated or was edited by hand",
+                hint="restore the patch file from git (or re-export it with forkctl export)",
+            )
+
+
 def commit_patch(repo: GitRepo, parent: str, tree: str, patch: Patch) -> str:
     return repo.commit_tree(tree, [parent], patch.message, identity_of(patch))
 
@@ -73,7 +145,9 @@ def build_series(
             if not ok:
                 result.conflict = Conflict(index=position, patch=patch, parent=head, message=message)
                 return result
-            head = commit_patch(repo, head, index.write_tree(), patch)
+            tree = index.write_tree()
+            verify_result(repo, repo.commit_info(head).tree, tree, patch)
+            head = commit_patch(repo, head, tree, patch)
             result.applied.append(AppliedPatch(patch=patch, commit=head))
             if on_patch:
                 on_patch(patch.subject)

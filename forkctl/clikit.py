@@ -108,3 +108,19 @@ def _unexpected(command: str, exc: Exception) -> Unexpected:
         f"unexpected error: {type(exc).__name__}: {exc}{where}",
         hint="this is a bug in forkctl: please report it with that file",
     )
+
+
+def toolkit_locked(func: Callable[..., report.Report]) -> Callable[..., report.Report]:
+    """Run a command that writes the manifest or patch files under the toolkit's lock; the manifest is
+    read inside the lock, so a run that waited sees what the run before it wrote."""
+
+    @functools.wraps(func)
+    def wrapper(ctx: Context, *args: Any, **kwargs: Any) -> report.Report:
+        from forkctl import locking
+        from forkctl.git.remote import cache_root
+
+        with locking.toolkit(ctx.manifest_path(), cache_root()):
+            ctx._manifest = None
+            return func(ctx, *args, **kwargs)
+
+    return wrapper

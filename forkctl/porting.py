@@ -25,7 +25,7 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
-from forkctl import build, exporting, git, session
+from forkctl import build, exporting, git, locking, session
 from forkctl import manifest as manifest_mod
 from forkctl.applying import refuse_checked_out
 from forkctl.errors import BadInput
@@ -246,6 +246,7 @@ def _finish(repo: GitRepo, manifest: Manifest, state: session.State) -> PortOutc
     return PortOutcome(state=state, range_diff=shown, exported=exported)
 
 
+@locking.repository_locked
 def start(
     repo: GitRepo,
     manifest: Manifest,
@@ -295,6 +296,7 @@ def _resumable(repo: GitRepo, series: Series) -> session.State:
     return state
 
 
+@locking.repository_locked
 def resume(repo: GitRepo, manifest: Manifest, load_series: Callable[[], Series]) -> PortOutcome:
     """Go on after a conflict was resolved, or finish a port that was killed while writing its results
     (then the series files may be half rewritten: they are not read, the state has everything)."""
@@ -311,6 +313,7 @@ def resume(repo: GitRepo, manifest: Manifest, load_series: Callable[[], Series])
     return _go_on(repo, manifest, series, state, index)
 
 
+@locking.repository_locked
 def skip(repo: GitRepo, manifest: Manifest, load_series: Callable[[], Series], who: str) -> PortOutcome:
     """Drop the conflicting patch on purpose: recorded under `dropped:` as skipped, by whom and when."""
     if session.require(repo, "port").extra.get("phase") == "finishing":
@@ -336,6 +339,7 @@ def _go_on(
     return _finish(repo, manifest, state)
 
 
+@locking.repository_locked
 def abort(repo: GitRepo) -> session.State | None:
     """Undo a stopped or interrupted port: files and manifest restored, the branch put back.
 

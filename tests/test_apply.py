@@ -228,3 +228,18 @@ def test_unusable_branch_names_are_refused_before_anything_is_built(
     assert "not a usable branch name" in data["error"]
     assert refs(repo) == refs_before
     assert not (repo.path / "forkctl").exists()
+
+
+def test_a_truncated_patch_is_an_error_naming_the_file(setup: SeriesSetup, tmp_path: Path) -> None:
+    """Cut right after a new file's `index` line, `git apply` happily creates an empty file."""
+    second = setup.patch_files[1]
+    raw = second.read_bytes()
+    start = raw.index(b"diff --git a/megatron/core/new.py")
+    cut = raw.index(b"\n", raw.index(b"\nindex ", start) + 1) + 1
+    second.write_bytes(raw[:cut])
+    repo = clone(setup.upstream, tmp_path / "r", bare=True)
+    code, data = run(setup, "--base", setup.base, "--repo", str(repo.path))
+    assert code == 2, data
+    assert second.name in data["error"] and "megatron/core/new.py" in data["error"]
+    assert "truncated" in data["error"]
+    assert repo.git("for-each-ref", f"refs/heads/{BRANCH}") == ""

@@ -187,3 +187,72 @@ def test_a_url_is_data_never_an_option_or_a_command(tmp_path: Path, hostile_url:
         with pytest.raises(BadInput, match="refusing repository location"):
             call()
     assert not marker.exists()
+
+
+def test_a_silent_server_does_not_hang_forkctl(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A tarpit: accepts connections and never answers. Every remote operation gives up in time."""
+    import socket
+    import threading
+    import time
+
+    from forkctl.errors import BadInput
+    from forkctl.git import GitRepo, remote
+
+    server = socket.socket()
+    server.bind(("127.0.0.1", 0))
+    server.listen(16)
+    held: list[socket.socket] = []
+    stop = threading.Event()
+
+    def accept_forever() -> None:
+        server.settimeout(0.2)
+        while not stop.is_set():
+            try:
+                held.append(server.accept()[0])
+            except OSError:
+                continue
+
+    thread = threading.Thread(target=accept_forever, daemon=True)
+    thread.start()
+    monkeypatch.setenv("FORKCTL_NETWORK_TIMEOUT", "2")
+    port = server.getsockname()[1]
+    store = GitRepo.init_bare(tmp_path / "store.git")
+    try:
+        for url in (f"http://127.0.0.1:{port}/repo.git", f"git://127.0.0.1:{port}/repo.git"):
+            for call in (
+                lambda url=url: remote.ls_remote(url),
+                lambda url=url: remote.fetch_history(store, url),
+                lambda url=url: remote.fetch_sha(store, url, "1" * 40),
+            ):
+                started = time.monotonic()
+                # Bounded whatever asks: the fetch itself, or (git 2.39 cannot turn lazy fetches off) a
+                # read in the cache that git turned into a lazy fetch from the silent server.
+                with pytest.raises(BadInput, match=r"did not (answer|finish) within 2 s"):
+                    call()
+                assert time.monotonic() - started < 10
+    finally:
+        stop.set()
+        thread.join()
+        for connection in held:
+            connection.close()
+        server.close()
+
+
+def test_cache_entries_differ_by_scheme_port_and_path_not_by_credentials() -> None:
+    from forkctl.git import remote
+
+    identities = {
+        remote.cache_identity(u)
+        for u in (
+            "https://github.com/NVIDIA/Megatron-LM.git",
+            "http://github.com/NVIDIA/Megatron-LM.git",
+            "https://github.com:8443/NVIDIA/Megatron-LM.git",
+            "https://github.com/NVIDIA/Megatron-LM-fork.git",
+            "ssh://git@github.com/NVIDIA/Megatron-LM.git",
+        )
+    }
+    assert len(identities) == 5
+    assert remote.cache_identity(
+        "https://user:tok@GitHub.com/NVIDIA/Megatron-LM.git/"
+    ) == remote.cache_identity("https://github.com/NVIDIA/Megatron-LM")
+    assert "tok" not in remote.cache_identity("https://user:tok@github.com/x/y.git")

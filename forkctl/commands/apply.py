@@ -15,7 +15,7 @@ from pathlib import Path
 import click
 
 from forkctl import applying, treepatch
-from forkctl.clikit import Context, forkctl_command, output_options
+from forkctl.clikit import Context, forkctl_command, output_options, toolkit_locked
 from forkctl.errors import EXIT_CHECK_FAILED, BadInput
 from forkctl.git import GitRepo, remote
 from forkctl.manifest import Manifest
@@ -191,6 +191,7 @@ def _outcome_report(outcome: applying.Outcome, repo: GitRepo) -> Report:
 )
 @output_options()
 @forkctl_command
+@toolkit_locked
 def command(
     ctx: Context,
     tree: Path | None,

@@ -7,7 +7,7 @@ from pathlib import Path
 import click
 
 from forkctl import exporting
-from forkctl.clikit import Context, forkctl_command, output_options
+from forkctl.clikit import Context, forkctl_command, output_options, toolkit_locked
 from forkctl.errors import EXIT_CHECK_FAILED
 from forkctl.git import remote
 from forkctl.report import Problem, Report, Table
@@ -24,6 +24,7 @@ from forkctl.report import Problem, Report, Table
 @click.option("--check", is_flag=True, help="Change nothing; exit 1 when the files differ from the branch.")
 @output_options()
 @forkctl_command
+@toolkit_locked
 def command(ctx: Context, branch: str | None, repo_path: Path | None, check: bool) -> Report:
     """Export the branch's commits after the base as patches/<series>/NNNN-<slug>.patch.
 

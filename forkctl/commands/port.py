@@ -7,7 +7,7 @@ from pathlib import Path
 import click
 
 from forkctl import porting
-from forkctl.clikit import Context, forkctl_command, output_options
+from forkctl.clikit import Context, forkctl_command, output_options, toolkit_locked
 from forkctl.errors import EXIT_CHECK_FAILED, BadInput
 from forkctl.git import GitRepo, remote
 from forkctl.report import Problem, Report, Table
@@ -112,6 +112,7 @@ def _who(repo: GitRepo) -> str:
 )
 @output_options()
 @forkctl_command
+@toolkit_locked
 def command(
     ctx: Context,
     onto: str | None,

@@ -17,6 +17,7 @@ from urllib.parse import urlsplit
 from forkctl import git
 from forkctl.errors import BadInput
 from forkctl.git import GitFailed, GitRepo
+from forkctl.git.runner import GitTimeout, network_args, network_timeout
 from forkctl.redact import without_credentials
 
 # --- pin-chain helpers: URL identity, ls-remote, one-SHA fetches, reachability ------------------
@@ -77,6 +78,33 @@ def checked_url(url: str) -> str:
     return url
 
 
+def _silent(url: str) -> BadInput:
+    return BadInput(
+        f"{url} did not answer within {network_timeout():.0f} s",
+        hint="check the network and the URL; $FORKCTL_NETWORK_TIMEOUT sets the limit in seconds",
+    )
+
+
+def cache_identity(url: str) -> str:
+    """What tells two remotes apart for the cache: scheme, host, port and path (credentials dropped).
+
+    Unlike `normalise_url` (which says whether two URLs name the same GitHub repository), two URLs that
+    differ in scheme or port are different servers and must not share a partial clone.
+    """
+    text = without_credentials(url.strip())
+    if "://" not in text:
+        match = _SCP_RE.match(text)
+        if match and not Path(text).exists():
+            text = f"ssh://{match.group('host')}/{match.group('path')}"
+        else:
+            return "file://" + normalise_url(text)
+    parts = urlsplit(text)
+    host = (parts.hostname or "").lower()
+    port = f":{parts.port}" if parts.port else ""
+    path = parts.path.rstrip("/").removesuffix(".git")
+    return f"{parts.scheme.lower()}://{host}{port}{path}"
+
+
 def same_repo(a: str, b: str) -> bool:
     return normalise_url(a) == normalise_url(b)
 
@@ -109,7 +137,12 @@ def resolve_relative_url(url: str, superproject_url: str) -> str:
 def ls_remote(url: str) -> dict[str, str]:
     """The branches and tags of `url` as {ref: commit sha}; annotated tags are peeled to their commit."""
     try:
-        out = git.run(["ls-remote", "--heads", "--tags", "--", checked_url(url)])
+        out = git.run(
+            [*network_args(), "ls-remote", "--heads", "--tags", "--", checked_url(url)],
+            timeout=network_timeout(),
+        )
+    except GitTimeout:
+        raise _silent(url) from None
     except GitFailed as exc:
         raise BadInput(
             f"cannot list the refs of {url}: {exc.stderr.strip() or exc.message}",
@@ -133,7 +166,7 @@ def cache_root() -> Path:
 def cache_repo_for(url: str, alternates: list[Path] | None = None) -> GitRepo:
     """The cache's bare partial clone for `url` (made on first use). `alternates`: local object stores
     to borrow from (read only), so a local clone given on the command line saves the network."""
-    key = hashlib.sha256(normalise_url(url).encode()).hexdigest()[:16]
+    key = hashlib.sha256(cache_identity(url).encode()).hexdigest()[:16]
     name = re.sub(r"[^a-z0-9]+", "-", normalise_url(url).lower()).strip("-")[-40:]
     path = cache_root() / "repos" / f"{name}-{key}.git"
     if not (path / "HEAD").is_file():
@@ -167,7 +200,12 @@ def fetch_sha(cache_repo: GitRepo, url: str, sha: str, depth: int | None = 1) ->
     args = ["fetch", "--quiet", "--no-tags", "--filter=blob:none"]
     if depth:
         args.append(f"--depth={depth}")
-    status, _, _ = cache_repo.try_git([*args, "--", checked_url(url), sha])
+    try:
+        status, _, _ = cache_repo.try_git(
+            [*network_args(), *args, "--", checked_url(url), sha], timeout=network_timeout()
+        )
+    except GitTimeout:
+        raise _silent(url) from None
     return status == 0 and cache_repo.has_object(f"{sha}^{{commit}}")
 
 
@@ -182,7 +220,9 @@ def fetch_history(cache_repo: GitRepo, url: str) -> None:
         args.append("--unshallow")
     refspecs = ["+refs/heads/*:refs/forkctl/heads/*", "+refs/tags/*:refs/forkctl/tags/*"]
     try:
-        cache_repo.git([*args, "--", checked_url(url), *refspecs])
+        cache_repo.git([*network_args(), *args, "--", checked_url(url), *refspecs], timeout=network_timeout())
+    except GitTimeout:
+        raise _silent(url) from None
     except GitFailed as exc:
         raise BadInput(
             f"cannot fetch the branches and tags of {url}: {exc.stderr.strip()}",
@@ -252,7 +292,13 @@ def object_store(repo_path: Path | None, url: str, revs: list[str]) -> GitRepo:
 
 def default_branch(url: str) -> str | None:
     """The branch `HEAD` of `url` points at (its default branch), when the server says."""
-    status, out, _ = git.try_run(["ls-remote", "--symref", "--", checked_url(url), "HEAD"])
+    try:
+        status, out, _ = git.try_run(
+            [*network_args(), "ls-remote", "--symref", "--", checked_url(url), "HEAD"],
+            timeout=network_timeout(),
+        )
+    except GitTimeout:
+        raise _silent(url) from None
     for line in out.splitlines() if status == 0 else []:
         if line.startswith("ref: ") and line.endswith("\tHEAD"):
             return line[len("ref: ") :].split("\t")[0].removeprefix("refs/heads/")
@@ -262,7 +308,20 @@ def default_branch(url: str) -> str | None:
 def push_branch(repo: GitRepo, url: str, sha: str, branch: str) -> None:
     """`git push url sha:refs/heads/branch`, never forced: an existing different branch is refused."""
     try:
-        repo.git(["push", "--quiet", "--no-verify", "--", checked_url(url), f"{sha}:refs/heads/{branch}"])
+        repo.git(
+            [
+                *network_args(),
+                "push",
+                "--quiet",
+                "--no-verify",
+                "--",
+                checked_url(url),
+                f"{sha}:refs/heads/{branch}",
+            ],
+            timeout=network_timeout(),
+        )
+    except GitTimeout:
+        raise _silent(url) from None
     except GitFailed as exc:
         raise BadInput(
             f"pushing {branch} to {url} failed: {exc.stderr.strip()}",

@@ -101,13 +101,23 @@ class GitRepo:
 
     # --- plain queries -------------------------------------------------------------------------
 
-    def git(self, args: list[str], env: Mapping[str, str] | None = None, stdin: bytes | None = None) -> str:
-        return run(["--git-dir", str(self.git_dir), *args], env=env, stdin=stdin)
+    def git(
+        self,
+        args: list[str],
+        env: Mapping[str, str] | None = None,
+        stdin: bytes | None = None,
+        timeout: float | None = None,
+    ) -> str:
+        return run(["--git-dir", str(self.git_dir), *args], env=env, stdin=stdin, timeout=timeout)
 
     def try_git(
-        self, args: list[str], env: Mapping[str, str] | None = None, stdin: bytes | None = None
+        self,
+        args: list[str],
+        env: Mapping[str, str] | None = None,
+        stdin: bytes | None = None,
+        timeout: float | None = None,
     ) -> tuple[int, str, str]:
-        return try_run(["--git-dir", str(self.git_dir), *args], env=env, stdin=stdin)
+        return try_run(["--git-dir", str(self.git_dir), *args], env=env, stdin=stdin, timeout=timeout)
 
     def resolve_commit(self, rev: str) -> str | None:
         """Full SHA of the commit `rev` names, or None when there is none (or it is ambiguous)."""

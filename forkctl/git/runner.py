@@ -20,7 +20,9 @@ would start with `-` where the caller said so (`data=`).
 
 from __future__ import annotations
 
+import contextlib
 import os
+import signal
 import subprocess
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
@@ -88,6 +90,29 @@ PINNED_CONFIG: tuple[tuple[str, str], ...] = (
     ("protocol.fd.allow", "never"),
 )
 
+# For commands that talk to a remote: give up on a stalled HTTP transfer (bytes/s below the limit for
+# that many seconds); ssh's connect timeout comes from NETWORK_SSH_OPTIONS when the user set no ssh command.
+NETWORK_CONFIG: tuple[tuple[str, str], ...] = (("http.lowSpeedLimit", "1000"), ("http.lowSpeedTime", "30"))
+DEFAULT_NETWORK_TIMEOUT_S = 300.0
+
+
+def network_timeout() -> float:
+    """Seconds one network operation may take in total: $FORKCTL_NETWORK_TIMEOUT, default 300."""
+    raw = os.environ.get("FORKCTL_NETWORK_TIMEOUT", "")
+    try:
+        value = float(raw) if raw else DEFAULT_NETWORK_TIMEOUT_S
+    except ValueError:
+        raise BadInput(f"FORKCTL_NETWORK_TIMEOUT={raw!r} is not a number of seconds") from None
+    if value <= 0:
+        raise BadInput(f"FORKCTL_NETWORK_TIMEOUT={raw!r} must be positive")
+    return value
+
+
+def network_args() -> list[str]:
+    """`-c` settings that bound a network operation (prefix them to the git subcommand's argv)."""
+    return [part for key, value in NETWORK_CONFIG for part in ("-c", f"{key}={value}")]
+
+
 # Flags for every command that prints a diff: no external diff, no textconv, no order file, no colour.
 DIFF_FLAGS: tuple[str, ...] = ("--no-ext-diff", "--no-textconv", "--no-color")
 
@@ -105,6 +130,10 @@ TRANSPORT_VARIABLES = frozenset(
         "GIT_CONFIG_NOSYSTEM",
     }
 )
+
+
+class GitTimeout(BadInput):
+    """A git command (a network operation) ran past its time limit and was killed."""
 
 
 class GitFailed(BadInput):
@@ -165,22 +194,33 @@ def execute(
     stdin: bytes | None = None,
     timeout: float | None = None,
 ) -> Completed:
-    """Run `git <args>` hermetically and return its status and raw output; never raises on exit status."""
+    """Run `git <args>` hermetically and return its status and raw output; never raises on exit status.
+
+    git runs in its own process group and the whole group (remote helpers, ssh) is killed when the time
+    is up: a silent server cannot hang forkctl. Every command is bounded, local ones too, because in a
+    partial clone a local-looking read can turn into a lazy fetch (default: `network_timeout()`).
+    """
+    timeout = network_timeout() if timeout is None else timeout
     try:
-        proc = subprocess.run(
+        proc = subprocess.Popen(
             argv(args),
             cwd=str(cwd) if cwd else None,
             env=hermetic_env(env),
-            input=stdin if stdin is not None else b"",
-            capture_output=True,
-            timeout=timeout,
-            check=False,
+            stdin=subprocess.PIPE,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            start_new_session=True,
         )
     except FileNotFoundError:
         raise BadInput("git is not installed or not on PATH", hint="install git (2.39 or newer)") from None
+    try:
+        stdout, stderr = proc.communicate(stdin if stdin is not None else b"", timeout=timeout)
     except subprocess.TimeoutExpired:
-        raise GitFailed(f"git {args[0]} did not finish within {timeout:.0f} s") from None
-    return Completed(proc.returncode, proc.stdout, proc.stderr)
+        with contextlib.suppress(ProcessLookupError):
+            os.killpg(proc.pid, signal.SIGKILL)
+        proc.communicate()
+        raise GitTimeout(f"git {_verb(args)} did not finish within {timeout:.0f} s") from None
+    return Completed(proc.returncode, stdout, stderr)
 
 
 def run(
@@ -189,9 +229,10 @@ def run(
     env: Mapping[str, str] | None = None,
     stdin: bytes | None = None,
     strip: bool = True,
+    timeout: float | None = None,
 ) -> str:
     """Run `git <args>` and return stdout as text; raise GitFailed with git's stderr on failure."""
-    done = execute(args, cwd, env, stdin)
+    done = execute(args, cwd, env, stdin, timeout)
     if done.status != 0:
         raise GitFailed(f"git {_verb(args)} failed", done.err.strip())
     text = done.out
@@ -215,9 +256,10 @@ def try_run(
     cwd: Path | None = None,
     env: Mapping[str, str] | None = None,
     stdin: bytes | None = None,
+    timeout: float | None = None,
 ) -> tuple[int, str, str]:
     """Run git and return (status, stdout, stderr) without raising: for checks whose failure is data."""
-    done = execute(args, cwd, env, stdin)
+    done = execute(args, cwd, env, stdin, timeout)
     return done.status, done.out, done.err
 
 
