@@ -11,9 +11,10 @@ of the torch layer are compared with the default layer's. Two cases:
   so those experts run on zero rows, across the all-to-all.
 
 Each rank writes its figures to <out>/rank<R>.json and prints one line per case; the exit code is 1 when
-a check failed on this rank. `--build-only` builds both layers on the CPU (gloo, one rank; the all-gather
-dispatcher, as the all-to-all one needs CUDA to be built) and stops: a quick check that the construction
-and weight-copying code still fits the installed megatron-core.
+a check failed on this rank. A rank that raises writes the traceback to <out>/rank<R>.error.txt before it
+exits non-zero, so the test can show why torchrun failed. `--build-only` builds both layers on the CPU
+(gloo, one rank; the all-gather dispatcher, as the all-to-all one needs CUDA to be built) and stops: a
+quick check that the construction and weight-copying code still fits the installed megatron-core.
 
 megatron must be importable (the patched copy first on PYTHONPATH); the repository root is put on
 sys.path here so the shared builders in tests/_moe.py are found.
@@ -25,6 +26,7 @@ import argparse
 import json
 import os
 import sys
+import traceback
 from dataclasses import asdict, dataclass
 from pathlib import Path
 
@@ -94,10 +96,37 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
 
 
 def starved_experts(num_experts: int, world_size: int) -> list[int]:
-    """The experts of rank 1; with a single rank, the block of experts rank 1 would hold under EP4."""
-    block = num_experts // max(world_size, 4)
-    start = STARVED_RANK * block if world_size > 1 else num_experts // 4
-    return list(range(start, start + block))
+    """The global experts the empty-rank case keeps without tokens.
+
+    With EP > 1: exactly the experts of rank STARVED_RANK, i.e. its contiguous block of
+    num_experts // world_size (the dispatcher gives rank r experts r * n .. (r + 1) * n - 1).
+    With one rank: the block rank 1 would hold under EP4, so a block of experts still runs on zero rows.
+    """
+    if world_size < 1 or num_experts % world_size:
+        raise ValueError(f"{num_experts} experts do not split over {world_size} ranks")
+    if world_size > 1:
+        per_rank = num_experts // world_size
+        start = STARVED_RANK * per_rank
+        return list(range(start, start + per_rank))
+    block = max(1, num_experts // 4)
+    return list(range(block, min(2 * block, num_experts)))
+
+
+def error_path(out: Path, rank: int | str) -> Path:
+    return out / f"rank{rank}.error.txt"
+
+
+def record_failure(out: Path | None, rank: int | str, text: str) -> Path | None:
+    """Write a rank's traceback next to its figures (best effort: never masks the original error)."""
+    if out is None:
+        return None
+    try:
+        out.mkdir(parents=True, exist_ok=True)
+        path = error_path(out, rank)
+        path.write_text(text)
+        return path
+    except OSError:
+        return None
 
 
 def make_config(args: argparse.Namespace, world_size: int, backend: str, device: str):
@@ -243,9 +272,21 @@ def main(argv: list[str] | None = None) -> int:
     if args.out is None:
         print(f"ep_worker: give --out or ${OUT_ENV_VAR}", file=sys.stderr)
         return 2
-    from megatron.core import parallel_state
-    from megatron.core.tensor_parallel.random import model_parallel_cuda_manual_seed
+    rank = os.environ.get("RANK", "0")
+    try:
+        return run(args)
+    except BaseException as exc:
+        if isinstance(exc, SystemExit) and exc.code in (0, None):
+            raise
+        where = record_failure(args.out, rank, traceback.format_exc())
+        print(
+            f"ep_worker: rank {rank} failed ({type(exc).__name__}: {exc}); traceback in {where}",
+            file=sys.stderr,
+        )
+        raise
 
+
+def run(args: argparse.Namespace) -> int:
     rank, world_size = int(os.environ["RANK"]), int(os.environ["WORLD_SIZE"])
     local_rank = int(os.environ.get("LOCAL_RANK", rank))
     if args.experts % world_size:
@@ -253,6 +294,10 @@ def main(argv: list[str] | None = None) -> int:
         return 2
     device = torch.device("cuda", local_rank)
     torch.cuda.set_device(device)
+
+    from megatron.core import parallel_state
+    from megatron.core.tensor_parallel.random import model_parallel_cuda_manual_seed
+
     dist.init_process_group("nccl", device_id=device)
     try:
         parallel_state.initialize_model_parallel(1, 1, expert_model_parallel_size=world_size)

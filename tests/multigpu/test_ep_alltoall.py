@@ -5,6 +5,10 @@ with torchrun, then checks every rank's figures: forward output and input gradie
 with moe_expert_gemm_backend="torch" against the default backend, relative L2 < 1e-2, including a batch
 that leaves rank 1's experts without tokens. `forkctl validate --ep N` runs this folder with
 FORKCTL_EP=N and records it as the environment `sm90-epN`.
+
+When torchrun fails, the assertion message (and the JUnit properties `rank<R>.error` and `torchrun.logs`)
+carry each failing rank's traceback (<out>/rank<R>.error.txt, written by the worker) and the tail of
+every rank's own stdout/stderr (torchrun --log-dir ... --tee 3).
 """
 
 from __future__ import annotations
@@ -24,6 +28,8 @@ EP = int(os.environ.get("FORKCTL_EP", "4"))
 WORKER = Path(__file__).with_name("ep_worker.py")
 TOLERANCE = 1e-2
 LAUNCH_TIMEOUT_S = 480
+RANK_LOG_TAIL = 3000  # characters kept from each rank's stdout/stderr log
+ERROR_TAIL = 6000  # characters kept from each rank's traceback
 # NVLink multicast stays off for NCCL, torch symmetric memory and NVSHMEM (the worker forces it too).
 MULTICAST_OFF = {
     "NCCL_NVLS_ENABLE": "0",
@@ -51,32 +57,81 @@ def patched_site(tmp_path_factory: pytest.TempPathFactory) -> Path:
     return _patched.patched_tree(tmp_path_factory)
 
 
-def launch(site: Path, out: Path) -> subprocess.CompletedProcess[str]:
-    env = _patched.subprocess_env(site)
-    env["PYTHONPATH"] = os.pathsep.join([env["PYTHONPATH"], str(_patched.REPO_ROOT)])
-    env.update(MULTICAST_OFF)
-    env["PYTHONDONTWRITEBYTECODE"] = "1"
-    cmd = [
+def torchrun_command(out: Path, log_dir: Path, nproc: int = EP) -> list[str]:
+    """torchrun over the worker; every rank's stdout/stderr is also kept under `log_dir`."""
+    return [
         sys.executable,
         "-m",
         "torch.distributed.run",
         "--standalone",
-        f"--nproc_per_node={EP}",
+        f"--nproc_per_node={nproc}",
+        f"--log-dir={log_dir}",
+        "--tee=3",
         str(WORKER),
         "--out",
         str(out),
     ]
+
+
+def launch(site: Path, out: Path, log_dir: Path) -> subprocess.CompletedProcess[str]:
+    env = _patched.subprocess_env(site)
+    env["PYTHONPATH"] = os.pathsep.join([env["PYTHONPATH"], str(_patched.REPO_ROOT)])
+    env.update(MULTICAST_OFF)
+    env["PYTHONDONTWRITEBYTECODE"] = "1"
     return subprocess.run(
-        cmd, cwd=_patched.REPO_ROOT, env=env, capture_output=True, text=True, timeout=LAUNCH_TIMEOUT_S
+        torchrun_command(out, log_dir),
+        cwd=_patched.REPO_ROOT,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=LAUNCH_TIMEOUT_S,
     )
+
+
+def rank_errors(out: Path) -> dict[str, str]:
+    """rank<R>.error.txt of every rank that raised: {'rank<R>': traceback tail}."""
+    errors = {}
+    for path in sorted(out.glob("rank*.error.txt")):
+        errors[path.name.removesuffix(".error.txt")] = path.read_text(errors="replace")[-ERROR_TAIL:]
+    return errors
+
+
+def rank_logs(log_dir: Path) -> dict[str, str]:
+    """Tails of torchrun's per-rank logs: {'<local rank>/stderr.log': text}, empty logs left out."""
+    logs = {}
+    for path in sorted(log_dir.rglob("*.log")):
+        text = path.read_text(errors="replace").strip()
+        if text:
+            logs[f"{path.parent.name}/{path.name}"] = text[-RANK_LOG_TAIL:]
+    return logs
+
+
+def failure_report(proc: subprocess.CompletedProcess[str], out: Path, log_dir: Path) -> str:
+    """What to show when the launch failed: each failing rank's traceback, each rank's log, torchrun's tail."""
+    parts = [f"torchrun exit code {proc.returncode}"]
+    errors = rank_errors(out)
+    if errors:
+        for name, text in errors.items():
+            parts.append(f"--- {name} raised:\n{text.rstrip()}")
+    else:
+        parts.append("--- no rank wrote a traceback (rank*.error.txt)")
+    for name, text in rank_logs(log_dir).items():
+        parts.append(f"--- rank log {name}:\n{text}")
+    parts.append(f"--- torchrun output (tail):\n{(proc.stdout + proc.stderr)[-4000:]}")
+    return "\n".join(parts)
 
 
 def test_torch_backend_matches_default_across_all_to_all(
     patched_site: Path, tmp_path: Path, record_property
 ) -> None:
     out = tmp_path / "ranks"
-    proc = launch(patched_site, out)
+    log_dir = tmp_path / "torchrun-logs"
+    proc = launch(patched_site, out, log_dir)
     log = (proc.stdout + proc.stderr)[-6000:]
+    for name, text in rank_errors(out).items():
+        record_property(f"{name}.error", text)
+    if proc.returncode != 0:
+        record_property("torchrun.logs", failure_report(proc, out, log_dir))
     records = {}
     for path in sorted(out.glob("rank*.json")):
         record = json.loads(path.read_text())
@@ -88,7 +143,7 @@ def test_torch_backend_matches_default_across_all_to_all(
             record_property(f"{prefix}.tokens_received", case["tokens_received"])
             record_property(f"{prefix}.rel_l2_out", case["rel_l2_out"])
             record_property(f"{prefix}.rel_l2_dgrad", case["rel_l2_dgrad"])
-    assert proc.returncode == 0, f"torchrun exit code {proc.returncode}:\n{log}"
+    assert proc.returncode == 0, failure_report(proc, out, log_dir)
     assert sorted(records) == list(range(EP)), f"rank files {sorted(records)}:\n{log}"
 
     for rank, record in records.items():
