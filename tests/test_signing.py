@@ -120,3 +120,20 @@ def test_validate_refuses_to_start_without_a_key_when_signatures_are_required(tm
     )
     assert result.exit_code == 2
     assert "requires signed evidence" in json.loads(result.stdout)["error"]
+
+
+def test_sign_command_then_gate(tmp_path: Path) -> None:
+    """A GPU host without ssh-keygen records with --unsigned; `forkctl sign` where the key is."""
+    toolkit = gpu_toolkit(tmp_path / "t")
+    key, line = keypair(tmp_path, "maintainer")
+    require_signers(toolkit, line)
+    record(toolkit)
+    assert gate(toolkit)[0] == 1
+    result = CliRunner().invoke(
+        cli, ["--manifest", str(toolkit.manifest), "sign", "--key", str(key), "--json"]
+    )
+    assert result.exit_code == 0, result.output
+    assert json.loads(result.stdout)["trusted_by_manifest"] is True
+    code, payload = gate(toolkit)
+    assert code == 0, payload
+    assert payload["signed_by"] == "maintainer@gpu-runners"

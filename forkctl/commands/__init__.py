@@ -10,7 +10,19 @@ import importlib
 import click
 
 # The order here is the order of `forkctl --help`.
-VERBS = ["status", "lint", "apply", "export", "port", "check_pins", "bump_bridge", "demo", "validate", "gate"]
+VERBS = [
+    "status",
+    "lint",
+    "apply",
+    "export",
+    "port",
+    "check_pins",
+    "bump_bridge",
+    "demo",
+    "validate",
+    "gate",
+    "sign",
+]
 
 
 def command_name(verb: str) -> str:

@@ -334,6 +334,12 @@ def _bench_tables(bench: dict[str, Any]) -> list[Table]:
     help="The GPU runner's private SSH key: sign the evidence (<file>.sig, git's SSH signature format). "
     "Required when the manifest lists validation.allowed_signers. Default: $FORKCTL_SIGNING_KEY.",
 )
+@click.option(
+    "--unsigned",
+    is_flag=True,
+    help="Record without signing although the manifest lists allowed signers (sign later, where the key "
+    "is, with forkctl sign; the gate refuses the evidence until then).",
+)
 @output_options()
 @forkctl_command
 def command(
@@ -347,6 +353,7 @@ def command(
     bench_rows: str,
     keep: bool,
     sign_key: Path | None,
+    unsigned: bool,
 ) -> Report:
     """Run the GPU test suite on the patched megatron-core and record the evidence (CUDA host only).
 
@@ -365,15 +372,7 @@ def command(
     """
     manifest = ctx.manifest()
     series = load_series(manifest)
-    if manifest.validation.allowed_signers and sign_key is None:
-        raise BadInput(
-            "the manifest requires signed evidence (validation.allowed_signers) and no key was given",
-            hint="pass --sign-key PATH (or set $FORKCTL_SIGNING_KEY) with a key whose public half is listed",
-        )
-    if sign_key is not None and not sign_key.is_file():
-        raise BadInput(
-            f"signing key {sign_key} does not exist", hint="check --sign-key / $FORKCTL_SIGNING_KEY"
-        )
+    _check_signing(manifest, sign_key, unsigned)
     selected, env_suffix = _select_suite(manifest, ep, env_suffix)
     suite = evidence.suite_record(manifest, selected.root)
     folder = evidence.evidence_dir(manifest, out)
@@ -402,6 +401,28 @@ def command(
             report.info(f"kept the scratch folder {scratch}")
         else:
             shutil.rmtree(scratch, ignore_errors=True)
+
+
+def _check_signing(manifest: Manifest, sign_key: Path | None, unsigned: bool) -> None:
+    """Before any test runs: a key when the manifest wants signatures, and the tool to sign with."""
+    if manifest.validation.allowed_signers and sign_key is None and not unsigned:
+        raise BadInput(
+            "the manifest requires signed evidence (validation.allowed_signers) and no key was given",
+            hint="pass --sign-key PATH (or set $FORKCTL_SIGNING_KEY) with a key whose public half is listed, "
+            "or --unsigned to record now and sign where the key is with forkctl sign",
+        )
+    if sign_key is None:
+        return
+    if not sign_key.is_file():
+        raise BadInput(
+            f"signing key {sign_key} does not exist", hint="check --sign-key / $FORKCTL_SIGNING_KEY"
+        )
+    if shutil.which("ssh-keygen") is None:
+        raise BadInput(
+            "--sign-key needs ssh-keygen, which this host lacks",
+            hint="install OpenSSH's client tools, or record with --unsigned and sign where the key is: "
+            "forkctl sign --key KEY",
+        )
 
 
 def _validate(

@@ -47,8 +47,9 @@ def test_super_shapes_parity(super_module, record_property):
     x, tokens, probs, grad = _moe.routed_inputs(tokens_per_expert, HIDDEN, "cuda", seed=3)
     out, dx = _moe.run(super_module, x, tokens, probs, grad)
     torch.cuda.synchronize()
-    assert super_module._fc1_packed_weight.is_cuda
-    assert tuple(super_module._fc1_packed_weight.shape) == (EXPERTS, FFN, HIDDEN)
+    packed_fc1 = super_module.packed_expert_weights()[0]
+    assert packed_fc1.is_cuda
+    assert tuple(packed_fc1.shape) == (EXPERTS, FFN, HIDDEN)
     ref, ref_dx = _moe.reference(super_module, x, tokens, probs, grad)
     err_out, err_dx = _moe.rel_l2(out, ref), _moe.rel_l2(dx, ref_dx)
     record_property("empty_experts", n_empty)

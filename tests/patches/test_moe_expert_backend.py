@@ -162,11 +162,12 @@ def test_state_dict_keys_and_cross_loading():
 
 def test_views_share_one_storage():
     module = _moe.build_grouped(cfg(), "cpu", seed=31)
-    for linear, buffer in (("linear_fc1", "_fc1_packed_weight"), ("linear_fc2", "_fc2_packed_weight")):
+    for index, linear in enumerate(("linear_fc1", "linear_fc2")):
         params = [getattr(module, linear).get_parameter(f"weight{e}") for e in range(E)]
         values = [p.detach().clone() for p in params]
         module.prepare_torch_expert_gemm()
-        packed = getattr(module, buffer)
+        packed = module.packed_expert_weights()[index]
+        buffer = f"{linear}._packed_weight"  # the torch grouped linear holds its packed weights
         assert packed.is_contiguous() and tuple(packed.shape) == (E, *params[0].shape)
         assert buffer in dict(module.named_buffers()) and buffer not in module.state_dict()
         for e, (param, value) in enumerate(zip(params, values, strict=True)):
@@ -180,15 +181,16 @@ def test_reprepare_after_replacing_middle_expert():
     module = _moe.build_grouped(cfg(), "cpu", seed=41)
     x, tokens, probs, grad = _moe.routed_inputs([3, 5, 4, 2], H, "cpu")
     out_before, _ = _moe.run(module, x, tokens, probs, grad)
-    packed_before = module._fc1_packed_weight
+    packed_before = module.packed_expert_weights()[0]
     middle = E // 2
     weight = module.linear_fc1.get_parameter(f"weight{middle}")
     weight.data = (
         torch.randn(weight.shape, generator=torch.Generator().manual_seed(9)).to(torch.bfloat16) / H**0.5
     )
     out, dx = _moe.run(module, x, tokens, probs, grad)
-    assert module._fc1_packed_weight is not packed_before
-    assert weight.data_ptr() == module._fc1_packed_weight[middle].data_ptr()
+    packed_after = module.packed_expert_weights()[0]
+    assert packed_after is not packed_before
+    assert weight.data_ptr() == packed_after[middle].data_ptr()
     rows = slice(8, 12)  # the middle expert's tokens
     assert not torch.equal(out[rows], out_before[rows])
     ref, ref_dx = _moe.reference(module, x, tokens, probs, grad)
@@ -198,12 +200,12 @@ def test_reprepare_after_replacing_middle_expert():
 def test_load_state_dict_after_prepare_reaches_the_packed_weights():
     module = _moe.build_grouped(cfg(), "cpu", seed=51)
     module.prepare_torch_expert_gemm()
-    packed = module._fc2_packed_weight
+    packed = module.packed_expert_weights()[1]
     donor = _moe.build_grouped(cfg(), "cpu", seed=52)
     module.load_state_dict(donor.state_dict())
     x, tokens, probs, grad = _moe.routed_inputs([2, 2, 2, 2], H, "cpu")
     out, _ = _moe.run(module, x, tokens, probs, grad)
-    assert module._fc2_packed_weight is packed  # in-place load, no re-pack needed
+    assert module.packed_expert_weights()[1] is packed  # in-place load, no re-pack needed
     donor_out, _ = _moe.run(donor, x, tokens, probs, grad)
     assert torch.equal(out, donor_out)
 
