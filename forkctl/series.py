@@ -13,6 +13,7 @@ import re
 from dataclasses import dataclass, field
 from datetime import datetime
 from email import message_from_bytes
+from email.errors import HeaderParseError
 from email.header import decode_header, make_header
 from email.utils import parseaddr, parsedate_to_datetime
 from pathlib import Path
@@ -59,10 +60,18 @@ class Patch:
         return int(match.group(1)) if match else None
 
 
-def _header(value: str | None) -> str:
+def _header(value: str | None, path: Path | None = None, name: str = "header") -> str:
+    """A mail header's text, RFC 2047 words decoded; a malformed encoding is a BadInput, not a crash."""
     if value is None:
         return ""
-    return str(make_header(decode_header(value))).replace("\n", "").replace("\r", "")
+    try:
+        text = str(make_header(decode_header(value)))
+    except (UnicodeDecodeError, LookupError, ValueError, HeaderParseError) as exc:
+        raise BadInput(
+            f"{path}: the {name} header is not validly encoded ({exc})",
+            hint="re-export the patch with forkctl export (or git format-patch --encode-email-headers)",
+        ) from None
+    return text.replace("\n", "").replace("\r", "")
 
 
 def _split_message_and_diff(payload: str, path: Path) -> tuple[str, str]:
@@ -101,6 +110,11 @@ def _trailers(body: str) -> list[tuple[str, str]]:
 
 def parse_patch(path: Path) -> Patch:
     """Parse one format-patch file; raise BadInput when it is not one."""
+    if path.is_symlink() or not path.is_file():
+        raise BadInput(
+            f"{path}: a patch file must be a regular file (not a link or a device)",
+            hint="replace the link with the file it points to",
+        )
     try:
         raw = path.read_bytes()
     except OSError as exc:
@@ -111,9 +125,9 @@ def parse_patch(path: Path) -> Patch:
             hint="make patch files with `forkctl export` or `git format-patch`",
         )
     mail = message_from_bytes(raw, policy=email.policy.compat32)
-    subject = SUBJECT_PREFIX_RE.sub("", _header(mail.get("Subject"))).strip()
-    author_name, author_email = parseaddr(_header(mail.get("From")))
-    date_raw = _header(mail.get("Date"))
+    subject = SUBJECT_PREFIX_RE.sub("", _header(mail.get("Subject"), path, "Subject")).strip()
+    author_name, author_email = parseaddr(_header(mail.get("From"), path, "From"))
+    date_raw = _header(mail.get("Date"), path, "Date")
     if not subject or not author_email or not date_raw:
         raise BadInput(f"{path}: missing Subject, From or Date header: not a git format-patch file")
     try:

@@ -140,3 +140,38 @@ def test_an_unexpected_error_becomes_exit_3_with_its_traceback_in_a_log() -> Non
     log = Path(error.message.rsplit(" ", 1)[-1])
     assert "Traceback" in log.read_text() and "boom" in log.read_text()
     log.unlink()
+
+
+@pytest.mark.parametrize(
+    "subject", ["=?UTF-8?q?fix=FF=FE=28?=", "=?UTF-8?b?!!!notbase64?=", "=?no-such-charset?q?x?="]
+)
+def test_badly_encoded_subjects_are_reported(setup: SeriesSetup, subject: str) -> None:
+    first = setup.patch_files[0]
+    lines = first.read_bytes().split(b"\n")
+    lines = [b"Subject: " + subject.encode() if line.startswith(b"Subject: ") else line for line in lines]
+    first.write_bytes(b"\n".join(lines))
+    for args in (["lint"], ["status", "--json"]):
+        code, out, err = forkctl("--manifest", str(setup.manifest), *args)
+        assert code in (1, 2), (out, err)
+        assert "Traceback" not in out + err
+        assert "not validly encoded" in out + err
+        assert first.name in out + err
+
+
+def test_a_patch_file_linked_outside_the_repository_is_refused_and_never_written_through(
+    setup: SeriesSetup, tmp_path: Path
+) -> None:
+    outside = tmp_path / "outside.txt"
+    outside.write_bytes(setup.patch_files[0].read_bytes())
+    setup.patch_files[0].unlink()
+    setup.patch_files[0].symlink_to(outside)
+    before = outside.read_bytes()
+    code, out, err = forkctl("--manifest", str(setup.manifest), "lint")
+    assert code in (1, 2), (out, err)
+    assert "regular file" in out + err
+    dev = tmp_path / "dev"
+    code, out, err = forkctl(
+        "--manifest", str(setup.manifest), "export", "--repo", str(dev), "--from", "series"
+    )
+    assert "Traceback" not in out + err
+    assert outside.read_bytes() == before  # the file the link points to is never written

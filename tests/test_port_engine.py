@@ -13,7 +13,7 @@ import pytest
 from click.testing import CliRunner
 
 from forkctl.cli import cli
-from tests.gitrepos import Repo, git
+from tests.gitrepos import FORMAT_PATCH, Repo, git
 from tests.seriesrepo import SeriesSetup, clone, make_series, run_json, write_manifest
 
 BRANCH = "farai/main"
@@ -169,17 +169,7 @@ def test_absorbed_by_provenance_when_upstream_rewrote_the_lines_since(tmp_path: 
     message = f"backport: line 10\n\n(cherry picked from commit {x_commit})\n"
     dev.git("commit", "-q", "-m", message)
     out = upstream_setup.root / "patches" / "megatron-lm"
-    name = dev.git(
-        "format-patch",
-        "--zero-commit",
-        "--no-signature",
-        "--full-index",
-        "--no-stat",
-        "-o",
-        str(out),
-        "-1",
-        "HEAD",
-    )
+    name = dev.git(*FORMAT_PATCH, "-o", str(out), "-1", "HEAD")
     write_manifest(
         upstream_setup.root,
         upstream_setup.base,

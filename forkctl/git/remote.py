@@ -16,7 +16,7 @@ from urllib.parse import urlsplit
 
 from forkctl import git
 from forkctl.errors import BadInput
-from forkctl.git import GitFailed, GitRepo
+from forkctl.git import GitRepo
 from forkctl.git.runner import GitTimeout, network_args, network_timeout
 from forkctl.redact import without_credentials
 
@@ -78,6 +78,21 @@ def checked_url(url: str) -> str:
     return url
 
 
+def talk(
+    verb_args: list[str], url: str, after_url: list[str], repo: GitRepo | None = None
+) -> tuple[int, str, str]:
+    """One network operation: `git <verb_args> -- <url> <after_url>` with the network bounds (stall
+    limits, total time), the URL checked to be data. Returns (status, stdout, stderr); a silent remote
+    is a BadInput naming it."""
+    args = [*network_args(), *verb_args, "--", checked_url(url), *after_url]
+    try:
+        if repo is None:
+            return git.try_run(args, timeout=network_timeout())
+        return repo.try_git(args, timeout=network_timeout())
+    except GitTimeout:
+        raise _silent(url) from None
+
+
 def _silent(url: str) -> BadInput:
     return BadInput(
         f"{url} did not answer within {network_timeout():.0f} s",
@@ -136,18 +151,12 @@ def resolve_relative_url(url: str, superproject_url: str) -> str:
 
 def ls_remote(url: str) -> dict[str, str]:
     """The branches and tags of `url` as {ref: commit sha}; annotated tags are peeled to their commit."""
-    try:
-        out = git.run(
-            [*network_args(), "ls-remote", "--heads", "--tags", "--", checked_url(url)],
-            timeout=network_timeout(),
-        )
-    except GitTimeout:
-        raise _silent(url) from None
-    except GitFailed as exc:
+    status, out, err = talk(["ls-remote", "--heads", "--tags"], url, [])
+    if status != 0:
         raise BadInput(
-            f"cannot list the refs of {url}: {exc.stderr.strip() or exc.message}",
+            f"cannot list the refs of {url}: {err.strip() or f'git ls-remote exited {status}'}",
             hint="check the URL and your network / credentials (git ls-remote must work)",
-        ) from None
+        )
     refs: dict[str, str] = {}
     for line in out.splitlines():
         sha, ref = line.split("\t", 1)
@@ -200,12 +209,7 @@ def fetch_sha(cache_repo: GitRepo, url: str, sha: str, depth: int | None = 1) ->
     args = ["fetch", "--quiet", "--no-tags", "--filter=blob:none"]
     if depth:
         args.append(f"--depth={depth}")
-    try:
-        status, _, _ = cache_repo.try_git(
-            [*network_args(), *args, "--", checked_url(url), sha], timeout=network_timeout()
-        )
-    except GitTimeout:
-        raise _silent(url) from None
+    status, _, _ = talk(args, url, [sha], repo=cache_repo)
     return status == 0 and cache_repo.has_object(f"{sha}^{{commit}}")
 
 
@@ -219,15 +223,12 @@ def fetch_history(cache_repo: GitRepo, url: str) -> None:
     if (cache_repo.git_dir / "shallow").is_file():
         args.append("--unshallow")
     refspecs = ["+refs/heads/*:refs/forkctl/heads/*", "+refs/tags/*:refs/forkctl/tags/*"]
-    try:
-        cache_repo.git([*network_args(), *args, "--", checked_url(url), *refspecs], timeout=network_timeout())
-    except GitTimeout:
-        raise _silent(url) from None
-    except GitFailed as exc:
+    status, _, err = talk(args, url, refspecs, repo=cache_repo)
+    if status != 0:
         raise BadInput(
-            f"cannot fetch the branches and tags of {url}: {exc.stderr.strip()}",
+            f"cannot fetch the branches and tags of {url}: {err.strip()}",
             hint="check the URL and your access to it",
-        ) from None
+        )
 
 
 @dataclass(frozen=True)
@@ -292,13 +293,7 @@ def object_store(repo_path: Path | None, url: str, revs: list[str]) -> GitRepo:
 
 def default_branch(url: str) -> str | None:
     """The branch `HEAD` of `url` points at (its default branch), when the server says."""
-    try:
-        status, out, _ = git.try_run(
-            [*network_args(), "ls-remote", "--symref", "--", checked_url(url), "HEAD"],
-            timeout=network_timeout(),
-        )
-    except GitTimeout:
-        raise _silent(url) from None
+    status, out, _ = talk(["ls-remote", "--symref"], url, ["HEAD"])
     for line in out.splitlines() if status == 0 else []:
         if line.startswith("ref: ") and line.endswith("\tHEAD"):
             return line[len("ref: ") :].split("\t")[0].removeprefix("refs/heads/")
@@ -307,23 +302,9 @@ def default_branch(url: str) -> str | None:
 
 def push_branch(repo: GitRepo, url: str, sha: str, branch: str) -> None:
     """`git push url sha:refs/heads/branch`, never forced: an existing different branch is refused."""
-    try:
-        repo.git(
-            [
-                *network_args(),
-                "push",
-                "--quiet",
-                "--no-verify",
-                "--",
-                checked_url(url),
-                f"{sha}:refs/heads/{branch}",
-            ],
-            timeout=network_timeout(),
-        )
-    except GitTimeout:
-        raise _silent(url) from None
-    except GitFailed as exc:
+    status, _, err = talk(["push", "--quiet", "--no-verify"], url, [f"{sha}:refs/heads/{branch}"], repo=repo)
+    if status != 0:
         raise BadInput(
-            f"pushing {branch} to {url} failed: {exc.stderr.strip()}",
+            f"pushing {branch} to {url} failed: {err.strip()}",
             hint="the branch may already exist with other commits: delete it on the remote or bump anew",
-        ) from None
+        )
