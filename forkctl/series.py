@@ -24,7 +24,6 @@ from forkctl.manifest import Manifest
 
 PROVENANCE_RE = re.compile(r"^\(cherry picked from commit ([0-9a-f]{7,40})\)\s*$", re.MULTILINE)
 TRAILER_RE = re.compile(r"^([A-Za-z0-9][A-Za-z0-9-]*): (.+)$")
-DIFF_GIT_RE = re.compile(r"^diff --git a/(\S+) b/(\S+)$", re.MULTILINE)
 SUBJECT_PREFIX_RE = re.compile(r"^\[PATCH[^\]]*\]\s*")
 NAME_RE = re.compile(r"^(\d{4})-([A-Za-z0-9][A-Za-z0-9._-]*)\.patch$")
 
@@ -138,12 +137,13 @@ def parse_patch(path: Path) -> Patch:
     assert isinstance(payload_bytes, bytes)
     payload = payload_bytes.decode("utf-8", errors="surrogateescape")
     body, diff = _split_message_and_diff(payload, path)
-    paths: list[str] = []
-    for old, new in DIFF_GIT_RE.findall(diff):
-        for candidate in (old, new):
-            if candidate not in paths:
-                paths.append(candidate)
     diff_bytes = diff.encode("utf-8", errors="surrogateescape")
+    try:
+        paths = git.diff_paths(diff_bytes)
+    except BadInput as exc:
+        raise BadInput(
+            f"{path}: the diff does not parse: {exc.message}", hint="restore or re-export the patch"
+        ) from None
     return Patch(
         path=path,
         subject=subject,

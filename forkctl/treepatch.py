@@ -9,6 +9,8 @@ real tree is changed only after the rehearsal succeeded.
 from __future__ import annotations
 
 import fnmatch
+import json
+import os
 import shutil
 import tempfile
 from dataclasses import dataclass
@@ -16,6 +18,8 @@ from enum import StrEnum
 from pathlib import Path
 
 from forkctl import git
+from forkctl.errors import BadInput
+from forkctl.files import atomic_write
 from forkctl.series import Patch
 
 DEFAULT_INCLUDE = "megatron/**"
@@ -61,6 +65,11 @@ def _scratch_copy(tree: Path, paths: set[str], scratch: Path) -> None:
         source = tree / rel
         if not source.exists() and not source.is_symlink():
             continue
+        if source.is_dir() and not source.is_symlink():
+            raise BadInput(
+                f"{rel} is a folder in {tree}, but the series patches it as a file",
+                hint="this is not the tree the series was made for: check the folder you passed",
+            )
         target = scratch / rel
         target.parent.mkdir(parents=True, exist_ok=True)
         shutil.copy2(source, target, follow_symlinks=False)
@@ -113,13 +122,76 @@ def plan(tree: Path, patches: list[Patch], include: str = DEFAULT_INCLUDE, rever
     return TreePlan(tree=tree, include=include, state=state, verdicts=verdicts)
 
 
+JOURNAL = ".forkctl-tree-journal.json"
+
+
+def _inside(tree: Path, rel: str) -> Path:
+    """`tree/rel`, refused when it (or a folder on the way) is a link that leads out of `tree`."""
+    target = tree / rel
+    root = tree.resolve()
+    probe = target if target.exists() or target.is_symlink() else target.parent
+    while not probe.exists() and probe != tree:
+        probe = probe.parent
+    if not probe.resolve().is_relative_to(root):
+        raise BadInput(
+            f"{rel} leads out of {tree} through a symbolic link: apply --tree never writes outside DIR",
+            hint="replace the link with a real folder or file, or patch the tree it points to",
+        )
+    return target
+
+
 def execute(tree_plan: TreePlan, reverse: bool = False) -> list[Patch]:
-    """Change the real tree after a successful rehearsal; returns the patches applied (or taken out)."""
+    """Change the real tree after a successful rehearsal; returns the patches applied (or taken out).
+
+    The whole result is built in a scratch copy first; then a journal (in DIR) lists every file to
+    replace or delete, each new file is staged beside its target, and the swaps run. A kill before the
+    journal is complete leaves the old tree (plus staged files the next run removes); a kill after it
+    is finished by the next run (`recover`): the old tree or the new one, never a mix that stays.
+    """
     wanted = TreeState.APPLIED if reverse else TreeState.UNAPPLIED
     if tree_plan.state != wanted:
         return []
+    tree = tree_plan.tree
     relevant = [v.patch for v in tree_plan.verdicts if v.status != PatchStatus.NO_PATHS]
     ordered = list(reversed(relevant)) if reverse else relevant
-    for patch in ordered:
-        git.tree_apply(tree_plan.tree, patch.diff, tree_plan.include, reverse=reverse)
+    touched = sorted({p for patch in ordered for p in included_paths(patch, tree_plan.include)})
+    for rel in touched:
+        _inside(tree, rel)
+    with tempfile.TemporaryDirectory(prefix="forkctl-tree-") as holder:
+        scratch = Path(holder) / "tree"
+        scratch.mkdir()
+        _scratch_copy(tree, set(touched), scratch)
+        for patch in ordered:
+            git.tree_apply(scratch, patch.diff, tree_plan.include, reverse=reverse)
+        swaps: list[dict[str, str | None]] = []
+        for rel in touched:
+            result = scratch / rel
+            if result.is_file():
+                staged = tree / rel
+                staged = staged.with_name(f".{staged.name}.forkctl-new")
+                staged.parent.mkdir(parents=True, exist_ok=True)
+                shutil.copy2(result, staged)
+                swaps.append({"path": rel, "staged": str(staged.relative_to(tree))})
+            elif (tree / rel).exists():
+                swaps.append({"path": rel, "staged": None})  # the series deletes it
+    atomic_write(tree / JOURNAL, json.dumps({"swaps": swaps}).encode())
+    recover(tree)
     return ordered
+
+
+def recover(tree: Path) -> bool:
+    """Finish the swaps an interrupted `execute` journaled; True when there was one to finish."""
+    journal = tree / JOURNAL
+    if not journal.is_file():
+        for stray in tree.rglob(".*.forkctl-new"):  # staged before a kill, never journaled
+            stray.unlink(missing_ok=True)
+        return False
+    swaps = json.loads(journal.read_text())["swaps"]
+    for swap in swaps:
+        target = tree / swap["path"]
+        if swap["staged"] is None:
+            target.unlink(missing_ok=True)
+        elif (tree / swap["staged"]).exists():
+            os.replace(tree / swap["staged"], target)
+    journal.unlink()
+    return True

@@ -243,3 +243,19 @@ def test_a_truncated_patch_is_an_error_naming_the_file(setup: SeriesSetup, tmp_p
     assert second.name in data["error"] and "megatron/core/new.py" in data["error"]
     assert "truncated" in data["error"]
     assert repo.git("for-each-ref", f"refs/heads/{BRANCH}") == ""
+
+
+def test_abort_recovers_from_a_kill_during_the_conflict_setup(setup: SeriesSetup, tmp_path: Path) -> None:
+    """A kill while git worked in the scratch worktree leaves its index.lock: --abort still cleans up
+    and the next apply starts afresh."""
+    add_conflicting_patch(setup)
+    repo = clone(setup.upstream, tmp_path / "r", bare=True)
+    code, data = run(setup, "--base", setup.base, "--repo", str(repo.path))
+    assert code == 1, data
+    admin = repo.path / "worktrees" / "apply-worktree"
+    (admin / "index.lock").write_text("")  # what git leaves when killed mid-update
+    code, data = run(setup, "--abort", "--repo", str(repo.path))
+    assert code == 0, data
+    assert not admin.exists() and not (repo.path / "forkctl").exists()
+    code, data = run(setup, "--base", setup.base, "--repo", str(repo.path))
+    assert code == 1 and data["conflict"]["paths"] == ["megatron/core/b.py"], data

@@ -115,3 +115,79 @@ def test_tree_must_exist(setup: SeriesSetup, tmp_path: Path) -> None:
         cli, ["--manifest", str(setup.manifest), "apply", "--tree", str(tmp_path / "nope")]
     )
     assert result.exit_code == 2
+
+
+def test_paths_with_spaces_and_non_ascii_are_patched(tmp_path: Path) -> None:
+    changes: list[tuple[str, dict[str, str | None]]] = [
+        ("feat: odd names", {"megatron/core/with space.py": "S = 1\n", "megatron/core/café.py": "C = 'é'\n"}),
+    ]
+    setup = make_series(tmp_path, changes=changes)
+    site = _site(setup, tmp_path)
+    code, data = _apply(setup, "--tree", str(site))
+    assert code == 0, data
+    assert data["changed"] == ["0001-feat-odd-names.patch"]
+    assert (site / "megatron/core/with space.py").read_text() == "S = 1\n"
+    assert (site / "megatron/core/café.py").read_text() == "C = 'é'\n"
+    code, data = _apply(setup, "--tree", str(site), "--reverse")
+    assert code == 0, data
+    assert not (site / "megatron/core/with space.py").exists()
+
+
+def test_a_symlinked_folder_leading_out_of_the_tree_is_refused(setup: SeriesSetup, tmp_path: Path) -> None:
+    site = _site(setup, tmp_path)
+    outside = tmp_path / "elsewhere"
+    shutil.move(site / "megatron" / "core", outside)
+    (site / "megatron" / "core").symlink_to(outside, target_is_directory=True)
+    before = _snapshot(outside)
+    code, data = _apply(setup, "--tree", str(site))
+    assert code == 2, data
+    assert "leads out of" in data["error"]
+    assert _snapshot(outside) == before
+
+
+def test_sigkill_at_any_point_leaves_old_or_new_after_the_next_run(
+    setup: SeriesSetup, tmp_path: Path
+) -> None:
+    """Real kills at spread-out moments of `apply --tree`: right after, the tree is the old one, the new
+    one, or carries a journal; the next run then always ends with exactly the new tree."""
+    import os
+    import signal
+    import subprocess
+    import sys
+    import time
+
+    from forkctl import treepatch
+
+    reference = _site(setup, tmp_path / "ref")
+    assert _apply(setup, "--tree", str(reference))[0] == 0
+    new = _snapshot(reference)
+    code = "import sys; from forkctl.cli import main; sys.argv[0] = 'forkctl'; main()"
+    args = [sys.executable, "-c", code, "--manifest", str(setup.manifest), "apply", "--tree"]
+    env = {**os.environ, "PYTHONPATH": str(Path(__file__).resolve().parent.parent)}
+    started = time.perf_counter()
+    subprocess.run([*args, str(_site(setup, tmp_path / "timing"))], env=env, check=True, capture_output=True)
+    full_run = time.perf_counter() - started
+    for trial in range(10):
+        site = _site(setup, tmp_path / f"trial{trial}")
+        old = _snapshot(site)
+        proc = subprocess.Popen([*args, str(site)], env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+        time.sleep(full_run * (0.5 + 0.06 * trial))
+        os.kill(proc.pid, signal.SIGKILL)
+        proc.wait()
+        time.sleep(0.2)
+        now = _snapshot(site)
+        journaled = (site / treepatch.JOURNAL).is_file()
+        assert journaled or now in (old, new) or all(".forkctl-new" in p for p in set(now) - set(old))
+        assert _apply(setup, "--tree", str(site))[0] == 0
+        assert _snapshot(site) == new
+        assert not list(site.rglob("*.forkctl-new"))
+
+
+def test_a_folder_where_the_series_has_a_file_is_bad_input(setup: SeriesSetup, tmp_path: Path) -> None:
+    site = _site(setup, tmp_path)
+    (site / "megatron/core/new.py").mkdir()  # patch 2 creates this file
+    before = _snapshot(site)
+    code, data = _apply(setup, "--tree", str(site))
+    assert code == 2, data
+    assert "is a folder" in data["error"]
+    assert _snapshot(site) == before

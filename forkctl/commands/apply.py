@@ -62,9 +62,12 @@ def _apply_tree(ctx: Context, tree: Path, include: str, reverse: bool) -> Report
     if not tree.is_dir():
         raise BadInput(f"{tree} is not a directory", hint="pass the folder that contains megatron/")
     series = load_series(ctx.manifest())
+    finished = treepatch.recover(tree)  # an earlier run killed mid-swap is completed first
     tree_plan = treepatch.plan(tree, series.patches, include, reverse=reverse)
     changed = [p.path.name for p in treepatch.execute(tree_plan, reverse=reverse)]
     result = _tree_report(tree_plan, reverse, changed)
+    if finished:
+        result.lines.append(f"finished the swap of an earlier apply --tree that was interrupted in {tree}")
     trivial = [v.patch.path.name for v in tree_plan.verdicts if v.status == treepatch.PatchStatus.NO_PATHS]
     if trivial:
         result.lines.append(f"no path matches {include} in: {', '.join(trivial)} (counted as applied)")

@@ -513,6 +513,29 @@ def tree_from_directory(repo: GitRepo, directory: Path) -> str:
         return run([*where, "write-tree"], cwd=directory, env=env).strip()
 
 
+def diff_paths(diff: bytes) -> list[str]:
+    """Every path a diff names (old and new sides), in order, parsed by git itself (`apply --numstat
+    -z`): spaces, quotes and non-ASCII names come out exactly, where a regex over headers guesses."""
+    if not diff.strip():
+        return []
+    status, out, err = try_run(["apply", "--numstat", "-z", "--allow-empty", "-"], stdin=diff)
+    if status != 0:
+        raise GitFailed("git cannot read the diff", err)
+    fields = out.split("\x00")
+    paths: list[str] = []
+    position = 0
+    while position < len(fields) and fields[position]:
+        added_deleted_path = fields[position].split("\t", 2)
+        if len(added_deleted_path) == 3 and added_deleted_path[2]:
+            names = [added_deleted_path[2]]
+            position += 1
+        else:  # a rename or copy: "added\tdeleted\t" then old and new as fields of their own
+            names = fields[position + 1 : position + 3]
+            position += 3
+        paths.extend(name for name in names if name not in paths)
+    return paths
+
+
 def patch_ids_in_range(repo: GitRepo, range_spec: str, zero_context: bool = False) -> dict[str, str]:
     """{patch-id: oldest commit with it} for every non-merge commit in `range_spec`, in two processes.
 
