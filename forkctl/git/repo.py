@@ -17,6 +17,11 @@ from forkctl.errors import BadInput
 from forkctl.git.runner import DIFF_FLAGS, GitFailed, run, run_bytes, try_run
 
 EMPTY_TREE = "4b825dc642cb6eb9a060e54bf8d69288fbee4904"
+# Existence questions must not turn into fetches from a partial clone's promisor remote: git >= 2.44
+# honours GIT_NO_LAZY_FETCH; git 2.39 (this project's floor) ignores it and lazily fetches a missing
+# object, which the runner's time limit then bounds. The explicit fetches (remote.py) stay the only
+# intended downloads.
+NO_LAZY_FETCH = {"GIT_NO_LAZY_FETCH": "1"}
 ZERO_SHA = "0" * 40
 
 __all__ = ["EMPTY_TREE", "ZERO_SHA", "GitFailed", "GitRepo", "PrivateIndex", "run", "run_bytes", "try_run"]
@@ -122,12 +127,13 @@ class GitRepo:
     def resolve_commit(self, rev: str) -> str | None:
         """Full SHA of the commit `rev` names, or None when there is none (or it is ambiguous)."""
         status, out, _ = self.try_git(
-            ["rev-parse", "--verify", "--quiet", "--end-of-options", f"{rev}^{{commit}}"]
+            ["rev-parse", "--verify", "--quiet", "--end-of-options", f"{rev}^{{commit}}"], env=NO_LAZY_FETCH
         )
         return out.strip() if status == 0 and out.strip() else None
 
     def has_object(self, sha: str) -> bool:
-        return self.try_git(["cat-file", "-e", sha])[0] == 0
+        """Is the object here? A question, never a download (where git can be told: see NO_LAZY_FETCH)."""
+        return self.try_git(["cat-file", "-e", "--end-of-options", sha], env=NO_LAZY_FETCH)[0] == 0
 
     def is_ancestor(self, older: str, newer: str) -> bool:
         return self.try_git(["merge-base", "--is-ancestor", "--end-of-options", older, newer])[0] == 0
