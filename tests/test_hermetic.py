@@ -166,6 +166,7 @@ def test_absorbed_detection_holds_under_color_always(tmp_path: Path, hostile, mo
         "-oProxyCommand=touch {marker}",
         "ext::sh -c touch% {marker}",
         "fd::17",
+        "http://example.invalid/{marker}.git",
     ],
 )
 def test_a_url_is_data_never_an_option_or_a_command(tmp_path: Path, hostile_url: str) -> None:
@@ -218,7 +219,7 @@ def test_a_silent_server_does_not_hang_forkctl(tmp_path: Path, monkeypatch: pyte
     port = server.getsockname()[1]
     store = GitRepo.init_bare(tmp_path / "store.git")
     try:
-        for url in (f"http://127.0.0.1:{port}/repo.git", f"git://127.0.0.1:{port}/repo.git"):
+        for url in (f"git://127.0.0.1:{port}/repo.git", f"ssh://127.0.0.1:{port}/repo.git"):
             for call in (
                 lambda url=url: remote.ls_remote(url),
                 lambda url=url: remote.fetch_history(store, url),

@@ -47,14 +47,14 @@ def normalise_url(url: str) -> str:
     return f"{host.lower()}/{path.lower()}"
 
 
-ALLOWED_SCHEMES = ("https", "http", "ssh", "git", "file")
+ALLOWED_SCHEMES = ("https", "ssh", "git", "file")
 
 
 def checked_url(url: str) -> str:
     """`url` unchanged when it is a repository location git may contact; BadInput otherwise.
 
     A URL is data, never an option or a command: a leading `-` (`--upload-pack=...`,
-    `-oProxyCommand=...`) and transports other than https, http, ssh, git and file (`ext::`, `fd::`)
+    `-oProxyCommand=...`) and transports other than https, ssh, git and file (`ext::`, `fd::`, plain http)
     are refused. Local paths and scp-like `host:path` locations are allowed.
     """
     text = url.strip()
