@@ -88,8 +88,9 @@ def test_a_planted_token_reaches_no_output_channel_and_no_repository(
     for output in outputs:
         assert TOKEN not in output
     assert TOKEN not in summary.read_text()
-    for cache_config in (tmp_path / "cache").rglob("config"):
-        assert TOKEN not in cache_config.read_text()
+    for cached in (tmp_path / "cache").rglob("*"):  # config, FETCH_HEAD, logs, packs: every file
+        if cached.is_file():
+            assert TOKEN.encode() not in cached.read_bytes(), cached
     for repo in (chain.bridge, chain.nemo):
         assert TOKEN.encode() not in everything_in(repo)
     bumped = git(chain.bridge, "for-each-ref", "--format=%(refname)", "refs/heads/forkctl/").split()[0]

@@ -79,18 +79,42 @@ def checked_url(url: str) -> str:
 
 
 def talk(
-    verb_args: list[str], url: str, after_url: list[str], repo: GitRepo | None = None
+    verb_args: list[str], url: str, after_url: list[str], repo: GitRepo | None = None, fetch: bool = False
 ) -> tuple[int, str, str]:
     """One network operation: `git <verb_args> -- <url> <after_url>` with the network bounds (stall
     limits, total time), the URL checked to be data. Returns (status, stdout, stderr); a silent remote
-    is a BadInput naming it."""
-    args = [*network_args(), *verb_args, "--", checked_url(url), *after_url]
+    is a BadInput naming it.
+
+    `fetch` (into `repo`): the URL is reached through a named promisor remote whose configured URL
+    has no credentials (git would otherwise record the positional URL, token included, in the
+    repository's config); the credentials, when the URL has any, are lent for this one command by a
+    command-line `url.<with>.insteadOf=<without>`. Later lazy fetches use the same remote.
+    """
+    if fetch:
+        assert repo is not None, "a fetch needs a repository"
+        public = without_credentials(checked_url(url))
+        name = _promisor_remote(repo, public)
+        lend = ["-c", f"url.{url}.insteadOf={public}"] if url != public else []
+        args = [*network_args(), *lend, *verb_args, "--", name, *after_url]
+    else:
+        args = [*network_args(), *verb_args, "--", checked_url(url), *after_url]
     try:
         if repo is None:
             return git.try_run(args, timeout=network_timeout())
         return repo.try_git(args, timeout=network_timeout())
     except GitTimeout:
         raise _silent(url) from None
+
+
+def _promisor_remote(repo: GitRepo, public_url: str) -> str:
+    """The remote (named by URL identity) that a cache repository fetches `public_url` through."""
+    name = "forkctl-" + hashlib.sha256(cache_identity(public_url).encode()).hexdigest()[:12]
+    wanted = {"url": public_url, "promisor": "true", "partialclonefilter": "blob:none"}
+    for key, value in wanted.items():
+        status, current, _ = repo.try_git(["config", "--get", f"remote.{name}.{key}"])
+        if status != 0 or current.strip() != value:
+            repo.set_config(f"remote.{name}.{key}", value)
+    return name
 
 
 def _silent(url: str) -> BadInput:
@@ -209,7 +233,7 @@ def fetch_sha(cache_repo: GitRepo, url: str, sha: str, depth: int | None = 1) ->
     args = ["fetch", "--quiet", "--no-tags", "--filter=blob:none"]
     if depth:
         args.append(f"--depth={depth}")
-    status, _, _ = talk(args, url, [sha], repo=cache_repo)
+    status, _, _ = talk(args, url, [sha], repo=cache_repo, fetch=True)
     return status == 0 and cache_repo.has_object(f"{sha}^{{commit}}")
 
 
@@ -223,7 +247,7 @@ def fetch_history(cache_repo: GitRepo, url: str) -> None:
     if (cache_repo.git_dir / "shallow").is_file():
         args.append("--unshallow")
     refspecs = ["+refs/heads/*:refs/forkctl/heads/*", "+refs/tags/*:refs/forkctl/tags/*"]
-    status, _, err = talk(args, url, refspecs, repo=cache_repo)
+    status, _, err = talk(args, url, refspecs, repo=cache_repo, fetch=True)
     if status != 0:
         raise BadInput(
             f"cannot fetch the branches and tags of {url}: {err.strip()}",
