@@ -1,0 +1,33 @@
+"""The unit tests the patches carry, run on a GPU against the patched megatron-core (tests/_in_patch.py).
+
+Here their CUDA tests run too: the full-recompute regression of patch 0002 and the CUDA parity of
+patch 0001. Only tests that need Transformer Engine may skip (it is not installed on the GPU hosts).
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+import torch
+
+from tests import _in_patch, _patched
+
+pytestmark = [
+    pytest.mark.gpu,
+    pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA GPU"),
+]
+
+
+def test_the_patches_own_unit_tests_pass_on_gpu(tmp_path_factory, tmp_path: Path, record_property) -> None:
+    site = _patched.patched_tree(tmp_path_factory)
+    _in_patch.extract(tmp_path / "upstream-tests")
+    outcome = _in_patch.run(tmp_path / "upstream-tests", site)
+    record_property("in_patch.passed", len(outcome.passed))
+    record_property("in_patch.skipped", ", ".join(outcome.skipped))
+    record_property("in_patch.failed", ", ".join(outcome.failed))
+    assert outcome.returncode == 0 and not outcome.failed, outcome.output
+    recompute = [n for n in outcome.passed if "test_full_recompute_frozen_input" in n]
+    assert len(recompute) == 2, (recompute, outcome.output)  # uniform and block
+    assert any("test_cuda_parity" in n for n in outcome.passed), outcome.passed
+    assert all("transformer_engine" in n for n in outcome.skipped), outcome.skipped
