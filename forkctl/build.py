@@ -106,12 +106,16 @@ def _header_path(header: bytes) -> str | None:
 def verify_result(repo: GitRepo, parent_tree: str, new_tree: str, patch: Patch) -> None:
     """The patch's `index <old>..<new>` lines say what each file must become. When a file started as
     <old>, it must end as <new>: otherwise the patch was truncated or edited after it was made."""
-    for old_path, new_path, old_blob, new_blob in promised_blobs(patch.diff):
-        before = repo.tree_entry(parent_tree, old_path) if old_path else None
+    promises = promised_blobs(patch.diff)
+    # Two ls-tree calls per patch, whatever the number of files (apply's hot path).
+    befores = repo.tree_entries(parent_tree, [old for old, _, _, _ in promises if old])
+    afters = repo.tree_entries(new_tree, [new for _, new, _, _ in promises if new])
+    for old_path, new_path, old_blob, new_blob in promises:
+        before = befores.get(old_path) if old_path else None
         started_as_promised = (before.sha if before else ZERO) == old_blob
         if not started_as_promised:
             continue  # applied on other content (3-way): the promise does not hold there
-        after = repo.tree_entry(new_tree, new_path) if new_path else None
+        after = afters.get(new_path) if new_path else None
         if (after.sha if after else ZERO) != new_blob:
             raise BadInput(
                 f"{patch.path.name}: {new_path or old_path} came out as blob "

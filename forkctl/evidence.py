@@ -33,6 +33,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from forkctl import signing
 from forkctl.errors import BadInput
+from forkctl.files import atomic_write_text
 from forkctl.manifest import Manifest
 from forkctl.series import Series
 
@@ -331,11 +332,8 @@ def record_run(manifest: Manifest, series: Series, run: Run, folder: Path) -> Pa
         patches=patch_records(manifest, series),
         runs=sorted([*runs, run], key=lambda r: r.environment.tag),
     )
-    folder.mkdir(parents=True, exist_ok=True)
     # Write then rename, so an interrupted write never leaves a half file that looks like evidence.
-    scratch = path.with_suffix(".json.tmp")
-    scratch.write_text(dump_evidence(evidence), encoding="utf-8")
-    scratch.replace(path)
+    atomic_write_text(path, dump_evidence(evidence))
     return path
 
 

@@ -374,11 +374,18 @@ class PreviewEntry:
 
 
 def preview(
-    repo: GitRepo, series: Series, old_base: str, target: str, upto: int | None = None
+    repo: GitRepo,
+    series: Series,
+    old_base: str,
+    target: str,
+    upto: int | None = None,
+    old_commits: list[str | None] | None = None,
 ) -> list[PreviewEntry]:
     """Judge every patch (or the first `upto` + 1) on `target` as port would. Objects only: no ref, file or
-    manifest moves. A conflicting patch is left out of the head the later patches are judged on."""
-    old_commits, _ = old_series(repo, old_base, series)
+    manifest moves. A conflicting patch is left out of the head the later patches are judged on.
+    `old_commits`: apply(old base, series), when the caller already has it."""
+    if old_commits is None:
+        old_commits, _ = old_series(repo, old_base, series)
     judge = Judge(repo, old_base, target, old_commits)
     head = target
     entries: list[PreviewEntry] = []
@@ -412,12 +419,14 @@ def first_break(
 ) -> FirstBreak | None:
     """Bisect old_base..target (first parent) for the first commit where patch `position` conflicts."""
     candidates = repo.rev_list(f"{old_base}..{target}", "--first-parent")
+    old_commits, _ = old_series(repo, old_base, series)  # the same for every candidate
     tested = 0
 
     def breaks(commit: str) -> bool:
         nonlocal tested
         tested += 1
-        return preview(repo, series, old_base, commit, upto=position)[-1].verdict.kind == "conflict"
+        entries = preview(repo, series, old_base, commit, upto=position, old_commits=old_commits)
+        return entries[-1].verdict.kind == "conflict"
 
     if not candidates or not breaks(candidates[-1]):
         return None

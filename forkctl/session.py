@@ -23,6 +23,7 @@ from typing import Any
 from forkctl import git
 from forkctl.build import identity_of
 from forkctl.errors import BadInput
+from forkctl.files import atomic_write_text
 from forkctl.git import GitRepo
 from forkctl.git.merge import MergeResult
 from forkctl.series import Patch
@@ -132,11 +133,8 @@ def refuse_if_in_progress(repo: GitRepo) -> None:
 
 
 def save(repo: GitRepo, state: State) -> None:
-    path = state_path(repo)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    temporary = path.with_suffix(".tmp")
-    temporary.write_text(json.dumps(asdict(state), indent=2) + "\n", encoding="utf-8")
-    temporary.replace(path)  # atomic: a crash never leaves half a state file
+    # atomic: a crash never leaves half a state file
+    atomic_write_text(state_path(repo), json.dumps(asdict(state), indent=2) + "\n")
 
 
 @dataclass(frozen=True)

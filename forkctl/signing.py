@@ -20,6 +20,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from forkctl.errors import BadInput
+from forkctl.files import atomic_write
 
 NAMESPACE = "forkctl-evidence"
 SIGNATURE_SUFFIX = ".sig"
@@ -37,9 +38,15 @@ def _ssh_keygen(args: list[str], stdin: bytes) -> subprocess.CompletedProcess[by
     program = shutil.which("ssh-keygen")
     if program is None:
         raise BadInput("ssh-keygen is not installed", hint="install OpenSSH's client tools (8.2 or newer)")
-    return subprocess.run(
-        [program, *args], input=stdin, capture_output=True, timeout=TIMEOUT_S, check=False, env=_env()
-    )
+    try:
+        return subprocess.run(
+            [program, *args], input=stdin, capture_output=True, timeout=TIMEOUT_S, check=False, env=_env()
+        )
+    except subprocess.TimeoutExpired:
+        raise BadInput(
+            f"ssh-keygen {args[1]} did not finish within {TIMEOUT_S} s",
+            hint="a key that asks for a passphrase cannot be used here: use a key without one",
+        ) from None
 
 
 def _env() -> dict[str, str]:
@@ -58,10 +65,7 @@ def sign(evidence: Path, key: Path) -> Path:
         message = done.stderr.decode(errors="replace").strip()
         raise BadInput(f"could not sign {evidence.name} with {key}: {message}", hint="check the key file")
     target = signature_path(evidence)
-    handle, scratch = tempfile.mkstemp(prefix=f".{target.name}.", dir=target.parent)
-    with os.fdopen(handle, "wb") as stream:
-        stream.write(done.stdout)
-    os.replace(scratch, target)
+    atomic_write(target, done.stdout)
     return target
 
 

@@ -16,6 +16,7 @@ from urllib.parse import urlsplit
 
 from forkctl import git
 from forkctl.errors import BadInput
+from forkctl.files import atomic_write_text
 from forkctl.git import GitRepo
 from forkctl.git.runner import GitTimeout, network_args, network_timeout
 from forkctl.redact import without_credentials
@@ -110,9 +111,11 @@ def _promisor_remote(repo: GitRepo, public_url: str) -> str:
     """The remote (named by URL identity) that a cache repository fetches `public_url` through."""
     name = "forkctl-" + hashlib.sha256(cache_identity(public_url).encode()).hexdigest()[:12]
     wanted = {"url": public_url, "promisor": "true", "partialclonefilter": "blob:none"}
+    # One read of the remote's settings; writes only for what is missing (the first fetch).
+    _, out, _ = repo.try_git(["config", "-z", "--get-regexp", rf"^remote\.{name}\."])
+    current = dict(item.split("\n", 1) for item in out.split("\x00") if "\n" in item)
     for key, value in wanted.items():
-        status, current, _ = repo.try_git(["config", "--get", f"remote.{name}.{key}"])
-        if status != 0 or current.strip() != value:
+        if current.get(f"remote.{name}.{key}") != value:
             repo.set_config(f"remote.{name}.{key}", value)
     return name
 
@@ -218,7 +221,7 @@ def cache_repo_for(url: str, alternates: list[Path] | None = None) -> GitRepo:
         wanted = [str((a / "objects").resolve()) for a in alternates if (a / "objects").is_dir()]
         merged = listed + [w for w in wanted if w not in listed]
         if merged != listed:
-            (info / "alternates").write_text("".join(f"{line}\n" for line in merged))
+            atomic_write_text(info / "alternates", "".join(f"{line}\n" for line in merged))
     return repo
 
 

@@ -180,13 +180,21 @@ class GitRepo:
 
     def tree_entry(self, commit: str, path: str) -> TreeEntry | None:
         """The entry at `path` in `commit`'s tree (a gitlink shows as kind 'commit'), or None."""
-        out = self.git(["ls-tree", "--full-tree", commit, "--", path])
-        for line in out.splitlines():
-            meta, entry_path = line.split("\t", 1)
+        return self.tree_entries(commit, [path]).get(path)
+
+    def tree_entries(self, commit: str, paths: list[str]) -> dict[str, TreeEntry]:
+        """{path: entry} for those of `paths` that `commit`'s tree has, in one `ls-tree -z` (names exact,
+        whatever characters they hold)."""
+        if not paths:
+            return {}
+        out = self.git(["ls-tree", "-z", "--full-tree", commit, "--", *paths])
+        wanted, found = set(paths), {}
+        for record in filter(None, out.split("\x00")):
+            meta, entry_path = record.split("\t", 1)
             mode, kind, sha = meta.split()
-            if entry_path == path:
-                return TreeEntry(mode=mode, kind=kind, sha=sha, path=entry_path)
-        return None
+            if entry_path in wanted:
+                found[entry_path] = TreeEntry(mode=mode, kind=kind, sha=sha, path=entry_path)
+        return found
 
     def read_blob(self, commit: str, path: str) -> bytes | None:
         entry = self.tree_entry(commit, path)
