@@ -27,7 +27,8 @@ fmt: setup  ## format the code
 	$(VENV)/bin/ruff check --fix forkctl tests bench
 	$(VENV)/bin/ruff format forkctl tests bench
 
-bench: setup  ## CPU benchmarks: apply vs git am, check-pins vs submodule checkout
+bench: setup  ## CPU benchmarks: start-up, apply vs git am, check-pins vs submodule checkout
+	$(PY) bench/startup_bench.py
 	$(PY) bench/apply_bench.py
 	$(PY) bench/check_pins_bench.py
 

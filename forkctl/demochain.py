@@ -28,7 +28,7 @@ from forkctl import applying, build, git, pins
 from forkctl import manifest as manifest_mod
 from forkctl.errors import BadInput
 from forkctl.git import GitRepo, Identity, remote
-from forkctl.manifest import Manifest
+from forkctl.manifest import Manifest, plain
 from forkctl.series import load_series
 
 Progress = Callable[[str], None]
@@ -282,7 +282,7 @@ def build_chain(root: Path, real: Manifest, package: Package, progress: Progress
     """Every repository of the demo under `root` (which must be empty); see the module docstring."""
     upstream, base = _make_upstream(root, package, progress)
     progress(f"upstream base {base[:12]} = megatron-core {package.version or '?'} ({upstream})")
-    consumers = _consumer_entries(real.model.model_dump(by_alias=True))
+    consumers = _consumer_entries(plain(real.model))
     bridge, nemo = consumers
     paths = {"upstream": upstream, "fork": root / "fork.git"}
     _serve(paths["fork"])

@@ -29,9 +29,9 @@ from datetime import UTC, datetime
 from pathlib import Path, PurePosixPath
 from typing import Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError
+import msgspec
 
-from forkctl import signing
+from forkctl import schema, signing
 from forkctl.errors import BadInput
 from forkctl.files import atomic_write_text
 from forkctl.manifest import Manifest
@@ -56,8 +56,8 @@ EP_TAG = re.compile(r"-ep(\d+)$")
 # --- the schema -----------------------------------------------------------------------------------
 
 
-class _Model(BaseModel):
-    model_config = ConfigDict(extra="forbid", frozen=True, populate_by_name=True)
+class _Model(msgspec.Struct, frozen=True, forbid_unknown_fields=True, kw_only=True):
+    pass
 
 
 class TestOutcome(_Model):
@@ -65,7 +65,9 @@ class TestOutcome(_Model):
     outcome: Outcome
     duration_s: float
     message: str | None = None  # the first line of the failure or skip reason
-    properties: dict[str, str] = Field(default_factory=dict)  # record_property figures (error norms...)
+    properties: dict[str, str] = msgspec.field(
+        default_factory=dict
+    )  # record_property figures (error norms...)
 
 
 class Environment(_Model):
@@ -110,11 +112,11 @@ class Run(_Model):
 
 
 class Evidence(_Model):
-    schema_: Literal[1] = Field(alias="schema")
+    schema_: Literal[1] = msgspec.field(name="schema")
     series_digest: str
     base: str
     patches: list[PatchRecord]
-    runs: list[Run] = Field(default_factory=list)
+    runs: list[Run] = msgspec.field(default_factory=list)
 
     def run_for(self, tag: str) -> Run | None:
         return next((run for run in self.runs if run.environment.tag == tag), None)
@@ -272,15 +274,6 @@ def evidence_path(folder: Path, series_digest: str) -> Path:
     return folder / f"{series_digest}.json"
 
 
-def _describe_errors(exc: ValidationError) -> str:
-    parts = []
-    for error in exc.errors()[:5]:
-        where = ".".join(str(p) for p in error["loc"]) or "(top level)"
-        parts.append(f"{where}: {error['msg']}")
-    more = len(exc.errors()) - 5
-    return "; ".join(parts) + (f"; and {more} more" if more > 0 else "")
-
-
 MAX_EVIDENCE_BYTES = 16 << 20  # one run's evidence is a few kilobytes; a runaway file is refused
 
 
@@ -302,9 +295,10 @@ def load_evidence(path: Path) -> Evidence:
     except (OSError, UnicodeDecodeError) as exc:
         raise BadInput(f"{path}: cannot read evidence: {exc}", hint) from None
     try:
-        evidence = Evidence.model_validate(data)
-    except ValidationError as exc:
-        raise BadInput(f"{path}: malformed evidence: {_describe_errors(exc)}", hint) from None
+        evidence = msgspec.convert(data, Evidence)
+    except msgspec.ValidationError as exc:
+        _, message = schema.describe(exc, data, Evidence)
+        raise BadInput(f"{path}: malformed evidence: {message}", hint) from None
     if path.stem != evidence.series_digest:
         raise BadInput(
             f"{path}: malformed evidence: it records series digest {evidence.series_digest} "
@@ -315,7 +309,7 @@ def load_evidence(path: Path) -> Evidence:
 
 
 def dump_evidence(evidence: Evidence) -> str:
-    payload = evidence.model_dump(mode="json", by_alias=True)
+    payload = msgspec.to_builtins(evidence)
     return json.dumps(payload, indent=2, sort_keys=False) + "\n"
 
 
@@ -326,7 +320,7 @@ def record_run(manifest: Manifest, series: Series, run: Run, folder: Path) -> Pa
     if path.exists():
         runs = [r for r in load_evidence(path).runs if r.environment.tag != run.environment.tag]
     evidence = Evidence(
-        schema=SCHEMA,
+        schema_=SCHEMA,
         series_digest=series.digest,
         base=series.base,
         patches=patch_records(manifest, series),

@@ -32,7 +32,7 @@ from forkctl.errors import BadInput
 from forkctl.files import atomic_write
 from forkctl.git import GitRepo
 from forkctl.git.merge import MergeMessage, MergeResult, cherry_pick
-from forkctl.manifest import Manifest
+from forkctl.manifest import Manifest, plain
 from forkctl.series import Patch, Series
 
 
@@ -227,7 +227,7 @@ def _finish(repo: GitRepo, manifest: Manifest, state: session.State) -> PortOutc
     """Files first (atomically, with a backup for --abort), the branch last (compare-and-swap)."""
     if state.extra.get("phase") != "finishing":
         state.extra["phase"] = "finishing"
-        state.extra["dropped_before"] = [d.model_dump(exclude_none=True) for d in manifest.model.dropped]
+        state.extra["dropped_before"] = [plain(d, drop_none=True) for d in manifest.model.dropped]
         _backup(repo, manifest, state)
         session.save(repo, state)
     commits = [step.commit for step in state.steps if step.commit]

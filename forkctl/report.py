@@ -2,6 +2,10 @@
 
 Commands build a `Report` and return it; only this module writes to the terminal. Progress for long
 work goes to stderr (so `--json` on stdout stays parseable).
+
+rich draws tables, colours and progress bars only for a terminal, and is imported only then: output to
+a pipe, a log or CI is plain text (aligned columns, no borders, nothing folded or cut, so a fix command
+can be copied whole), and a command that prints to a pipe never pays for importing rich.
 """
 
 from __future__ import annotations
@@ -15,14 +19,14 @@ from collections.abc import Iterator
 from dataclasses import dataclass, field
 from enum import StrEnum
 from pathlib import Path
-from typing import Any
-
-from rich.console import Console
-from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
-from rich.table import Table as RichTable
+from typing import TYPE_CHECKING, Any, TextIO
 
 from forkctl.errors import EXIT_BAD_INPUT, EXIT_CHECK_FAILED, EXIT_OK, ForkctlError
 from forkctl.redact import clean, clean_data
+
+if TYPE_CHECKING:
+    from rich.console import Console
+    from rich.table import Table as RichTable
 
 
 class Format(StrEnum):
@@ -97,15 +101,22 @@ STATUS_STYLES = {
 }
 
 
+def _is_terminal(stream: TextIO) -> bool:
+    try:
+        return stream.isatty()
+    except (AttributeError, ValueError):  # a closed or replaced stream
+        return False
+
+
 def _console(stderr: bool = False) -> Console:
-    console = Console(stderr=stderr, highlight=False, soft_wrap=True)
-    if not console.is_terminal and "COLUMNS" not in os.environ:
-        # Logs and CI: wide enough that tables keep subjects and SHAs on one line.
-        console.width = 200
-    return console
+    from rich.console import Console
+
+    return Console(stderr=stderr, highlight=False, soft_wrap=True)
 
 
 def _rich_table(table: Table) -> RichTable:
+    from rich.table import Table as RichTable
+
     rich_table = RichTable(title=table.title, title_justify="left", show_lines=False)
     for column in table.columns:
         rich_table.add_column(column, overflow="fold")
@@ -158,14 +169,10 @@ def emit(report: Report, fmt: Format = Format.TEXT) -> int:
         sys.stdout.write(to_json(report) + "\n")
         return report.code
     report = _cleaned(report)
-    console = _console()
-    for table in report.tables:
-        console.print(_rich_table(table))
-    for line in report.lines:
-        console.print(_escape(line))
-    for problem in report.problems:
-        color = {"error": "red", "warning": "yellow", "notice": "cyan"}[problem.level]
-        console.print(f"[{color}]{problem.level}[/]: {_escape(problem.text())}")
+    if _is_terminal(sys.stdout):
+        _print_rich(report)
+    else:
+        sys.stdout.write(plain_text(report))
     if fmt == Format.GITHUB:
         for problem in report.problems:
             props = []
@@ -181,10 +188,46 @@ def emit(report: Report, fmt: Format = Format.TEXT) -> int:
                 with open(summary_path, "a", encoding="utf-8") as summary:
                     summary.write(step_summary(report))
             except OSError as exc:  # the check's verdict stands; the summary is a courtesy
-                console.print(
-                    f"[yellow]warning[/]: cannot write the step summary {summary_path}: {exc.strerror}"
-                )
+                _note(f"warning: cannot write the step summary {summary_path}: {exc.strerror}")
     return report.code
+
+
+def _print_rich(report: Report) -> None:
+    console = _console()
+    for table in report.tables:
+        console.print(_rich_table(table))
+    for line in report.lines:
+        console.print(_escape(line))
+    for problem in report.problems:
+        color = {"error": "red", "warning": "yellow", "notice": "cyan"}[problem.level]
+        console.print(f"[{color}]{problem.level}[/]: {_escape(problem.text())}")
+
+
+def plain_table(table: Table) -> str:
+    """A table as aligned columns under its title; cells are never cut or folded."""
+    rows = [table.columns, ["-" * len(c) for c in table.columns], *table.rows]
+    widths = [max(len(row[i]) if i < len(row) else 0 for row in rows) for i in range(len(table.columns))]
+    lines = [table.title] if table.title else []
+    for row in rows:
+        cells = [cell.ljust(widths[i]) for i, cell in enumerate(row)]
+        lines.append("  ".join(cells).rstrip())
+    return "\n".join(lines) + "\n"
+
+
+def plain_text(report: Report) -> str:
+    """The report as plain text: tables, then lines, then problems, each problem on one line."""
+    parts = [plain_table(table) + "\n" for table in report.tables]
+    parts += [line + "\n" for line in report.lines]
+    parts += [f"{problem.level}: {problem.text()}\n" for problem in report.problems]
+    return "".join(parts)
+
+
+def _note(text: str, markup: str | None = None) -> None:
+    """One line on stderr: rich markup on a terminal, the plain text elsewhere."""
+    if _is_terminal(sys.stderr):
+        _console(stderr=True).print(markup if markup is not None else _escape(text))
+    else:
+        sys.stderr.write(text + "\n")
 
 
 def step_summary(report: Report) -> str:
@@ -204,10 +247,9 @@ def error(exc: ForkctlError, fmt: Format = Format.TEXT) -> int:
         payload = {"ok": False, "error": message, "hint": hint, "exit_code": exc.exit_code}
         sys.stdout.write(json.dumps(payload, indent=2) + "\n")
     else:
-        console = _console(stderr=True)
-        console.print(f"[red]forkctl: error:[/] {_escape(message)}")
+        _note(f"forkctl: error: {message}", f"[red]forkctl: error:[/] {_escape(message)}")
         if hint:
-            console.print(f"  [cyan]hint:[/] {_escape(hint)}")
+            _note(f"  hint: {hint}", f"  [cyan]hint:[/] {_escape(hint)}")
         if fmt == Format.GITHUB:
             text = message + (f"\n  hint: {hint}" if hint else "")
             sys.stdout.write(f"::error::{_github_escape(text)}\n")
@@ -216,7 +258,8 @@ def error(exc: ForkctlError, fmt: Format = Format.TEXT) -> int:
 
 def info(message: str) -> None:
     """A progress note for people, on stderr."""
-    _console(stderr=True).print(f"[dim]{_escape(clean(message))}[/]")
+    text = clean(message)
+    _note(text, f"[dim]{_escape(text)}[/]")
 
 
 def _cleaned(report: Report) -> Report:
@@ -246,10 +289,12 @@ def _cleaned(report: Report) -> Report:
 @contextlib.contextmanager
 def progress(description: str, total: int | None) -> Iterator[Any]:
     """A progress bar on stderr; yields a function `advance(label)`. Silent when stderr is not a tty."""
-    console = _console(stderr=True)
-    if not console.is_terminal:
+    if not _is_terminal(sys.stderr):
         yield lambda label="": None
         return
+    from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
+
+    console = _console(stderr=True)
     with Progress(
         TextColumn("{task.description}"),
         BarColumn(),

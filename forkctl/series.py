@@ -7,7 +7,6 @@ computed by git itself (`git patch-id --stable`) through the git object layer.
 
 from __future__ import annotations
 
-import email.policy
 import hashlib
 import re
 from dataclasses import dataclass, field
@@ -107,8 +106,8 @@ def _trailers(body: str) -> list[tuple[str, str]]:
     return found
 
 
-def parse_patch(path: Path) -> Patch:
-    """Parse one format-patch file; raise BadInput when it is not one."""
+def _read_mail(path: Path) -> _Mail:
+    """A patch file's headers, message and diff; BadInput when it is not a format-patch file."""
     if path.is_symlink() or not path.is_file():
         raise BadInput(
             f"{path}: a patch file must be a regular file (not a link or a device)",
@@ -123,7 +122,7 @@ def parse_patch(path: Path) -> Patch:
             f"{path}: not a git format-patch file (it must start with a 'From <sha>' line)",
             hint="make patch files with `forkctl export` or `git format-patch`",
         )
-    mail = message_from_bytes(raw, policy=email.policy.compat32)
+    mail = message_from_bytes(raw)  # the compat32 policy: raw header strings, decoded by _header
     subject = SUBJECT_PREFIX_RE.sub("", _header(mail.get("Subject"), path, "Subject")).strip()
     author_name, author_email = parseaddr(_header(mail.get("From"), path, "From"))
     date_raw = _header(mail.get("Date"), path, "Date")
@@ -137,28 +136,68 @@ def parse_patch(path: Path) -> Patch:
     assert isinstance(payload_bytes, bytes)
     payload = payload_bytes.decode("utf-8", errors="surrogateescape")
     body, diff = _split_message_and_diff(payload, path)
-    diff_bytes = diff.encode("utf-8", errors="surrogateescape")
+    return _Mail(path, subject, author_name, author_email, date, date_raw, body, diff, raw)
+
+
+@dataclass(frozen=True)
+class _Mail:
+    """A patch file's message and diff, before git has read the diff."""
+
+    path: Path
+    subject: str
+    author_name: str
+    author_email: str
+    date: datetime
+    date_raw: str
+    body: str
+    diff: str
+    raw: bytes
+
+    def patch(self, paths: list[str], patch_id: str) -> Patch:
+        return Patch(
+            path=self.path,
+            subject=self.subject,
+            author_name=self.author_name,
+            author_email=self.author_email,
+            date=self.date,
+            date_raw=self.date_raw,
+            body=self.body,
+            trailers=_trailers(self.body),
+            provenance=PROVENANCE_RE.findall(self.body),
+            paths=paths,
+            diff=self.diff.encode("utf-8", errors="surrogateescape"),
+            patch_id=patch_id,
+            raw=self.raw,
+        )
+
+
+def parse_patch(path: Path) -> Patch:
+    """Parse one format-patch file; raise BadInput when it is not one."""
+    return parse_patches([path])[0]
+
+
+def parse_patches(paths: list[Path]) -> list[Patch]:
+    """Parse format-patch files; git reads all their diffs in two processes, not two per patch.
+    Raise BadInput for the first file that is not a format-patch file or whose diff does not parse."""
+    mails = [_read_mail(path) for path in paths]
+    diffs = [mail.diff.encode("utf-8", errors="surrogateescape") for mail in mails]
     try:
-        paths = git.diff_paths(diff_bytes)
+        paths_each = git.diff_paths_each(diffs)
+    except BadInput:
+        for mail, diff in zip(mails, diffs, strict=True):  # find the one git refused, and say so
+            _diff_paths_of(mail.path, diff)
+        raise
+    ids = git.patch_ids(diffs)
+    return [mail.patch(p, i) for mail, p, i in zip(mails, paths_each, ids, strict=True)]
+
+
+def _diff_paths_of(path: Path, diff: bytes) -> list[str]:
+    try:
+        return git.diff_paths(diff)
     except BadInput as exc:
         raise BadInput(
             f"{path}: the diff does not parse: {exc.message}", hint="restore or re-export the patch"
         ) from None
-    return Patch(
-        path=path,
-        subject=subject,
-        author_name=author_name,
-        author_email=author_email,
-        date=date,
-        date_raw=date_raw,
-        body=body,
-        trailers=_trailers(body),
-        provenance=PROVENANCE_RE.findall(body),
-        paths=paths,
-        diff=diff_bytes,
-        patch_id=git.patch_id(diff_bytes),
-        raw=raw,
-    )
 
 
 @dataclass(frozen=True)
@@ -178,4 +217,4 @@ class Series:
 
 
 def load_series(manifest: Manifest) -> Series:
-    return Series(base=manifest.upstream.base, patches=[parse_patch(p) for p in manifest.patch_paths()])
+    return Series(base=manifest.upstream.base, patches=parse_patches(manifest.patch_paths()))

@@ -7,6 +7,7 @@ import subprocess
 import sys
 from pathlib import Path
 
+import msgspec
 import pytest
 
 from forkctl import __version__, evidence, manifest
@@ -193,7 +194,7 @@ def test_environment_tags() -> None:
 
 
 def test_environment_from_probe_output() -> None:
-    data = make_environment().model_dump()
+    data = msgspec.to_builtins(make_environment())
     del data["tag"]
     output = "some warning from torch\n" + json.dumps(data) + "\n"
     env = evidence.environment_from_probe(output, "ep4")

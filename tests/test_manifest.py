@@ -8,7 +8,7 @@ import pytest
 from click.testing import CliRunner
 
 from forkctl.cli import cli
-from forkctl.manifest import load, rewrite
+from forkctl.manifest import load, plain, rewrite
 from tests.toolkit import make_toolkit
 
 VALID = """\
@@ -84,7 +84,7 @@ def test_valid_manifest_loads(tmp_path: Path) -> None:
         ("patches/megatron-lm/0001-one.patch", "/etc/0001-one.patch", 11, "is absolute"),
         ("patches/megatron-lm/0001-one.patch", "patches/../0001-one.patch", 11, "contains '..'"),
         ("    gitlink: 3rdparty/Megatron-LM\n", "    gitlink: ''\n", 18, "the gitlink path is empty"),
-        ("schema: 1\n", "schema: 2\n", 1, "'schema': Input should be 1"),
+        ("schema: 1\n", "schema: 2\n", 1, "'schema' must be one of 1, got 2"),
         ("fork:\n", "fork: 3\nfork2:\n", 6, "'fork' has the wrong type: expected a mapping"),
     ],
     ids=[
@@ -197,7 +197,7 @@ def test_rewrite_round_trip_keeps_every_other_byte(tmp_path: Path, repo_root: Pa
     original = (repo_root / "manifest.yaml").read_text()
     path.write_text(original)
     (tmp_path / "patches").symlink_to(repo_root / "patches")
-    entries = [entry.model_dump(exclude_none=True) for entry in load(path).series]
+    entries = [plain(entry, drop_none=True) for entry in load(path).series]
     rewrite(path, {("series",): [], ("dropped",): []})
     emptied = path.read_text()
     assert "series: []\n" in emptied and "# Patches dropped by" in emptied

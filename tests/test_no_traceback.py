@@ -128,7 +128,7 @@ def test_deeply_nested_or_linked_evidence_is_bad_input(tmp_path: Path, repo_root
 
 
 def test_an_unexpected_error_becomes_exit_3_with_its_traceback_in_a_log() -> None:
-    from forkctl.clikit import _unexpected
+    from forkctl.cli.kit import _unexpected
     from forkctl.errors import EXIT_UNEXPECTED
 
     try:

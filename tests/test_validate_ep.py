@@ -8,6 +8,7 @@ import subprocess
 import sys
 from pathlib import Path
 
+import msgspec
 import pytest
 from click.testing import CliRunner
 
@@ -39,8 +40,8 @@ def make_ep_run(toolkit: Toolkit, tag: str = "sm90-ep4", root: str = evidence.MU
     """A run of the multi-GPU suite as `validate --ep 4` records it."""
     loaded = load(toolkit)
     base = make_run(loaded, outcomes={EP_NODE: "passed"})
-    return base.model_copy(
-        update={"environment": make_environment(tag), "gpu_tests": evidence.suite_record(loaded, root)}
+    return msgspec.structs.replace(
+        base, environment=make_environment(tag), gpu_tests=evidence.suite_record(loaded, root)
     )
 
 

@@ -15,7 +15,8 @@ from pathlib import Path
 import click
 
 from forkctl import applying, treepatch
-from forkctl.clikit import Context, forkctl_command, output_options, toolkit_locked
+from forkctl.cli import verbs
+from forkctl.cli.kit import Context, forkctl_command, output_options, toolkit_locked
 from forkctl.errors import EXIT_CHECK_FAILED, BadInput
 from forkctl.git import GitRepo, remote
 from forkctl.manifest import Manifest
@@ -161,7 +162,7 @@ def _outcome_report(outcome: applying.Outcome, repo: GitRepo) -> Report:
     return result
 
 
-@click.command("apply")
+@click.command("apply", short_help=verbs.summary("apply"))
 @click.option(
     "--base", "base_rev", help="Upstream commit (full SHA or abbreviation) to build on: the manifest's base."
 )

@@ -13,7 +13,8 @@ from pathlib import Path
 import click
 
 from forkctl import pins, report
-from forkctl.clikit import Context, forkctl_command, output_options
+from forkctl.cli import verbs
+from forkctl.cli.kit import Context, forkctl_command, output_options
 from forkctl.errors import BadInput
 from forkctl.report import Report
 
@@ -30,7 +31,7 @@ def _through_index(manifest, through: str | None) -> int:  # type: ignore[no-unt
     return names.index(through)
 
 
-@click.command("bump-bridge")
+@click.command("bump-bridge", short_help=verbs.summary("bump-bridge"))
 @click.option(
     "--fork-commit",
     metavar="SHA",

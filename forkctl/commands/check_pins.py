@@ -13,11 +13,12 @@ from pathlib import Path
 import click
 
 from forkctl import pins, report
-from forkctl.clikit import Context, forkctl_command, output_options
+from forkctl.cli import verbs
+from forkctl.cli.kit import Context, forkctl_command, output_options
 from forkctl.report import Report
 
 
-@click.command("check-pins")
+@click.command("check-pins", short_help=verbs.summary("check-pins"))
 @click.option(
     "--consumer",
     "consumers",

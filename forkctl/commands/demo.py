@@ -14,7 +14,8 @@ from typing import Any
 import click
 
 from forkctl import demochain, pins, report
-from forkctl.clikit import Context, forkctl_command, output_options
+from forkctl.cli import verbs
+from forkctl.cli.kit import Context, forkctl_command, output_options
 from forkctl.errors import BadInput
 from forkctl.report import Report, Table
 
@@ -50,7 +51,7 @@ def _first_failure(result: pins.ChainResult) -> str:
     return "no link failed"
 
 
-@click.command("demo")
+@click.command("demo", short_help=verbs.summary("demo"))
 @click.option(
     "--keep",
     type=click.Path(path_type=Path, file_okay=False),

@@ -7,13 +7,14 @@ from pathlib import Path
 import click
 
 from forkctl import exporting
-from forkctl.clikit import Context, forkctl_command, output_options, toolkit_locked
+from forkctl.cli import verbs
+from forkctl.cli.kit import Context, forkctl_command, output_options, toolkit_locked
 from forkctl.errors import EXIT_CHECK_FAILED
 from forkctl.git import remote
 from forkctl.report import Problem, Report, Table
 
 
-@click.command("export")
+@click.command("export", short_help=verbs.summary("export"))
 @click.option("--from", "branch", help="Branch to export (default: manifest fork.branch).")
 @click.option(
     "--repo",

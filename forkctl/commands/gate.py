@@ -5,7 +5,8 @@ from __future__ import annotations
 import click
 
 from forkctl import evidence
-from forkctl.clikit import Context, forkctl_command, output_options
+from forkctl.cli import verbs
+from forkctl.cli.kit import Context, forkctl_command, output_options
 from forkctl.report import Level, Problem, Report, Table
 from forkctl.series import load_series
 
@@ -16,7 +17,7 @@ def _env_status(tag: str, verdict: evidence.GateVerdict) -> str:
     return "passed" if verdict.ok else "covered, see the problems below"
 
 
-@click.command("gate")
+@click.command("gate", short_help=verbs.summary("gate"))
 @click.option(
     "--require",
     "extra_required",

@@ -6,11 +6,12 @@ from pathlib import Path
 
 import click
 
-from forkctl.clikit import Context, forkctl_command, output_options
+from forkctl.cli import verbs
+from forkctl.cli.kit import Context, forkctl_command, output_options
 from forkctl.errors import ForkctlError
 from forkctl.manifest import PATCHES_ROOT, Manifest
 from forkctl.report import Problem, Report
-from forkctl.series import NAME_RE, Patch, parse_patch
+from forkctl.series import NAME_RE, Patch, parse_patch, parse_patches
 
 
 def _unlisted(manifest: Manifest) -> list[Path]:
@@ -35,7 +36,23 @@ def _check_name(position: int, rel: str, patch: Patch | None) -> list[str]:
     return problems
 
 
-@click.command("lint")
+def _parsed(manifest: Manifest, result: Report) -> list[Patch | None]:
+    """Every listed patch parsed (all in one go when they all parse), None for each that does not."""
+    try:
+        return list(parse_patches(manifest.patch_paths()))
+    except ForkctlError:
+        pass
+    parsed: list[Patch | None] = []
+    for entry in manifest.series:
+        try:
+            parsed.append(parse_patch(manifest.root / entry.file))
+        except ForkctlError as exc:
+            result.fail(Problem(exc.message, file=entry.file))
+            parsed.append(None)
+    return parsed
+
+
+@click.command("lint", short_help=verbs.summary("lint"))
 @output_options(github=True)
 @forkctl_command
 def command(ctx: Context) -> Report:
@@ -44,12 +61,7 @@ def command(ctx: Context) -> Report:
     manifest = ctx.manifest()
     result = Report(command="lint")
     manifest_rel = str(manifest.path.relative_to(manifest.root))
-    for position, entry in enumerate(manifest.series):
-        try:
-            patch: Patch | None = parse_patch(manifest.root / entry.file)
-        except ForkctlError as exc:
-            result.fail(Problem(exc.message, file=entry.file))
-            patch = None
+    for position, (entry, patch) in enumerate(zip(manifest.series, _parsed(manifest, result), strict=True)):
         for message in _check_name(position, entry.file, patch):
             result.fail(Problem(message, file=entry.file))
         if patch is None:

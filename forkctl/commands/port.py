@@ -7,7 +7,8 @@ from pathlib import Path
 import click
 
 from forkctl import porting
-from forkctl.clikit import Context, forkctl_command, output_options, toolkit_locked
+from forkctl.cli import verbs
+from forkctl.cli.kit import Context, forkctl_command, output_options, toolkit_locked
 from forkctl.errors import EXIT_CHECK_FAILED, BadInput
 from forkctl.git import GitRepo, remote
 from forkctl.report import Problem, Report, Table
@@ -91,7 +92,7 @@ def _who(repo: GitRepo) -> str:
     return repo.committer_ident() or "unknown"
 
 
-@click.command("port")
+@click.command("port", short_help=verbs.summary("port"))
 @click.option(
     "--onto", "onto", help="The new upstream commit (SHA or abbreviation, or a branch of the store)."
 )

@@ -7,13 +7,14 @@ from pathlib import Path
 import click
 
 from forkctl import evidence, signing
-from forkctl.clikit import Context, forkctl_command, output_options
+from forkctl.cli import verbs
+from forkctl.cli.kit import Context, forkctl_command, output_options
 from forkctl.errors import BadInput
 from forkctl.report import Report
 from forkctl.series import load_series
 
 
-@click.command("sign")
+@click.command("sign", short_help=verbs.summary("sign"))
 @click.option(
     "--key",
     type=click.Path(path_type=Path, dir_okay=False),

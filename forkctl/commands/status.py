@@ -3,19 +3,22 @@
 from __future__ import annotations
 
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import click
 
-from forkctl import build, porting
-from forkctl.clikit import Context, forkctl_command, output_options
+from forkctl.cli import verbs
+from forkctl.cli.kit import Context, forkctl_command, output_options
 from forkctl.errors import BadInput
-from forkctl.git import GitRepo, remote
-from forkctl.manifest import Manifest
+from forkctl.manifest import Manifest, plain
 from forkctl.report import Problem, Report, Table
 from forkctl.series import load_series
 
+if TYPE_CHECKING:
+    from forkctl import porting
 
-@click.command("status")
+
+@click.command("status", short_help=verbs.summary("status"))
 @click.option(
     "--repo",
     type=click.Path(path_type=Path, file_okay=False, exists=True),
@@ -51,6 +54,9 @@ def command(ctx: Context, repo: Path | None, onto: str | None, first_break: bool
     series = load_series(manifest)
     verdicts: dict[int, str | None] = {}
     if repo is not None:
+        from forkctl import build  # the plain table needs no git objects: import them only here
+        from forkctl.git import GitRepo
+
         upstream = GitRepo(repo)
         base = upstream.resolve_commit(manifest.upstream.base)
         if base is None:
@@ -90,7 +96,7 @@ def command(ctx: Context, repo: Path | None, onto: str | None, first_break: bool
         "branch": manifest.fork.branch,
         "series_digest": series.digest,
         "patches": patches_json,
-        "dropped": [d.model_dump() for d in manifest.model.dropped],
+        "dropped": [plain(d) for d in manifest.model.dropped],
     }
     result.tables.append(
         Table(
@@ -133,6 +139,9 @@ def _verdict_text(entry: porting.PreviewEntry) -> tuple[str, str]:
 
 
 def onto_report(manifest: Manifest, repo_path: Path | None, onto: str, with_first_break: bool) -> Report:
+    from forkctl import porting
+    from forkctl.git import remote
+
     repo = remote.object_store(repo_path, manifest.upstream.url, [onto, manifest.upstream.base])
     target, base = repo.resolve_commit(onto), repo.resolve_commit(manifest.upstream.base)
     if target is None or base is None:

@@ -21,9 +21,11 @@ from pathlib import Path
 from typing import Any
 
 import click
+import msgspec
 
 from forkctl import __version__, evidence, report, signing, treepatch
-from forkctl.clikit import Context, forkctl_command, output_options
+from forkctl.cli import verbs
+from forkctl.cli.kit import Context, forkctl_command, output_options
 from forkctl.errors import BadInput
 from forkctl.manifest import Manifest
 from forkctl.report import Level, Problem, Report, Table
@@ -284,7 +286,7 @@ def _bench_tables(bench: dict[str, Any]) -> list[Table]:
     ]
 
 
-@click.command("validate")
+@click.command("validate", short_help=verbs.summary("validate"))
 @click.option(
     "--out",
     type=click.Path(path_type=Path, file_okay=False),
@@ -525,8 +527,8 @@ def _report(manifest: Manifest, run: evidence.Run, path: Path, finished: Finishe
     result.data = {
         "evidence_file": str(rel),
         "status": run.status,
-        "environment": run.environment.model_dump(),
-        "tests": [t.model_dump() for t in run.tests],
+        "environment": msgspec.to_builtins(run.environment),
+        "tests": msgspec.to_builtins(run.tests),
         "benchmark": bench,
     }
     return result

@@ -16,14 +16,18 @@ import traceback
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import click
 
-from forkctl import manifest as manifest_mod
-from forkctl import report
 from forkctl.errors import ForkctlError, Unexpected
-from forkctl.manifest import Manifest
+
+if TYPE_CHECKING:
+    from forkctl import report
+    from forkctl.manifest import Manifest
+
+# The manifest and report layers are imported when a command runs, not when the CLI starts: `--help`
+# and usage errors must not pay for YAML, the schema or rich.
 
 
 @dataclass
@@ -34,6 +38,8 @@ class Context:
     _manifest: Manifest | None = field(default=None, repr=False)
 
     def manifest_path(self) -> Path:
+        from forkctl import manifest as manifest_mod
+
         if self.manifest_option is not None:
             return self.manifest_option
         try:
@@ -47,6 +53,8 @@ class Context:
 
     def manifest(self) -> Manifest:
         if self._manifest is None:
+            from forkctl import manifest as manifest_mod
+
             self._manifest = manifest_mod.load(self.manifest_path())
         return self._manifest
 
@@ -79,6 +87,8 @@ def forkctl_command(func: Callable[..., report.Report]) -> Callable[..., None]:
     def wrapper(
         ctx: Context, *args: Any, as_json: bool = False, as_github: bool = False, **kwargs: Any
     ) -> None:
+        from forkctl import report
+
         fmt = report.Format.JSON if as_json else report.Format.GITHUB if as_github else report.Format.TEXT
         try:
             result = func(ctx, *args, **kwargs)

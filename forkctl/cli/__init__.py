@@ -1,4 +1,8 @@
-"""forkctl's command line: global options, and one subcommand per module under forkctl/commands/."""
+"""forkctl's command line: global options, and one subcommand per module under forkctl/commands/.
+
+This module and `verbs` are all that `forkctl --help` imports: click and the verb table. Each verb's
+module (and through it the manifest, report and git layers) is imported only when that verb runs.
+"""
 
 from __future__ import annotations
 
@@ -6,8 +10,8 @@ from pathlib import Path
 
 import click
 
-from forkctl import __version__, commands
-from forkctl.clikit import Context
+from forkctl import __version__
+from forkctl.cli import verbs
 
 EPILOG = """\b
 Exit codes: 0 ok, 1 a check found problems, 2 bad input or usage, 3 an unexpected error.
@@ -16,13 +20,17 @@ The manifest is found by walking up from the current directory unless --manifest
 
 
 class LazyGroup(click.Group):
-    """Lists every verb, imports only the one that runs."""
+    """Lists every verb from the verb table, imports only the one that runs."""
 
     def list_commands(self, ctx: click.Context) -> list[str]:
-        return [commands.command_name(verb) for verb in commands.VERBS]
+        return list(verbs.SUMMARIES)
 
     def get_command(self, ctx: click.Context, cmd_name: str) -> click.Command | None:
-        return commands.load(cmd_name)
+        return verbs.load(cmd_name)
+
+    def format_commands(self, ctx: click.Context, formatter: click.HelpFormatter) -> None:
+        with formatter.section("Commands"):
+            formatter.write_dl(list(verbs.SUMMARIES.items()))
 
 
 @click.group(
@@ -45,6 +53,8 @@ def cli(ctx: click.Context, manifest: Path | None) -> None:
     reproducibly, ports it to new bases, checks every consumer down the submodule pin chain, and
     gates merges on GPU evidence for exactly this series.
     """
+    from forkctl.cli.kit import Context
+
     ctx.obj = Context(manifest_option=manifest)
 
 

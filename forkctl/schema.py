@@ -1,0 +1,113 @@
+"""Validation errors of the file schemas (manifest.yaml, evidence JSON) in the user's words.
+
+The schemas are msgspec structs. msgspec stops at the first problem and says where it is as a path
+(`... - at `$.series[0].file``); `describe` turns that into a location (for a file:line) and a
+message that names the key, what was expected and, for a misspelt key, the key that was meant.
+A check in a struct's `__post_init__` raises `FieldError` so that the message names the key too
+(msgspec itself reports such errors at the enclosing object).
+"""
+
+from __future__ import annotations
+
+import difflib
+import re
+from typing import Any, get_args, get_type_hints
+
+import msgspec
+
+Loc = tuple[str | int, ...]
+
+
+class FieldError(ValueError):
+    """A value that fails a check, with the key it belongs to."""
+
+    def __init__(self, key: str, message: str) -> None:
+        super().__init__(message)
+        self.key = key
+
+
+def _struct_of(annotation: Any) -> type[msgspec.Struct] | None:
+    """The struct an annotation holds: `Fork`, `list[SeriesEntry]` -> SeriesEntry, else None."""
+    for candidate in (annotation, *get_args(annotation)):
+        if isinstance(candidate, type) and issubclass(candidate, msgspec.Struct):
+            return candidate
+    return None
+
+
+def _holder(loc: Loc, root: type[msgspec.Struct]) -> type[msgspec.Struct] | None:
+    """The struct that the mapping holding `loc`'s last key validates against (None: not a struct)."""
+    model: type[msgspec.Struct] | None = root
+    for part in loc[:-1]:
+        if model is None:
+            return None
+        if isinstance(part, int):
+            continue
+        names = {f.encode_name: f.name for f in msgspec.structs.fields(model)}
+        if part not in names:
+            return None
+        model = _struct_of(get_type_hints(model)[names[part]])
+    return model
+
+
+def _allowed_keys(loc: Loc, root: type[msgspec.Struct]) -> list[str]:
+    model = _holder(loc, root)
+    return [] if model is None else [f.encode_name for f in msgspec.structs.fields(model)]
+
+
+def _allowed_values(loc: Loc, root: type[msgspec.Struct]) -> str:
+    """The literal values allowed at `loc` (e.g. `schema: 1`), for the error message."""
+    model = _holder(loc, root)
+    names = {} if model is None else {f.encode_name: f.name for f in msgspec.structs.fields(model)}
+    if model is None or loc[-1] not in names:
+        return "the allowed values"
+    return ", ".join(repr(v) for v in get_args(get_type_hints(model)[names[str(loc[-1])]]))
+
+
+# msgspec's messages end in " - at `$.series[0].file`"; the path is turned back into a location.
+_AT_RE = re.compile(r"^(?P<what>.*?)(?: - at `\$(?P<path>[^`]*)`)?$", re.DOTALL)
+_PATH_PART_RE = re.compile(r"\.([^.\[]+)|\[(\d+)\]")
+_EXPECTED = {
+    "str": "a string",
+    "int": "an integer",
+    "array": "a list",
+    "object": "a mapping",
+    "bool": "true or false",
+}
+
+
+def _loc_of(path: str) -> Loc:
+    return tuple(key if key else int(index) for key, index in _PATH_PART_RE.findall(path))
+
+
+def _value_at(data: Any, loc: Loc) -> Any:
+    for part in loc:
+        data = data[part]
+    return data
+
+
+def describe(exc: msgspec.ValidationError, data: Any, root: type[msgspec.Struct]) -> tuple[Loc, str]:
+    """(location, message) for a validation error, in the manifest's words."""
+    match = _AT_RE.match(str(exc))
+    assert match is not None  # the pattern matches any text
+    what, loc = match.group("what"), _loc_of(match.group("path") or "")
+    cause = exc.__cause__
+    if isinstance(cause, FieldError):
+        loc = (*loc, cause.key)
+    where = ".".join(str(p) for p in loc) or "(top level)"
+    if missing := re.match(r"Object missing required field `(.+)`", what):
+        loc = (*loc, missing.group(1))
+        where = ".".join(str(p) for p in loc)
+        return loc, f"missing key {where!r}: add it"
+    if unknown := re.match(r"Object contains unknown field `(.+)`", what):
+        loc = (*loc, unknown.group(1))
+        where = ".".join(str(p) for p in loc)
+        allowed = _allowed_keys(loc, root)
+        guess = difflib.get_close_matches(str(loc[-1]), allowed, n=1)
+        tip = f"did you mean {guess[0]!r}?" if guess else f"allowed keys here: {', '.join(allowed)}"
+        return loc, f"unknown key {where!r}: {tip}"
+    if wrong := re.match(r"Expected `(\w+)(?: \| null)?`, got `\w+`", what):
+        expected = _EXPECTED.get(wrong.group(1), wrong.group(1))
+        return loc, f"{where!r} has the wrong type: expected {expected}, got {_value_at(data, loc)!r}"
+    if what.startswith("Invalid enum value"):
+        return loc, f"{where!r} must be one of {_allowed_values(loc, root)}, got {_value_at(data, loc)!r}"
+    return loc, f"{where!r}: {what}"

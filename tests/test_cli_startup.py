@@ -1,0 +1,102 @@
+"""What the CLI imports before it does anything, and what it prints to a pipe.
+
+`forkctl --help` must not import a verb, the manifest schema, YAML, rich or git code; `lint` and
+`status` printing to a pipe must not import rich. These are the imports that made start-up cost a
+second; the benchmark (bench/startup_bench.py) times it, these tests hold the line on what is loaded.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+from click.testing import CliRunner
+
+from forkctl.cli import cli, verbs
+from tests.toolkit import make_toolkit
+
+ROOT = Path(__file__).resolve().parent.parent
+
+
+PROBE = """
+import atexit, json, sys
+listing = sys.argv[1]
+atexit.register(lambda: open(listing, "w").write(json.dumps(sorted(sys.modules))))
+from forkctl.cli import main
+sys.argv = ["forkctl", *sys.argv[2:]]
+main()
+"""
+
+
+def _imported(tmp_path: Path, *args: str) -> tuple[set[str], str]:
+    """The modules a `forkctl ARGS` process had imported when it exited, and its stdout."""
+    listing = tmp_path / "modules.json"
+    proc = subprocess.run(
+        [sys.executable, "-c", PROBE, str(listing), *args],
+        capture_output=True,
+        text=True,
+        cwd=ROOT,
+        env={**os.environ, "PYTHONPATH": str(ROOT)},
+        check=False,
+    )
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    return set(json.loads(listing.read_text())), proc.stdout
+
+
+def _heavy(modules: set[str], roots: tuple[str, ...]) -> set[str]:
+    return {m for m in modules if m.split(".")[0] in roots or m.startswith(roots)}
+
+
+def test_help_imports_no_verb_and_nothing_heavy(tmp_path: Path) -> None:
+    modules, out = _imported(tmp_path, "--help")
+    assert "forkctl.cli" in modules  # the probe works
+    assert not {m for m in modules if m.startswith("forkctl.commands.")}
+    assert not _heavy(
+        modules,
+        ("rich", "yaml", "msgspec", "pydantic", "forkctl.manifest", "forkctl.report", "forkctl.git"),
+    )
+    for name, summary in verbs.SUMMARIES.items():
+        assert f"{name}" in out and summary[:40] in out
+
+
+def test_lint_and_status_to_a_pipe_do_not_import_rich(tmp_path: Path) -> None:
+    toolkit = make_toolkit(tmp_path)
+    for verb in ("lint", "status"):
+        modules, out = _imported(tmp_path, "--manifest", str(toolkit.manifest), verb)
+        assert f"forkctl.commands.{verb}" in modules
+        assert not _heavy(modules, ("rich", "pydantic")), verb
+        assert out.strip(), verb
+
+
+def test_every_verb_loads_under_its_name_with_the_table_summary() -> None:
+    for name, summary in verbs.SUMMARIES.items():
+        command = verbs.load(name)
+        assert command is not None and command.name == name
+        assert command.get_short_help_str(limit=200) == summary
+    assert verbs.load("stauts") is None
+
+
+def test_plain_tables_keep_every_cell_whole(tmp_path: Path) -> None:
+    """In a log, a long subject or fix command is printed whole on its line, never folded or cut."""
+    toolkit = make_toolkit(tmp_path)
+    long_subject = "feat: " + "a-very-long-subject-" * 12
+    patch = toolkit.patch_files[0]
+    lines = patch.read_text().splitlines(keepends=True)
+    subject_at = next(i for i, line in enumerate(lines) if line.startswith("Subject: "))
+    lines[subject_at] = f"Subject: [PATCH 1/2] {long_subject}\n"
+    patch.write_text("".join(lines))
+    result = CliRunner().invoke(cli, ["--manifest", str(toolkit.manifest), "status"])
+    assert result.exit_code == 0, result.output
+    row = next(line for line in result.output.splitlines() if line.startswith("0001"))
+    assert long_subject in row
+    data = json.loads(
+        CliRunner().invoke(cli, ["--manifest", str(toolkit.manifest), "status", "--json"]).output
+    )
+    assert data["patches"][0]["subject"] == long_subject
+    # Columns line up: the provenance cell starts under its heading.
+    header = next(line for line in result.output.splitlines() if line.startswith("#"))
+    newest = data["patches"][0]["provenance"][-1][:12]
+    assert header.index("provenance") == row.index(newest)
