@@ -85,6 +85,7 @@ def _run(
 def start(repo: GitRepo, manifest: Manifest, series: Series, base: str, branch: str, force: bool) -> Outcome:
     git.check_branch_name(branch)
     session.refuse_if_in_progress(repo)
+    session.remove_leftovers(repo)
     refuse_checked_out(repo, branch)
     old_tip = repo.branch_sha(branch)
     state = session.State(

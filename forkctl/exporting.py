@@ -12,6 +12,7 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 from forkctl import git
 from forkctl import manifest as manifest_mod
@@ -140,10 +141,18 @@ def compare(manifest: Manifest, exported: list[ExportedPatch]) -> Difference:
     return Difference(changed=changed, stale=stale, manifest_differs=wanted != current)
 
 
-def write(manifest: Manifest, exported: list[ExportedPatch], difference: Difference) -> None:
-    """Write changed files, delete files of the old series that are gone, rewrite `series:`.
+def write(
+    manifest: Manifest,
+    exported: list[ExportedPatch],
+    difference: Difference,
+    manifest_updates: dict[tuple[str, ...], Any] | None = None,
+) -> None:
+    """Write changed files, rewrite `series:` (with `manifest_updates`, in the same write), then delete
+    the files of the old series that are gone.
 
-    Files under patches/ that the old series did not list are never overwritten or deleted.
+    In that order the manifest never lists a file that is missing, whenever a kill comes (a manifest
+    that does is refused by every verb, --continue and --abort included). Files under patches/ that the
+    old series did not list are never overwritten or deleted.
     """
     listed = {entry.file for entry in manifest.series}
     for patch in exported:
@@ -157,8 +166,10 @@ def write(manifest: Manifest, exported: list[ExportedPatch], difference: Differe
         if patch.file in difference.changed:
             target = manifest.root / patch.file
             atomic_write(target, patch.content)
+    updates = dict(manifest_updates or {})
+    if difference.manifest_differs:
+        updates[("series",)] = [{"file": patch.file, "provenance": patch.provenance} for patch in exported]
+    if updates:
+        manifest_mod.rewrite(manifest.path, updates)
     for file in difference.stale:
         Path(manifest.root / file).unlink(missing_ok=True)
-    if difference.manifest_differs:
-        entries = [{"file": patch.file, "provenance": patch.provenance} for patch in exported]
-        manifest_mod.rewrite(manifest.path, {("series",): entries})

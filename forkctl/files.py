@@ -4,8 +4,14 @@ from __future__ import annotations
 
 import contextlib
 import os
+import re
 import tempfile
+from collections.abc import Iterable
 from pathlib import Path
+
+TEMP_SUFFIX = ".tmp"
+# mkstemp's names: the prefix, 8 characters from this alphabet, the suffix.
+_RANDOM_PART = r"[a-z0-9_]{8}"
 
 
 def atomic_write(path: Path, data: bytes) -> None:
@@ -15,7 +21,7 @@ def atomic_write(path: Path, data: bytes) -> None:
     """
     path.parent.mkdir(parents=True, exist_ok=True)
     mode = path.stat().st_mode & 0o777 if path.is_file() and not path.is_symlink() else 0o644
-    handle, temporary = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
+    handle, temporary = tempfile.mkstemp(prefix=f".{path.name}.", suffix=TEMP_SUFFIX, dir=path.parent)
     try:
         with os.fdopen(handle, "wb") as stream:
             stream.write(data)
@@ -31,3 +37,30 @@ def atomic_write(path: Path, data: bytes) -> None:
 
 def atomic_write_text(path: Path, text: str) -> None:
     atomic_write(path, text.encode("utf-8"))
+
+
+def remove_temporaries(paths: Iterable[Path]) -> None:
+    """Delete the temp files that a killed atomic_write of any of `paths` left next to it.
+
+    Only names atomic_write makes (`.<name>.<8 random characters>.tmp`) are touched; the caller holds
+    the lock that keeps every other forkctl from writing these paths, so no such file is in use.
+    """
+    wanted: dict[Path, set[str]] = {}
+    for path in paths:
+        wanted.setdefault(path.parent, set()).add(path.name)
+    for folder, names in wanted.items():
+        pattern = re.compile(
+            r"\.("
+            + "|".join(re.escape(name) for name in sorted(names))
+            + r")\."
+            + _RANDOM_PART
+            + re.escape(TEMP_SUFFIX)
+        )
+        try:
+            entries = list(os.scandir(folder))
+        except OSError:
+            continue  # no folder: nothing was written there
+        for entry in entries:
+            if pattern.fullmatch(entry.name) and entry.is_file(follow_symlinks=False):
+                with contextlib.suppress(FileNotFoundError):
+                    os.unlink(entry.path)

@@ -26,10 +26,9 @@ from pathlib import Path
 from typing import Any
 
 from forkctl import build, exporting, git, locking, session
-from forkctl import manifest as manifest_mod
 from forkctl.applying import refuse_checked_out
 from forkctl.errors import BadInput
-from forkctl.files import atomic_write
+from forkctl.files import atomic_write, remove_temporaries
 from forkctl.git import GitRepo
 from forkctl.git.merge import MergeMessage, MergeResult, cherry_pick
 from forkctl.manifest import Manifest, plain
@@ -199,13 +198,17 @@ def _dropped_entries(state: session.State) -> list[dict[str, Any]]:
     return dropped
 
 
-def _backup(repo: GitRepo, manifest: Manifest, state: session.State) -> None:
-    """Keep the bytes of the manifest and every series file before they are rewritten (for --abort)."""
+def _backup(repo: GitRepo, manifest: Manifest, state: session.State, written: list[str]) -> None:
+    """Keep the bytes of the manifest and of every file the port may rewrite or delete (for --abort).
+
+    `written`: the files of the new series. One that does not exist yet is recorded as None: --abort
+    deletes it, as the port created it."""
     folder = session.state_path(repo).parent / "backup"
     folder.mkdir(parents=True, exist_ok=True)
     saved: dict[str, str | None] = {}
     paths = [manifest.path, *(manifest.root / entry.file for entry in manifest.series)]
-    for number, path in enumerate(paths):
+    paths += [manifest.root / file for file in written]
+    for number, path in enumerate(dict.fromkeys(paths)):
         copy = folder / f"{number:04d}"
         if path.is_file():
             atomic_write(copy, path.read_bytes())
@@ -215,27 +218,47 @@ def _backup(repo: GitRepo, manifest: Manifest, state: session.State) -> None:
     state.extra["backup"] = saved
 
 
+def _backed_up(state: session.State) -> dict[str, str | None]:
+    return state.extra.get("backup") or {}
+
+
 def restore_backup(state: session.State) -> None:
-    """Put the manifest and series files back as they were before the port started writing them."""
-    saved: dict[str, str | None] = state.extra.get("backup") or {}
+    """Put the manifest and series files back as they were before the port started writing them, and
+    remove the files it created and the temp files a kill left behind."""
+    saved = _backed_up(state)
+    remove_temporaries(Path(original) for original in saved)
     for original, copy in saved.items():
-        if copy is not None and Path(copy).is_file():
+        if copy is None:
+            Path(original).unlink(missing_ok=True)
+        elif Path(copy).is_file():
             atomic_write(Path(original), Path(copy).read_bytes())
 
 
 def _finish(repo: GitRepo, manifest: Manifest, state: session.State) -> PortOutcome:
     """Files first (atomically, with a backup for --abort), the branch last (compare-and-swap)."""
-    if state.extra.get("phase") != "finishing":
-        state.extra["phase"] = "finishing"
-        state.extra["dropped_before"] = [plain(d, drop_none=True) for d in manifest.model.dropped]
-        _backup(repo, manifest, state)
-        session.save(repo, state)
     commits = [step.commit for step in state.steps if step.commit]
     exported = exporting.render(repo, manifest, commits)
-    exporting.write(manifest, exported, exporting.compare(manifest, exported))
-    manifest_mod.rewrite(
-        manifest.path, {("upstream", "base"): state.base, ("dropped",): _dropped_entries(state)}
+    resumed = state.extra.get("phase") == "finishing"
+    if not resumed:
+        state.extra["phase"] = "finishing"
+        state.extra["dropped_before"] = [plain(d, drop_none=True) for d in manifest.model.dropped]
+        _backup(repo, manifest, state, [patch.file for patch in exported])
+        session.save(repo, state)
+    else:
+        remove_temporaries(Path(original) for original in _backed_up(state))  # a kill mid-write
+    exporting.write(
+        manifest,
+        exported,
+        exporting.compare(manifest, exported),
+        {("upstream", "base"): state.base, ("dropped",): _dropped_entries(state)},
     )
+    if resumed:
+        # Killed after the manifest was rewritten, compare() no longer knows the old series: its files
+        # that the new one does not keep are those backed up and not written.
+        kept = {str(manifest.path), *(str(manifest.root / patch.file) for patch in exported)}
+        for original in _backed_up(state):
+            if original not in kept:
+                Path(original).unlink(missing_ok=True)
     if repo.branch_sha(state.branch) != state.head:
         session.set_branch(repo, state.branch, state.head, state.old_tip)
     old_head = state.extra.get("old_head")
@@ -258,6 +281,7 @@ def start(
 ) -> PortOutcome:
     git.check_branch_name(branch)
     session.refuse_if_in_progress(repo)
+    session.remove_leftovers(repo)
     refuse_checked_out(repo, branch)
     descends = repo.is_ancestor(old_base, new_base)
     if not descends and not backport:

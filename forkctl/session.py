@@ -23,7 +23,7 @@ from typing import Any
 from forkctl import git
 from forkctl.build import identity_of
 from forkctl.errors import BadInput
-from forkctl.files import atomic_write_text
+from forkctl.files import atomic_write_text, remove_temporaries
 from forkctl.git import GitRepo
 from forkctl.git.merge import MergeResult
 from forkctl.series import Patch
@@ -226,18 +226,27 @@ def set_branch(repo: GitRepo, branch: str, head: str, old_tip: str | None) -> No
 
 
 def clear(repo: GitRepo) -> None:
-    """Remove the scratch worktree and the state file; touches no ref."""
+    """Remove the state file, then the scratch worktree and the backups; touches no ref.
+
+    The state goes first: while it exists, --continue and --abort need every backup it names. A kill
+    after it leaves only scratch, which remove_leftovers sweeps before the next operation starts."""
+    path = state_path(repo)
+    path.unlink(missing_ok=True)
+    remove_leftovers(repo)
+
+
+def remove_leftovers(repo: GitRepo) -> None:
+    """Remove forkctl's scratch in the git dir (no operation is in progress: the caller checked)."""
+    path = state_path(repo)
     worktree = worktree_path(repo)
     if worktree.exists() or (repo.git_dir / "worktrees" / WORKTREE_DIR).exists():
         repo.remove_worktree(worktree)
     if worktree.exists():
         shutil.rmtree(worktree)
-    backup = state_path(repo).parent / "backup"
+    backup = path.parent / "backup"
     if backup.is_dir():
         shutil.rmtree(backup)
-    path = state_path(repo)
-    if path.exists():
-        path.unlink()
+    remove_temporaries([path])
     folder = path.parent
     if folder.is_dir() and not any(folder.iterdir()):
         folder.rmdir()
