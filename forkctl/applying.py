@@ -100,7 +100,15 @@ def start(repo: GitRepo, manifest: Manifest, series: Series, base: str, branch: 
         worktree=str(session.worktree_path(repo)),
     )
     # Build first (objects only, no ref moves yet); the result decides whether an existing branch may stay.
-    built = build.build_series(repo, base, series.patches)
+    # A branch that already is apply(base, series) is recognised without building it again.
+    existing = build.built_by_apply(repo, base, series.patches, old_tip) if old_tip else None
+    if existing is not None:
+        built = build.BuildResult(
+            base=base,
+            applied=[build.AppliedPatch(p, c) for p, c in zip(series.patches, existing, strict=True)],
+        )
+    else:
+        built = build.build_series(repo, base, series.patches)
     if old_tip is not None and not force and not (built.complete and built.head == old_tip):
         raise BadInput(
             f"branch {branch} already exists at {old_tip[:12]} and is not apply(base, series)",

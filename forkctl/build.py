@@ -14,6 +14,7 @@ from dataclasses import dataclass, field
 
 from forkctl.errors import BadInput
 from forkctl.git import GitRepo, Identity
+from forkctl.git.repo import commit_object
 from forkctl.series import Patch
 
 
@@ -103,30 +104,50 @@ def _header_path(header: bytes) -> str | None:
     return None
 
 
-def verify_result(repo: GitRepo, parent_tree: str, new_tree: str, patch: Patch) -> None:
-    """The patch's `index <old>..<new>` lines say what each file must become. When a file started as
-    <old>, it must end as <new>: otherwise the patch was truncated or edited after it was made."""
-    promises = promised_blobs(patch.diff)
-    # Two ls-tree calls per patch, whatever the number of files (apply's hot path).
-    befores = repo.tree_entries(parent_tree, [old for old, _, _, _ in promises if old])
-    afters = repo.tree_entries(new_tree, [new for _, new, _, _ in promises if new])
-    for old_path, new_path, old_blob, new_blob in promises:
-        before = befores.get(old_path) if old_path else None
-        started_as_promised = (before.sha if before else ZERO) == old_blob
-        if not started_as_promised:
-            continue  # applied on other content (3-way): the promise does not hold there
-        after = afters.get(new_path) if new_path else None
-        if (after.sha if after else ZERO) != new_blob:
-            raise BadInput(
-                f"{patch.path.name}: {new_path or old_path} came out as blob "
-                f"{(after.sha if after else ZERO)[:12]}, but the patch's index line promises {new_blob[:12]}: "
-                "the patch file is truncated or was edited by hand",
-                hint="restore the patch file from git (or re-export it with forkctl export)",
-            )
+def verify_results(repo: GitRepo, steps: list[tuple[str, str, Patch]]) -> None:
+    """The patches' `index <old>..<new>` lines say what each file must become. When a file started as
+    <old>, it must end as <new>: otherwise the patch was truncated or edited after it was made.
+    `steps` are (parent tree, new tree, patch); every blob of every step is looked up in one process."""
+    promises = [(parent, new, patch, promised_blobs(patch.diff)) for parent, new, patch in steps]
+    specs = [f"{parent}:{old}" for parent, _, _, found in promises for old, _, _, _ in found if old]
+    specs += [f"{new}:{path}" for _, new, _, found in promises for _, path, _, _ in found if path]
+    blobs = repo.object_ids(specs)
+    for parent, new, patch, found in promises:
+        for old_path, new_path, old_blob, new_blob in found:
+            before = blobs[f"{parent}:{old_path}"] if old_path else None
+            if (before or ZERO) != old_blob:
+                continue  # applied on other content (3-way): the promise does not hold there
+            after = blobs[f"{new}:{new_path}"] if new_path else None
+            if (after or ZERO) != new_blob:
+                raise BadInput(
+                    f"{patch.path.name}: {new_path or old_path} came out as blob "
+                    f"{(after or ZERO)[:12]}, but the patch's index line promises {new_blob[:12]}: "
+                    "the patch file is truncated or was edited by hand",
+                    hint="restore the patch file from git (or re-export it with forkctl export)",
+                )
 
 
-def commit_patch(repo: GitRepo, parent: str, tree: str, patch: Patch) -> str:
-    return repo.commit_tree(tree, [parent], patch.message, identity_of(patch))
+class Commits:
+    """The commits of a build, made in memory and written together (one git process, not one per
+    patch); an identity git must render itself is committed by commit-tree at once instead."""
+
+    def __init__(self, repo: GitRepo) -> None:
+        self.repo = repo
+        self.pending: list[tuple[str, bytes]] = []
+
+    def make(self, parent: str, tree: str, patch: Patch, message: str | None = None) -> str:
+        """The commit of `patch` (with `message`, default the patch's own) on `parent`."""
+        message = patch.message if message is None else message
+        made = commit_object(tree, [parent], message, patch.author_name, patch.author_email, patch.date)
+        if made is None:
+            self.flush()
+            return self.repo.commit_tree(tree, [parent], message, identity_of(patch))
+        self.pending.append(made)
+        return made[0]
+
+    def flush(self) -> None:
+        self.repo.write_commits(self.pending)
+        self.pending = []
 
 
 def build_series(
@@ -137,25 +158,56 @@ def build_series(
     parent: str | None = None,
     on_patch: Callable[[str], None] | None = None,
 ) -> BuildResult:
-    """Apply `patches[start:]` onto `parent` (default `base`); stop at the first that does not apply."""
+    """Apply `patches[start:]` onto `parent` (default `base`); stop at the first that does not apply.
+
+    Per patch git runs twice (apply, write-tree); the index-line checks of all patches take one more
+    process and the commits one more, whatever the length of the series."""
     result = BuildResult(base=base)
     head = parent or base
+    head_tree = repo.commit_info(head).tree
+    steps: list[tuple[str, str, Patch]] = []
+    commits = Commits(repo)
     with repo.private_index(head) as index:
         for position in range(start, len(patches)):
             patch = patches[position]
             ok, message = index.apply(patch.diff)
             if not ok:
-                ok, message = index.apply_3way(patch.diff, repo.commit_info(head).tree)
+                ok, message = index.apply_3way(patch.diff, head_tree)
             if not ok:
                 result.conflict = Conflict(index=position, patch=patch, parent=head, message=message)
-                return result
+                break
             tree = index.write_tree()
-            verify_result(repo, repo.commit_info(head).tree, tree, patch)
-            head = commit_patch(repo, head, tree, patch)
+            steps.append((head_tree, tree, patch))
+            head, head_tree = commits.make(head, tree, patch), tree
             result.applied.append(AppliedPatch(patch=patch, commit=head))
             if on_patch:
                 on_patch(patch.subject)
+    verify_results(repo, steps)
+    commits.flush()
     return result
+
+
+def built_by_apply(repo: GitRepo, base: str, patches: list[Patch], tip: str) -> list[str] | None:
+    """The commits base..tip when they are exactly apply(base, patches), else None; a few processes
+    whatever the length of the series, where building it again takes two per patch.
+
+    Each commit must format back to its patch file byte for byte (so message, author, date and the
+    diff, full blob ids included, are the patch's: each tree is what applying the patch gives) and
+    hash to the commit `build_series` makes (so the committer is the author, as apply makes it)."""
+    if not repo.is_ancestor(base, tip):
+        return None
+    commits = repo.rev_list(f"{base}..{tip}", "--first-parent")
+    if len(commits) != len(patches):
+        return None
+    for info, parent, patch in zip(repo.commit_infos(commits), [base, *commits[:-1]], patches, strict=True):
+        made = commit_object(
+            info.tree, [parent], patch.message, patch.author_name, patch.author_email, patch.date
+        )
+        if made is None or made[0] != info.sha:
+            return None
+    if commits and repo.format_patches(base, commits) != [patch.raw for patch in patches]:
+        return None
+    return commits
 
 
 def check_series(repo: GitRepo, base: str, patches: list[Patch]) -> list[tuple[Patch, str | None]]:

@@ -41,7 +41,7 @@ def slug(subject: str) -> str:
 
 def is_reproducible_apply(repo: GitRepo, info: CommitInfo) -> bool:
     """A commit forkctl apply/port made: committer == author (name, email, date)."""
-    committer = git.committer_of(repo, info.sha)
+    committer = info.committer or git.committer_of(repo, info.sha)
     return (committer.name, committer.email, committer.date) == (
         info.author.name,
         info.author.email,
@@ -97,22 +97,34 @@ def render(repo: GitRepo, manifest: Manifest, commits: list[str]) -> list[Export
     # A file keeps the name it has when only letter case tells it from ours (e.g. a file named by
     # `git format-patch`, which keeps capitals): renaming it would churn the series for nothing.
     kept_names = {Path(entry.file).name.lower(): Path(entry.file).name for entry in manifest.series}
+    if not commits:
+        return []
+    # One process for every commit's metadata (and the first one's parent), one for every mail.
+    infos = repo.commit_infos(commits)
+    first_parent = infos[0].parents[0] if infos[0].parents else None
+    chain = all(info.parents == [parent] for info, parent in zip(infos[1:], commits, strict=False))
+    if chain:  # each commit's parent is the one before it: its tree is already at hand
+        parent_trees = [repo.commit_info(first_parent).tree if first_parent else None]
+        parent_trees += [info.tree for info in infos[:-1]]
+    else:
+        parent_trees = [repo.commit_info(i.parents[0]).tree if i.parents else None for i in infos]
+    mails = repo.format_patches(first_parent, commits) if chain and first_parent else None
     exported = []
-    for number, sha in enumerate(commits, start=1):
-        info = repo.commit_info(sha)
-        if info.parents and repo.commit_info(info.parents[0]).tree == info.tree:
+    for number, (info, parent_tree) in enumerate(zip(infos, parent_trees, strict=True), start=1):
+        if parent_tree == info.tree:
             raise BadInput(
-                f"commit {sha[:12]} ({info.subject!r}) changes nothing: export writes no empty patch",
+                f"commit {info.sha[:12]} ({info.subject!r}) changes nothing: export writes no empty patch",
                 hint="drop the commit from the branch (or, mid-port, use forkctl port --skip)",
             )
         to_format, provenance, tagged = _exportable(repo, info)
         name = f"{number:04d}-{slug(info.subject)}.patch"
         name = kept_names.get(name, name)
+        content = mails[number - 1] if mails is not None and not tagged else repo.format_patch(to_format)
         exported.append(
             ExportedPatch(
-                commit=sha,
+                commit=info.sha,
                 file=str(series_dir / name),
-                content=repo.format_patch(to_format),
+                content=content,
                 provenance=provenance,
                 tagged_now=tagged,
             )

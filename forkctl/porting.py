@@ -56,7 +56,12 @@ class Verdict:
 
 
 class Judge:
-    """Decides each patch's fate on a target; holds what is computed once per (old base, target)."""
+    """Decides each patch's fate on a target; holds what is computed once per (old base, target).
+
+    What can be asked for the whole series at once is (patch-ids, provenance, line counts, the paths
+    upstream changed): per patch a clean port costs two git processes (the stand-in commit and the
+    merge), where one per question made a 100-patch port spawn 1,700 processes.
+    """
 
     def __init__(self, repo: GitRepo, old_base: str, target: str, old_commits: list[str | None]) -> None:
         self.repo = repo
@@ -64,6 +69,11 @@ class Judge:
         self.target = target
         self.old_commits = old_commits
         self._ids: dict[bool, dict[str, str]] = {}
+        self._old_zero_ids: dict[str, str] | None = None
+        self._old_line_counts: dict[str, int] | None = None
+        self._upstream_paths: set[str] | None = None
+        self._provenance: dict[str, str | None] = {}
+        self._ancestry: dict[str, bool] = {}
 
     def upstream_ids(self, zero_context: bool) -> dict[str, str]:
         if zero_context not in self._ids:
@@ -71,6 +81,36 @@ class Judge:
                 self.repo, f"{self.old_base}..{self.target}", zero_context=zero_context
             )
         return self._ids[zero_context]
+
+    @property
+    def _old_range(self) -> str | None:
+        built = [c for c in self.old_commits if c is not None]
+        return f"{self.old_base}..{built[-1]}" if built else None
+
+    def old_zero_context_id(self, old: str) -> str:
+        """The zero-context patch-id of an old series commit (all of them computed in one go)."""
+        if self._old_zero_ids is None:
+            spec = self._old_range
+            self._old_zero_ids = git.commit_patch_ids(self.repo, spec, zero_context=True) if spec else {}
+        return self._old_zero_ids.get(old, "")
+
+    def old_changed_lines(self, old: str) -> int:
+        if self._old_line_counts is None:
+            spec = self._old_range
+            self._old_line_counts = git.changed_lines_per_commit(self.repo, spec) if spec else {}
+        return self._old_line_counts[old]
+
+    def upstream_touched(self, paths: list[str]) -> bool:
+        """Did upstream change any of `paths` between the old base and the target?"""
+        if self._upstream_paths is None:
+            self._upstream_paths = git.changed_paths_between(self.repo, self.old_base, self.target)
+        return any(path in self._upstream_paths for path in paths)
+
+    def resolve_provenance(self, names: list[str]) -> dict[str, str | None]:
+        missing = [name for name in names if name not in self._provenance]
+        if missing:
+            self._provenance.update(self.repo.resolve_commits(missing))
+        return {name: self._provenance[name] for name in names}
 
     def parent_of(self, position: int, base: str) -> str | None:
         """The old commit the patch at `position` was built on (`base` for the first)."""
@@ -81,25 +121,44 @@ class Judge:
     def absorbed_by_identity(self, position: int, patch: Patch) -> Verdict | None:
         if patch.patch_id and patch.patch_id in self.upstream_ids(False):
             return Verdict("absorbed", "patch-id", self.upstream_ids(False)[patch.patch_id])
-        old, parent = self.old_commits[position], self.parent_of(position, self.old_base)
-        if old is not None and parent is not None:
-            zero = git.zero_context_patch_id(self.repo, parent, old)
+        old = self.old_commits[position]
+        if old is not None:
+            zero = self.old_zero_context_id(old)
             if zero and zero in self.upstream_ids(True):
                 return Verdict("absorbed", "patch-id-zero-context", self.upstream_ids(True)[zero])
+        resolved = self.resolve_provenance(list(patch.provenance))
+        contained = self._in_target([sha for sha in resolved.values() if sha])
         for origin in reversed(patch.provenance):
-            full = self.repo.resolve_commit(origin)
-            if full and self.repo.is_ancestor(full, self.target):
+            full = resolved[origin]
+            if full and full in contained:
                 return Verdict("absorbed", "provenance", full)
         return None
 
-    def judge(self, position: int, patch: Patch, head: str) -> Verdict:
+    def know_provenance(self, patches: list[Patch]) -> None:
+        """Resolve every provenance SHA of the series, and which the target contains: two processes
+        for the whole series (what is not asked here is asked patch by patch)."""
+        resolved = self.resolve_provenance([name for patch in patches for name in patch.provenance])
+        self._in_target([sha for sha in resolved.values() if sha])
+
+    def _in_target(self, commits: list[str]) -> set[str]:
+        """Those of `commits` that the target contains (each asked once, the unknown ones together)."""
+        unknown = sorted({sha for sha in commits if sha not in self._ancestry})
+        if unknown:
+            inside = self.repo.ancestors_among(unknown, self.target)
+            self._ancestry.update({sha: sha in inside for sha in unknown})
+        return {sha for sha in commits if self._ancestry[sha]}
+
+    def judge(self, position: int, patch: Patch, head: str, head_tree: str | None = None) -> Verdict:
         found = self.absorbed_by_identity(position, patch)
         if found is not None:
             return found
-        head_tree = self.repo.commit_info(head).tree
+        head_tree = head_tree or self.repo.commit_info(head).tree
         old, parent = self.old_commits[position], self.parent_of(position, self.old_base)
         if old is not None and parent is not None:
-            merged = cherry_pick(self.repo, old, parent, head)
+            # The old commits were built by forkctl: committer date = the patch's date.
+            merged = cherry_pick(
+                self.repo, old, parent, head, onto_tree=head_tree, date=patch.date.isoformat()
+            )
         else:
             merged = self._apply_3way(patch, head_tree)
         if merged.clean:
@@ -107,7 +166,7 @@ class Judge:
                 return Verdict(
                     "absorbed", "empty", git.last_commit_touching(self.repo, self._range, patch.paths)
                 )
-            return self._applied(merged, head, old, parent)
+            return self._applied(merged, head_tree, old, parent, patch)
         with self.repo.private_index(head_tree) as index:
             if git.index_apply_check(index, patch.diff, reverse=True):
                 evidence = git.last_commit_touching(self.repo, self._range, patch.paths)
@@ -118,12 +177,15 @@ class Judge:
     def _range(self) -> str:
         return f"{self.old_base}..{self.target}"
 
-    def _applied(self, merged: MergeResult, head: str, old: str | None, parent: str | None) -> Verdict:
-        """Applied; "partial" when the ported change is smaller than the original (upstream had some)."""
-        if old is None or parent is None:
+    def _applied(
+        self, merged: MergeResult, head_tree: str, old: str | None, parent: str | None, patch: Patch
+    ) -> Verdict:
+        """Applied; "partial" when the ported change is smaller than the original (upstream had some).
+        When upstream left every file of the patch alone, the port is the same change: nothing to count."""
+        if old is None or parent is None or not self.upstream_touched(patch.paths):
             return Verdict("applied", "clean", tree=merged.tree, merged=merged)
-        before = git.changed_line_count(self.repo, parent, old)
-        after = git.changed_line_count(self.repo, head, merged.tree)
+        before = self.old_changed_lines(old)
+        after = git.changed_line_count(self.repo, head_tree, merged.tree)
         if after < before:
             detail = {"changed_lines": before, "still_needed": after}
             return Verdict("applied", "partial", tree=merged.tree, merged=merged, detail=detail)
@@ -140,8 +202,14 @@ class Judge:
         return MergeResult(tree=tree, clean=ok, conflicted=[] if ok else list(patch.paths), messages=messages)
 
 
-def old_series(repo: GitRepo, old_base: str, series: Series) -> tuple[list[str | None], str | None]:
-    """apply(old base, series): the old commit of each patch (None past a failure) and the old head."""
+def old_series(
+    repo: GitRepo, old_base: str, series: Series, branch_tip: str | None = None
+) -> tuple[list[str | None], str | None]:
+    """apply(old base, series): the old commit of each patch (None past a failure) and the old head.
+    When `branch_tip` already is that (the usual case: the branch forkctl built), it is taken as is."""
+    reused = build.built_by_apply(repo, old_base, series.patches, branch_tip) if branch_tip else None
+    if reused is not None:
+        return list(reused), reused[-1] if reused else old_base
     old = build.build_series(repo, old_base, series.patches)
     commits: list[str | None] = [a.commit for a in old.applied]
     commits += [None] * (len(series.patches) - len(commits))
@@ -171,21 +239,25 @@ def _judge(repo: GitRepo, state: session.State) -> Judge:
 
 def _run(repo: GitRepo, series: Series, state: session.State, start: int) -> session.ConflictReport | None:
     judge = _judge(repo, state)
-    head = state.head
+    judge.know_provenance(series.patches[start:])
+    head, head_tree = state.head, None
+    commits = build.Commits(repo)  # written together, before anything names them
     for position in range(start, len(series.patches)):
         patch = series.patches[position]
-        verdict = judge.judge(position, patch, head)
+        verdict = judge.judge(position, patch, head, head_tree)
         if verdict.kind == "absorbed":
             _absorbed(state, position, patch, verdict)
             continue
         if verdict.kind == "applied":
             assert verdict.tree is not None
             message = _message(patch, state.extra["old_commits"][position])
-            head = repo.commit_tree(verdict.tree, [head], message, build.identity_of(patch))
+            head, head_tree = commits.make(head, verdict.tree, patch, message), verdict.tree
             partial = verdict.detail if verdict.reason == "partial" else None
             state.steps.append(session.Step(file=state.files[position], commit=head, partial=partial))
             continue
+        commits.flush()
         return session.open_conflict(repo, state, position, patch, head, verdict.merged)
+    commits.flush()
     return None
 
 
@@ -289,7 +361,7 @@ def start(
             f"{new_base[:12]} does not descend from the current base {old_base[:12]}",
             hint="to carry the series to an older line (e.g. a release branch), pass --backport",
         )
-    old_commits, old_head = old_series(repo, old_base, series)
+    old_commits, old_head = old_series(repo, old_base, series, repo.branch_sha(branch))
     state = session.State(
         operation="port",
         manifest=str(manifest.path),
@@ -411,18 +483,21 @@ def preview(
     if old_commits is None:
         old_commits, _ = old_series(repo, old_base, series)
     judge = Judge(repo, old_base, target, old_commits)
-    head = target
+    head, head_tree = target, repo.commit_info(target).tree
     entries: list[PreviewEntry] = []
     last = len(series.patches) if upto is None else upto + 1
+    judge.know_provenance(series.patches[:last])
+    commits = build.Commits(repo)
     for position, patch in enumerate(series.patches[:last]):
-        verdict = judge.judge(position, patch, head)
+        verdict = judge.judge(position, patch, head, head_tree)
         plain = False
         if verdict.kind == "applied":
-            with repo.private_index(repo.commit_info(head).tree) as index:
+            with repo.private_index(head_tree) as index:
                 plain = git.index_apply_check(index, patch.diff)
             assert verdict.tree is not None
-            head = repo.commit_tree(verdict.tree, [head], patch.message, build.identity_of(patch))
+            head, head_tree = commits.make(head, verdict.tree, patch), verdict.tree
         entries.append(PreviewEntry(position=position, patch=patch, verdict=verdict, plain=plain))
+    commits.flush()
     return entries
 
 

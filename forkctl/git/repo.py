@@ -8,9 +8,11 @@ hermetic runner (`runner.py`); nothing here touches a user's checkout, index or 
 from __future__ import annotations
 
 import contextlib
+import hashlib
 import tempfile
 from collections.abc import Iterator, Mapping
 from dataclasses import dataclass
+from datetime import datetime
 from pathlib import Path
 
 from forkctl.errors import BadInput
@@ -52,6 +54,37 @@ class Identity:
     date: str  # anything git accepts in GIT_*_DATE, e.g. "2026-08-08T19:54:34+00:00"
 
 
+_CRUD = bytes([*range(33), *b".,:;<>\"\\'"])
+
+
+def _ident_part(text: str) -> bytes | None:
+    """`text` as git writes a name or email into a commit (crud stripped at the ends, '<', '>' and
+    newlines dropped), or None when that would differ from `text`: such identities go to git itself."""
+    raw = text.encode("utf-8")
+    if not raw or raw.strip(_CRUD) != raw or any(c in raw for c in b"<>\n"):
+        return None
+    return raw
+
+
+def commit_object(
+    tree: str, parents: list[str], message: str, author_name: str, author_email: str, when: datetime
+) -> tuple[str, bytes] | None:
+    """(id, body) of the commit `commit-tree` makes with author = committer = this identity and date,
+    computed here so that a series of commits needs no git process each; None when the identity or
+    date is one whose rendering we leave to git (odd characters, no time zone, before 1970)."""
+    name, email = _ident_part(author_name), _ident_part(author_email)
+    offset = when.utcoffset()
+    if name is None or email is None or offset is None or when.timestamp() < 0:
+        return None
+    minutes = int(offset.total_seconds()) // 60
+    zone = f"{'-' if minutes < 0 else '+'}{abs(minutes) // 60:02d}{abs(minutes) % 60:02d}"
+    ident = b"%s <%s> %d %s" % (name, email, int(when.timestamp()), zone.encode())
+    lines = [b"tree " + tree.encode(), *(b"parent " + p.encode() for p in parents)]
+    body = b"\n".join([*lines, b"author " + ident, b"committer " + ident]) + b"\n\n" + message.encode("utf-8")
+    hasher = hashlib.sha256 if len(tree) == 64 else hashlib.sha1
+    return hasher(b"commit %d\0" % len(body) + body).hexdigest(), body
+
+
 @dataclass(frozen=True)
 class CommitInfo:
     sha: str
@@ -60,6 +93,7 @@ class CommitInfo:
     subject: str
     message: str
     author: Identity
+    committer: Identity | None = None  # filled by commit_infos
 
 
 @dataclass(frozen=True)
@@ -68,6 +102,29 @@ class TreeEntry:
     kind: str  # blob, tree, commit (a gitlink)
     sha: str
     path: str
+
+
+FORMAT_PATCH = [
+    "format-patch",
+    *DIFF_FLAGS,
+    "--no-to",
+    "--no-cc",
+    "--no-add-header",
+    "--no-attach",
+    "--no-thread",
+    "--no-cover-letter",
+    "--no-signoff",
+    "--no-base",
+    "--stdout",
+    "--zero-commit",
+    "--no-signature",
+    "--full-index",
+    "--no-stat",
+    "--no-numbered",
+    "--binary",
+    "--no-renames",
+    "--encode-email-headers",
+]
 
 
 def check_branch_name(name: str) -> str:
@@ -143,6 +200,31 @@ class GitRepo:
         )
         return out.strip() if status == 0 and out.strip() else None
 
+    def resolve_commits(self, revs: list[str]) -> dict[str, str | None]:
+        """{rev: full SHA of the commit it names, or None}, for SHAs and abbreviations, in one process."""
+        wanted = [rev for rev in dict.fromkeys(revs) if rev and "\n" not in rev and not rev.startswith("-")]
+        found: dict[str, str | None] = dict.fromkeys(revs)
+        if not wanted:
+            return found
+        out = self.git(
+            ["cat-file", "--batch-check=%(objectname) %(objecttype)"],
+            env=NO_LAZY_FETCH,
+            stdin="".join(f"{rev}\n" for rev in wanted).encode(),
+        )
+        for rev, line in zip(wanted, out.splitlines(), strict=True):
+            parts = line.split()
+            found[rev] = parts[0] if len(parts) == 2 and parts[1] == "commit" else None
+        return found
+
+    def ancestors_among(self, commits: list[str], tip: str) -> set[str]:
+        """Those of `commits` (full SHAs present here) that are ancestors of `tip`, in one process:
+        `rev-list <commits> ^<tip>` lists what `tip` cannot reach, so the rest can."""
+        if not commits:
+            return set()
+        stdin = "".join(f"{sha}\n" for sha in commits) + f"^{tip}\n"  # git 2.39: no --not in --stdin
+        unreachable = set(self.git(["rev-list", "--stdin"], stdin=stdin.encode()).split())
+        return {sha for sha in commits if sha not in unreachable}
+
     def has_object(self, sha: str) -> bool:
         """Is the object here? A question, never a download (where git can be told: see NO_LAZY_FETCH)."""
         return self.try_git(["cat-file", "-e", "--end-of-options", sha], env=NO_LAZY_FETCH)[0] == 0
@@ -189,6 +271,39 @@ class GitRepo:
             message=message if message.endswith("\n") else message + "\n",
             author=Identity(name=name, email=email, date=date),
         )
+
+    def commit_infos(self, shas: list[str]) -> list[CommitInfo]:
+        """`commit_info` of each commit, committer included, in one `git log --no-walk` (a message
+        cannot hold a NUL, so NUL-separated fields are unambiguous)."""
+        if not shas:
+            return []
+        fmt = "%H%x00%T%x00%P%x00%an%x00%ae%x00%aI%x00%cn%x00%ce%x00%cI%x00%B"
+        stdin = "".join(f"{sha}\n" for sha in shas).encode()
+        out = self.git(["log", "--no-walk=unsorted", "-z", f"--format={fmt}", "--stdin"], stdin=stdin)
+        fields = out.split("\x00")
+        infos = []
+        for start in range(0, 10 * len(shas), 10):
+            full, tree, parents, name, email, date, c_name, c_email, c_date, message = fields[
+                start : start + 10
+            ]
+            infos.append(
+                CommitInfo(
+                    sha=full,
+                    tree=tree,
+                    parents=parents.split(),
+                    subject=message.split("\n", 1)[0],
+                    message=message if message.endswith("\n") else message + "\n",
+                    author=Identity(name=name, email=email, date=date),
+                    committer=Identity(name=c_name, email=c_email, date=c_date),
+                )
+            )
+        return infos
+
+    def tree_and_date(self, tree_of: str, date_of: str) -> tuple[str, str]:
+        """(tree of `tree_of`, committer date of `date_of` in strict ISO 8601), in one process."""
+        out = self.git(["log", "--no-walk=unsorted", "--format=%T %cI", tree_of, date_of, "--"])
+        first, second = out.splitlines() if tree_of != date_of else (out, out)
+        return first.split()[0], second.split()[1]
 
     def tree_entry(self, commit: str, path: str) -> TreeEntry | None:
         """The entry at `path` in `commit`'s tree (a gitlink shows as kind 'commit'), or None."""
@@ -286,6 +401,45 @@ class GitRepo:
         # `-F -` keeps the message byte for byte (no stripping of trailing lines or comments).
         return self.git([*args, "-F", "-"], env=env, stdin=message.encode("utf-8")).strip()
 
+    def object_ids(self, specs: list[str]) -> dict[str, str | None]:
+        """{`<tree-ish>:<path>` spec: object id, None when absent}, all in one `cat-file --batch-check`.
+        A spec holding a newline cannot go through the line protocol: ask ls-tree for it instead."""
+        answers: dict[str, str | None] = {}
+        plain = [spec for spec in specs if "\n" not in spec]
+        if plain:
+            out = self.git(
+                ["cat-file", "--batch-check=%(objectname)"],
+                stdin="".join(f"{spec}\n" for spec in plain).encode(),
+            )
+            for spec, line in zip(plain, out.splitlines(), strict=True):
+                answers[spec] = None if line.endswith(" missing") or " " in line else line
+        for spec in specs:
+            if "\n" in spec:
+                tree, path = spec.split(":", 1)
+                entry = self.tree_entry(tree, path)
+                answers[spec] = entry.sha if entry else None
+        return answers
+
+    def write_commits(self, objects: list[tuple[str, bytes]]) -> None:
+        """Write commit objects made by `commit_object` in one `hash-object` process; each must come out
+        under the id it was made with (git checks the format, and we check git agrees with us)."""
+        if not objects:
+            return
+        with tempfile.TemporaryDirectory(prefix="forkctl-commits-") as scratch:
+            paths = []
+            for number, (_, body) in enumerate(objects):
+                path = Path(scratch) / f"{number}"
+                path.write_bytes(body)
+                paths.append(str(path))
+            out = self.git(
+                ["hash-object", "-t", "commit", "-w", "--stdin-paths"],
+                stdin="".join(f"{p}\n" for p in paths).encode(),
+            )
+        written = out.split()
+        expected = [sha for sha, _ in objects]
+        if written != expected:
+            raise GitFailed("git stored the commits under other ids than forkctl made them with", out)
+
     # --- worktrees (only for conflict resolution) ---------------------------------------------
 
     def add_worktree(self, path: Path, commit: str) -> None:
@@ -297,33 +451,23 @@ class GitRepo:
 
     def format_patch(self, sha: str) -> bytes:
         """One commit as a byte-stable format-patch mail: zero commit, full index, no stat/signature."""
-        return run_bytes(
-            [
-                "--git-dir",
-                str(self.git_dir),
-                "format-patch",
-                *DIFF_FLAGS,
-                "--no-to",
-                "--no-cc",
-                "--no-add-header",
-                "--no-attach",
-                "--no-thread",
-                "--no-cover-letter",
-                "--no-signoff",
-                "--no-base",
-                "--stdout",
-                "--zero-commit",
-                "--no-signature",
-                "--full-index",
-                "--no-stat",
-                "--no-numbered",
-                "--binary",
-                "--no-renames",
-                "--encode-email-headers",
-                "-1",
-                sha,
-            ]
-        )
+        return run_bytes(["--git-dir", str(self.git_dir), *FORMAT_PATCH, "-1", sha])
+
+    def format_patches(self, base: str, shas: list[str]) -> list[bytes]:
+        """`format_patch` of each commit of the chain `base..shas[-1]` (shas oldest first), in one
+        process: the mails are split at the `From <zero id> ...` line each one starts with. When the
+        split does not give one mail per commit (a message holding that very line), ask per commit."""
+        if not shas:
+            return []
+        out = run_bytes(["--git-dir", str(self.git_dir), *FORMAT_PATCH, f"{base}..{shas[-1]}"])
+        marker = b"From " + b"0" * len(shas[0]) + b" Mon Sep 17 00:00:00 2001\n"
+        # Mails are separated by one empty line: a mail ends "...\n", then "\n", then the next marker.
+        parts = out.split(b"\n" + marker)
+        mails = parts[:1] + [marker + part for part in parts[1:]]
+        well_formed = all(mail.startswith(marker) and mail.endswith(b"\n") for mail in mails)
+        if len(mails) != len(shas) or not well_formed:
+            return [self.format_patch(sha) for sha in shas]
+        return mails
 
 
 class PrivateIndex:
@@ -592,6 +736,14 @@ def patch_ids_in_range(repo: GitRepo, range_spec: str, zero_context: bool = Fals
 
     `zero_context`: ids of `-U0` diffs, which match a change whose surrounding lines upstream rewrote.
     """
+    ids: dict[str, str] = {}
+    for commit, patch in commit_patch_ids(repo, range_spec, zero_context).items():
+        ids.setdefault(patch, commit)
+    return ids
+
+
+def commit_patch_ids(repo: GitRepo, range_spec: str, zero_context: bool = False) -> dict[str, str]:
+    """{commit: patch-id}, oldest first, for every non-merge commit in `range_spec`, in two processes."""
     log = run_bytes(
         [
             "--git-dir",
@@ -613,8 +765,42 @@ def patch_ids_in_range(repo: GitRepo, range_spec: str, zero_context: bool = Fals
     for line in run(["patch-id", "--stable"], stdin=log).splitlines():
         parts = line.split()
         if len(parts) == 2:
-            ids.setdefault(parts[0], parts[1])
+            ids[parts[1]] = parts[0]
     return ids
+
+
+def changed_lines_per_commit(repo: GitRepo, range_spec: str) -> dict[str, int]:
+    """{commit: added plus removed lines (a binary file counts one)} over `range_spec`, one process."""
+    out = run(
+        [
+            "--git-dir",
+            str(repo.git_dir),
+            "log",
+            "--numstat",
+            "--no-renames",
+            "--format=commit %H",
+            *DIFF_FLAGS,
+            range_spec,
+        ]
+    )
+    counts: dict[str, int] = {}
+    current = None
+    for line in out.splitlines():
+        if line.startswith("commit "):
+            current = line.split()[1]
+            counts[current] = 0
+        elif line.strip() and current is not None:
+            added, removed, _ = line.split("\t", 2)
+            counts[current] += 1 if added == "-" else int(added) + int(removed)
+    return counts
+
+
+def changed_paths_between(repo: GitRepo, old: str, new: str) -> set[str]:
+    """Every path that differs between two commits (no rename pairing: both names count)."""
+    out = run(
+        ["--git-dir", str(repo.git_dir), "diff", "--name-only", "-z", "--no-renames", *DIFF_FLAGS, old, new]
+    )
+    return set(filter(None, out.split("\x00")))
 
 
 def zero_context_patch_id(repo: GitRepo, old: str, new: str) -> str:
