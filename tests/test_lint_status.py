@@ -76,7 +76,8 @@ def test_lint_github_annotations(tmp_path: Path, monkeypatch) -> None:
     assert "forkctl lint: failed" in summary.read_text()
 
 
-def test_status_table_and_json(tmp_path: Path) -> None:
+def test_status_table_and_json(tmp_path: Path, monkeypatch) -> None:
+    monkeypatch.setenv("COLUMNS", "200")  # the table's width, whatever terminal (or xdist worker) runs this
     toolkit = make_toolkit(tmp_path)
     code, output = _run(toolkit.manifest, "status")
     assert code == 0, output
