@@ -8,6 +8,7 @@ anything imports megatron, so the tests never see the unpatched site-packages co
 
 from __future__ import annotations
 
+import fcntl
 import functools
 import os
 import shutil
@@ -52,9 +53,10 @@ def _apply_series(tree: Path) -> None:
 
 def _copy_package(dest_root: Path) -> Path:
     dest_root.mkdir(parents=True, exist_ok=True)
-    shutil.copytree(
-        installed_megatron(), dest_root / "megatron", ignore=shutil.ignore_patterns("__pycache__")
-    )
+    # With its bytecode (compiled at set-up): a child interpreter then does not compile megatron again.
+    # copytree keeps modification times, so a file the series patches no longer matches its .pyc and
+    # Python compiles that one from source.
+    shutil.copytree(installed_megatron(), dest_root / "megatron")
     return dest_root
 
 
@@ -69,16 +71,37 @@ def patched_tree(tmp_path_factory) -> Path:
             )
         _CACHE["patched"] = Path(given)
     if "patched" not in _CACHE:
-        tree = _copy_package(tmp_path_factory.mktemp("megatron-patched"))
-        _apply_series(tree)
-        _CACHE["patched"] = tree
+        _CACHE["patched"] = _shared(tmp_path_factory, "megatron-patched", _make_patched)
     return _CACHE["patched"]
+
+
+def _make_patched(tree: Path) -> None:
+    _copy_package(tree)
+    _apply_series(tree)
+
+
+def _shared(tmp_path_factory, name: str, make) -> Path:
+    """`make(folder)` once per test run: under pytest-xdist every worker is a process of its own, so the
+    first one to get here builds the copy in the run's shared temp root, under a lock, the others wait."""
+    if not os.environ.get("PYTEST_XDIST_WORKER"):
+        tree = tmp_path_factory.mktemp(name)
+        make(tree)
+        return tree
+    root = tmp_path_factory.getbasetemp().parent  # the same for every worker of this run
+    tree, done = root / name, root / f"{name}.done"
+    with open(root / f"{name}.lock", "w") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)  # released when the file is closed
+        if not done.exists():
+            shutil.rmtree(tree, ignore_errors=True)  # a worker that died while making it
+            make(tree)
+            done.touch()
+    return tree
 
 
 def plain_tree(tmp_path_factory) -> Path:
     """Folder holding an unpatched copy of the installed `megatron/` (made once per session)."""
     if "plain" not in _CACHE:
-        _CACHE["plain"] = _copy_package(tmp_path_factory.mktemp("megatron-plain"))
+        _CACHE["plain"] = _shared(tmp_path_factory, "megatron-plain", _copy_package)
     return _CACHE["plain"]
 
 

@@ -215,7 +215,7 @@ def test_a_silent_server_does_not_hang_forkctl(tmp_path: Path, monkeypatch: pyte
 
     thread = threading.Thread(target=accept_forever, daemon=True)
     thread.start()
-    monkeypatch.setenv("FORKCTL_NETWORK_TIMEOUT", "2")
+    monkeypatch.setenv("FORKCTL_NETWORK_TIMEOUT", "1")
     port = server.getsockname()[1]
     store = GitRepo.init_bare(tmp_path / "store.git")
     try:
@@ -228,7 +228,7 @@ def test_a_silent_server_does_not_hang_forkctl(tmp_path: Path, monkeypatch: pyte
                 started = time.monotonic()
                 # Bounded whatever asks: the fetch itself, or (git 2.39 cannot turn lazy fetches off) a
                 # read in the cache that git turned into a lazy fetch from the silent server.
-                with pytest.raises(BadInput, match=r"did not (answer|finish) within 2 s"):
+                with pytest.raises(BadInput, match=r"did not (answer|finish) within 1 s"):
                     call()
                 assert time.monotonic() - started < 10
     finally:
