@@ -481,7 +481,9 @@ class Checker:
                 head = _branch_head(repo, branch) if repo else None
             else:
                 head = self.remote_refs(url).get(f"refs/heads/{branch}")
-                store = Store(url)
+                # The reproducible head is already in the upstream store (built there): nothing to fetch.
+                built = head == self.fork.head
+                store = Store(self.fork.upstream_url, _cache=self.fork.store) if built else Store(url)
                 repo = store.repo_with(head) if head else None
                 if repo is not None and head is not None:
                     record = repo.tree_entry(head, forkbase.FORK_BASE_FILE)

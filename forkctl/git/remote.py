@@ -266,6 +266,9 @@ def cache_repo_for(url: str, alternates: list[Path] | None = None) -> GitRepo:
     return repo
 
 
+FETCHED_REFS = "refs/forkctl/fetched/"  # single commits fetched by SHA; never a URL's branch or tag
+
+
 def fetch_sha(cache_repo: GitRepo, url: str, sha: str, depth: int | None = 1) -> bool:
     """Fetch one commit by SHA (default depth 1, blobs on demand) into the cache; True when it arrived.
 
@@ -277,7 +280,10 @@ def fetch_sha(cache_repo: GitRepo, url: str, sha: str, depth: int | None = 1) ->
     args = ["fetch", "--quiet", "--no-tags", "--filter=blob:none"]
     if depth:
         args.append(f"--depth={depth}")
-    status, _, _ = talk(args, url, [sha], repo=cache_repo, fetch=True)
+    # Kept under a ref, the commit is a "have" for every later fetch into this cache (or from a cache
+    # that borrows its objects), so its trees are not sent again with the next commit's.
+    refspec = f"{sha}:{FETCHED_REFS}{sha}" if re.fullmatch(r"[0-9a-f]{40}", sha) else sha
+    status, _, _ = talk(args, url, [refspec], repo=cache_repo, fetch=True)
     return status == 0 and cache_repo.has_object(f"{sha}^{{commit}}")
 
 
@@ -290,8 +296,10 @@ def fetch_objects(cache_repo: GitRepo, url: str, shas: list[str]) -> None:
     missing = cache_repo.missing_objects(list(dict.fromkeys(shas)))
     if not missing:
         return
-    args = ["fetch", "--quiet", "--no-tags", "--no-write-fetch-head", "--filter=blob:none"]
-    status, _, err = talk(args, url, missing, repo=cache_repo, fetch=True)
+    # No negotiation (as git's own lazy fetch): a blob is reachable from the commits the cache has, so
+    # with them as "haves" the server would think the cache holds it and send nothing.
+    args = ["-c", "fetch.negotiationAlgorithm=noop", "fetch", "--quiet", "--no-tags", "--no-write-fetch-head"]
+    status, _, err = talk([*args, "--filter=blob:none"], url, missing, repo=cache_repo, fetch=True)
     if status != 0:
         raise BadInput(
             f"cannot fetch {len(missing)} object(s) from {url}: {err.strip()}",
@@ -360,7 +368,14 @@ def reachability(
             ):
                 return Reachability(True, [f"refs/heads/{branch}"])
         status, out, _ = cache_repo.try_git(
-            ["for-each-ref", "--contains", sha, "--format=%(refname)", "refs/forkctl/"]
+            [
+                "for-each-ref",
+                "--contains",
+                sha,
+                "--format=%(refname)",
+                "refs/forkctl/heads/",
+                "refs/forkctl/tags/",
+            ]
         )
         containing = (
             [
