@@ -25,9 +25,10 @@ from forkctl.git import GitRepo, SubmoduleEntry, remote
 from forkctl.manifest import Consumer, Manifest
 from forkctl.redact import without_credentials
 from forkctl.report import Level, Problem, Report, Table
-from forkctl.series import Patch, load_series
+from forkctl.series import Patch, Series, load_series
 
 Progress = Callable[[str], None]
+BUILT_REFS = "refs/forkctl/built/"  # + sha256(base, patch bytes): the fork head built from them
 MAX_LISTED_COMMITS = 50  # beyond this many fork commits the diagnosis lists a count, not each one
 
 
@@ -224,12 +225,20 @@ def fork_context(manifest: Manifest, upstream_location: str | None, progress: Pr
             hint="pass --upstream-repo PATH to a clone that has it (git fetch origin), or write the full SHA",
         )
     patches = load_series(manifest).patches
+    # apply(series, base) is a pure function of the base and the patch bytes: a head built before in
+    # this store for the same inputs is reused (one ref read instead of ~6 git processes per patch).
+    built_ref = BUILT_REFS + Series(base=base, patches=patches).digest
+    head = store.ref_sha(built_ref)
+    if head is not None and not store.missing_objects([head]):
+        return ForkContext(store, url, upstream_local, base, head, patches)
     if upstream_local is None:
         touched = list(dict.fromkeys(path for patch in patches for path in patch.paths))
         at_base = store.tree_entries(base, touched)
         remote.fetch_objects(store, url, [e.sha for e in at_base.values() if e.kind == "blob"])
     progress(f"building the fork head: {manifest.upstream.repo}@{base[:12]} + {len(patches)} patches")
     result = build.build_series(store, base, patches)
+    if result.conflict is None:
+        store.set_ref(built_ref, result.head, "apply(series, base)")
     if result.conflict is not None:
         raise BadInput(
             f"the series does not apply on the base: {result.conflict.patch.path.name}: "

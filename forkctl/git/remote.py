@@ -254,7 +254,8 @@ def cache_repo_for(url: str, alternates: list[Path] | None = None) -> GitRepo:
         repo.git(["config", "remote.origin.promisor", "true"])
         repo.git(["config", "remote.origin.partialclonefilter", "blob:none"])
         repo.git(["config", "extensions.partialClone", "origin"])
-    repo = GitRepo(path)
+    # Made by forkctl, bare, at a path it chose: no need to ask git what it is (two processes a call).
+    repo = GitRepo.known_bare(path)
     if alternates:
         info = path / "objects" / "info"
         info.mkdir(parents=True, exist_ok=True)

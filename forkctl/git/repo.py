@@ -101,6 +101,13 @@ class GitRepo:
             )
 
     @classmethod
+    def known_bare(cls, git_dir: Path) -> GitRepo:
+        """A bare repository forkctl made itself (its cache), addressed without asking git again."""
+        repo = cls.__new__(cls)
+        repo.git_dir = repo.path = Path(git_dir).resolve()
+        return repo
+
+    @classmethod
     def init_bare(cls, path: Path) -> GitRepo:
         Path(path).mkdir(parents=True, exist_ok=True)
         run(["init", "--quiet", "--bare", "--", str(path)])
@@ -266,6 +273,10 @@ class GitRepo:
     def update_ref(self, ref: str, new: str, old: str | None, reason: str) -> None:
         """Move `ref` to `new` only if it still points at `old` (ZERO_SHA/None: must not exist)."""
         self.git(["update-ref", "-m", f"forkctl: {reason}", ref, new, old or ZERO_SHA])
+
+    def set_ref(self, ref: str, new: str, reason: str) -> None:
+        """Point `ref` at `new` whatever it held (for forkctl's own bookkeeping refs in its cache)."""
+        self.git(["update-ref", "-m", f"forkctl: {reason}", ref, new])
 
     def delete_ref(self, ref: str, old: str) -> None:
         self.git(["update-ref", "-d", ref, old])
