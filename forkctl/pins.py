@@ -569,8 +569,15 @@ class Checker:
         link.pinned = entry.sha
         url = self._check_url(module, consumer, target_url, target_upstream, target, link)
         if url is not None:
-            branch = self.manifest.fork.branch if index == 0 else self.sources[index - 1].consumer.branch
-            self._check_reachable(url, entry.sha, link, branch)
+            # The branches a pin is usually on: the fork's branch and its mirror of upstream, or the
+            # previous consumer's branch.
+            fork = self.manifest.fork
+            likely = (
+                (fork.branch, fork.mirror_branch)
+                if index == 0
+                else (self.sources[index - 1].consumer.branch,)
+            )
+            self._check_reachable(url, entry.sha, link, likely)
         self._check_fork_base(repo, files.get(forkbase.FORK_BASE_FILE), commit, link)
         if index == 0:
             self._check_fork_pin(entry.sha, url, link)
@@ -683,7 +690,7 @@ class Checker:
         usable = [repo.git_dir for repo in lenders if not (repo.git_dir / "shallow").is_file()]
         return remote.cache_repo_for(url, alternates=usable)
 
-    def _check_reachable(self, url: str, sha: str, link: LinkResult, branch: str) -> None:
+    def _check_reachable(self, url: str, sha: str, link: LinkResult, likely: tuple[str, ...]) -> None:
         for tip in self.pending.get(remote.normalise_url(url), []):
             if tip == sha:
                 link.add(
@@ -707,7 +714,7 @@ class Checker:
             cache = remote.cache_repo_for(url)  # a tip: no history needed
         else:
             cache = self._history_cache(url)
-        result = remote.reachability(cache, url, sha, refs, likely=(branch,))
+        result = remote.reachability(cache, url, sha, refs, likely=likely)
         if result.reachable:
             shown = ", ".join(
                 r.removeprefix("refs/heads/").removeprefix("refs/tags/") for r in result.refs[:3]
