@@ -72,10 +72,17 @@ def test_warm_cache_checks_and_bumps_with_every_server_gone(tmp_path: Path) -> N
     code, bumped = forkctl(chain, "bump-bridge", "--through", "nemo-rl")
     assert code == 0, bumped
     assert [step["created"] for step in bumped["steps"]] == [True, True]
-    # The same trees as planned with the servers there: only the gitlinks (and .gitmodules) moved.
+    # The changes planned with the servers there: only the gitlinks (and the Bridge's .gitmodules) moved,
+    # the Bridge to the same tree (NeMo-RL's differs by the new Bridge commit's SHA, which has a date).
     for plan, step in zip(planned["steps"], bumped["steps"], strict=True):
-        trees = [git(Path(s["repo"]), "rev-parse", f"{s['commit']}^{{tree}}") for s in (plan, step)]
-        assert trees[0] == trees[1]
+        changed = [
+            git(Path(s["repo"]), "diff-tree", "--name-only", "--no-commit-id", s["parent"], s["commit"])
+            for s in (plan, step)
+        ]
+        assert changed[0] == changed[1] and changed[1]
+    bridge_steps = (planned["steps"][0], bumped["steps"][0])
+    trees = [git(Path(s["repo"]), "rev-parse", f"{s['commit']}^{{tree}}") for s in bridge_steps]
+    assert trees[0] == trees[1]
     nemo_step = bumped["steps"][1]
     pinned = git(Path(nemo_step["repo"]), "rev-parse", f"{nemo_step['commit']}:{NEMO_GITLINK}")
     assert pinned == bumped["steps"][0]["commit"]
