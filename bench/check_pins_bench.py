@@ -4,13 +4,21 @@ Builds, with `git fast-import`, a chain the size of the real one: an upstream of
 history, a fork whose `farai/main` is apply(series, base), a Bridge and a NeMo-RL of a few thousand files
 each (NeMo-RL with the shallow Bridge submodule plus Automodel and Gym), all served as file:// bare
 remotes that answer like GitHub (partial clone, reachable-SHA wants). Every chain passes; each arm must
-reach that verdict. Timed, median of --runs runs, each from nothing (no cache, no clone):
+reach that verdict. Timed, median of --runs runs:
 
-- forkctl core: pins.check_chain on uninitialised submodules, cold cache (what CI pays);
-- forkctl CLI: `python -m forkctl check-pins`, cold cache, process start included;
-- baseline: `git clone` NeMo-RL + `git submodule update --init --recursive`, then compare the gitlinks
-  with rev-parse and check the fork head with `git merge-base --is-ancestor` in the checkouts. (It takes
-  the expected fork head as given; forkctl also rebuilds it from the series.)
+- forkctl core: pins.check_chain on uninitialised submodules, cold cache (what CI pays), and warm (the
+  cache of a previous run, as on a maintainer's machine);
+- forkctl CLI: `python -m forkctl check-pins`, cold and warm cache, process start included;
+- the alternatives, each from nothing: `git clone` NeMo-RL + `git submodule update --init --recursive`
+  (full clones), and the same blobless (`--filter=blob:none` on the clone and the submodule update),
+  then compare the gitlinks with rev-parse and check the fork head with `git merge-base --is-ancestor`
+  in the checkouts. (They take the expected fork head as given; forkctl also rebuilds it from the series.)
+
+Objects received, per arm: every fetch or clone writes one pack (git keeps fetched packs of a partial
+clone as they came, with a `.promisor` file, and a clone's pack whole), so the objects received are the
+entries of the packs the arm left (read from the `.idx` files; loose objects are ones forkctl wrote
+itself, not received); duplicates are entries whose object another pack of the arm already holds. For a
+warm run, the packs that run added. Git processes: forkctl core's calls to the git runner.
 
 Run: .venv/bin/python bench/check_pins_bench.py [--files 3000] [--commits 2000] [--runs 5] [--json PATH]
 """
@@ -36,7 +44,7 @@ sys.path.insert(0, str(ROOT))
 
 from forkctl import build, pins  # noqa: E402
 from forkctl import manifest as manifest_mod  # noqa: E402
-from forkctl.git import GitRepo  # noqa: E402
+from forkctl.git import GitRepo, runner  # noqa: E402
 from forkctl.series import parse_patch  # noqa: E402
 
 IDENT = "Bench <bench@example.com>"
@@ -233,10 +241,14 @@ def forkctl_cli(chain: BenchChain) -> bool:
     return proc.returncode == 0
 
 
-def clone_and_compare(chain: BenchChain) -> bool:
+def clone_and_compare(chain: BenchChain, blobless: bool = False) -> bool:
     work = chain.folder / "checkout"
-    git(chain.folder, "clone", "-q", "--branch", "farai/main", url(chain.nemo), str(work))
-    git(work, "-c", "protocol.file.allow=always", "submodule", "update", "-q", "--init", "--recursive")
+    filters = ["--filter=blob:none"] if blobless else []
+    git(chain.folder, "clone", "-q", *filters, "--branch", "farai/main", url(chain.nemo), str(work))
+    git(
+        work, "-c", "protocol.file.allow=always",
+        "submodule", "update", "-q", "--init", "--recursive", *filters,
+    )  # fmt: skip
     bridge = work / NEMO_GITLINK
     megatron = bridge / BRIDGE_GITLINK
     nemo_pin = git(work, "rev-parse", f"HEAD:{NEMO_GITLINK}")
@@ -246,6 +258,58 @@ def clone_and_compare(chain: BenchChain) -> bool:
         ["git", "merge-base", "--is-ancestor", chain.base, bridge_pin], cwd=megatron, check=False
     )
     return ok and bridge_pin == chain.head and ancestor.returncode == 0
+
+
+# --- counting what arrived ----------------------------------------------------------------------------
+
+
+def pack_objects(idx: Path) -> list[bytes]:
+    """The object names a pack index (version 2) lists."""
+    data = idx.read_bytes()
+    if data[:8] != b"\xfftOc\x00\x00\x00\x02":
+        raise RuntimeError(f"{idx}: not a version 2 pack index")
+    count = int.from_bytes(data[8 + 255 * 4 : 8 + 256 * 4], "big")
+    start = 8 + 256 * 4
+    return [data[start + 20 * i : start + 20 * (i + 1)] for i in range(count)]
+
+
+def packs_under(folder: Path) -> set[Path]:
+    return set(folder.rglob("objects/pack/*.idx")) if folder.exists() else set()
+
+
+@dataclass
+class Received:
+    objects: int = 0
+    duplicates: int = 0
+
+
+def received(idx_files: set[Path]) -> Received:
+    seen: set[bytes] = set()
+    total = 0
+    for idx in sorted(idx_files):
+        names = pack_objects(idx)
+        total += len(names)
+        seen.update(names)
+    return Received(objects=total, duplicates=total - len(seen))
+
+
+class GitCalls:
+    """Counts forkctl's git processes (every one goes through runner.execute)."""
+
+    def __init__(self) -> None:
+        self.count = 0
+        self._execute = runner.execute
+
+    def __enter__(self) -> GitCalls:
+        def counted(*args, **kwargs):  # type: ignore[no-untyped-def]
+            self.count += 1
+            return self._execute(*args, **kwargs)
+
+        runner.execute = counted
+        return self
+
+    def __exit__(self, *_: object) -> None:
+        runner.execute = self._execute
 
 
 def timed(action: Callable[[], bool], before: Callable[[], None], runs: int) -> list[float]:
@@ -284,32 +348,76 @@ def main() -> None:
         start = time.perf_counter()
         chain = make_chain(folder, args.files, args.commits, args.consumer_files, args.consumer_commits)
         print(f"built the chain in {time.perf_counter() - start:.1f} s", file=sys.stderr)
-        arms = {
-            "forkctl check-pins (core, cold cache)": forkctl_core,
-            "forkctl check-pins (CLI process, cold cache)": forkctl_cli,
-            "git clone + submodule update --init --recursive + rev-parse/merge-base": clone_and_compare,
-        }
-        results = {
-            name: timed(lambda arm=arm: arm(chain), lambda: reset(chain), args.runs)
-            for name, arm in arms.items()
-        }
-    baseline = statistics.median(results[list(arms)[-1]])
+        results, counts = run_arms(chain, args.runs)
+    blobless = statistics.median(results[BLOBLESS])
     print(
         f"\ncheck-pins on upstream {args.files} files / {args.commits} commits, Bridge and NeMo-RL "
         f"{args.consumer_files} files / {args.consumer_commits} commits each; median of {args.runs} runs\n"
     )
-    print("| method | median s | min s | max s | vs clone |")
-    print("|---|---|---|---|---|")
+    print(
+        "| method | median s | min s | max s | ratio to the blobless alternative | objects received "
+        "| of which duplicates | git processes |"
+    )
+    print("|---|---|---|---|---|---|---|---|")
     for name, seconds in results.items():
         median = statistics.median(seconds)
+        got = counts[name]
+        calls = got.get("git_processes", "-")
         print(
-            f"| {name} | {median:.2f} | {min(seconds):.2f} | {max(seconds):.2f} | {baseline / median:.1f}x |"
+            f"| {name} | {median:.2f} | {min(seconds):.2f} | {max(seconds):.2f} | {median / blobless:.2f} "
+            f"| {got['objects']:,} | {got['duplicates']:,} | {calls} |"
         )
     if args.json:
         args.json.write_text(
-            json.dumps({"parameters": vars(args) | {"json": str(args.json)}, "seconds": results}, indent=2)
+            json.dumps(
+                {"parameters": vars(args) | {"json": str(args.json)}, "seconds": results, "received": counts},
+                indent=2,
+            )
             + "\n"
         )
+
+
+CORE_COLD = "forkctl check-pins (core, cold cache)"
+CLI_COLD = "forkctl check-pins (CLI process, cold cache)"
+CORE_WARM = "forkctl check-pins (core, warm cache)"
+CLI_WARM = "forkctl check-pins (CLI process, warm cache)"
+FULL = "git clone + submodule update --init --recursive + rev-parse/merge-base"
+BLOBLESS = (
+    "blobless: clone --filter=blob:none + submodule update --init --recursive --filter=blob:none + same"
+)
+
+
+def run_arms(chain: BenchChain, runs: int) -> tuple[dict[str, list[float]], dict[str, dict[str, int]]]:
+    """Time every arm; count what each received (and forkctl core's git processes) on one more run."""
+    cache, checkout = chain.folder / "cache", chain.folder / "checkout"
+    cold: dict[str, tuple[Callable[[], bool], Path]] = {
+        CORE_COLD: (lambda: forkctl_core(chain), cache),
+        CLI_COLD: (lambda: forkctl_cli(chain), cache),
+        FULL: (lambda: clone_and_compare(chain), checkout),
+        BLOBLESS: (lambda: clone_and_compare(chain, blobless=True), checkout),
+    }
+    results = {name: timed(action, lambda: reset(chain), runs) for name, (action, _) in cold.items()}
+    counts: dict[str, dict[str, int]] = {}
+    for name, (action, folder) in cold.items():
+        reset(chain)
+        with GitCalls() as calls:
+            action()
+        counts[name] = vars(received(packs_under(folder)))
+        if name == CORE_COLD:
+            counts[name]["git_processes"] = calls.count
+    # Warm: the cache a cold run left (re-filled once, untimed); nothing removed between runs.
+    reset(chain)
+    forkctl_core(chain)
+    for name, action in ((CORE_WARM, lambda: forkctl_core(chain)), (CLI_WARM, lambda: forkctl_cli(chain))):
+        results[name] = timed(action, lambda: None, runs)
+        before = packs_under(cache)
+        with GitCalls() as calls:
+            action()
+        counts[name] = vars(received(packs_under(cache) - before))
+        if name == CORE_WARM:
+            counts[name]["git_processes"] = calls.count
+    order = [CORE_COLD, CLI_COLD, CORE_WARM, CLI_WARM, FULL, BLOBLESS]
+    return {name: results[name] for name in order}, counts
 
 
 if __name__ == "__main__":

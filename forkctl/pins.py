@@ -15,7 +15,7 @@ gitlink changed in a private index, `.gitmodules` pointed at the fork when it st
 from __future__ import annotations
 
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from enum import StrEnum
 from pathlib import Path
 
@@ -25,9 +25,10 @@ from forkctl.git import GitRepo, SubmoduleEntry, remote
 from forkctl.manifest import Consumer, Manifest
 from forkctl.redact import without_credentials
 from forkctl.report import Level, Problem, Report, Table
-from forkctl.series import Patch, load_series
+from forkctl.series import Patch, Series, load_series
 
 Progress = Callable[[str], None]
+BUILT_REFS = "refs/forkctl/built/"  # + sha256(base, patch bytes): the fork head built from them
 MAX_LISTED_COMMITS = 50  # beyond this many fork commits the diagnosis lists a count, not each one
 
 
@@ -112,6 +113,13 @@ class Store:
             self._cache = remote.cache_repo_for(self.url)
         return self._cache
 
+    def ensure_blobs(self, repo: GitRepo, blobs: list[str]) -> None:
+        """Make the blobs `blobs` of `repo` readable: one explicit fetch for those the cache lacks
+        (never git's lazy fetch: one round trip per blob, through a URL without credentials). A local
+        clone is read as it is."""
+        if blobs and repo is self._cache:
+            remote.fetch_objects(repo, self.url, blobs)
+
     def repo_with(self, sha: str, extra_urls: tuple[str, ...] = ()) -> GitRepo | None:
         """A repository that holds commit `sha`, fetching it (depth 1) when none does yet."""
         if self.local is not None and self.local.has_object(f"{sha}^{{commit}}"):
@@ -187,7 +195,8 @@ class ForkContext:
                     return sha
             return None
         if not self._history_fetched:
-            remote.fetch_history(self.store, self.upstream_url)
+            listed = remote.listed_refs(self.upstream_url).refs
+            remote.fetch_history(self.store, self.upstream_url, listed)
             self._history_fetched = True
         self._upstream_tip = self.store.ref_sha(f"refs/forkctl/heads/{branch}")
         return self._upstream_tip
@@ -216,8 +225,20 @@ def fork_context(manifest: Manifest, upstream_location: str | None, progress: Pr
             hint="pass --upstream-repo PATH to a clone that has it (git fetch origin), or write the full SHA",
         )
     patches = load_series(manifest).patches
+    # apply(series, base) is a pure function of the base and the patch bytes: a head built before in
+    # this store for the same inputs is reused (one ref read instead of ~6 git processes per patch).
+    built_ref = BUILT_REFS + Series(base=base, patches=patches).digest
+    head = store.ref_sha(built_ref)
+    if head is not None and not store.missing_objects([head]):
+        return ForkContext(store, url, upstream_local, base, head, patches)
+    if upstream_local is None:
+        touched = list(dict.fromkeys(path for patch in patches for path in patch.paths))
+        at_base = store.tree_entries(base, touched)
+        remote.fetch_objects(store, url, [e.sha for e in at_base.values() if e.kind == "blob"])
     progress(f"building the fork head: {manifest.upstream.repo}@{base[:12]} + {len(patches)} patches")
     result = build.build_series(store, base, patches)
+    if result.conflict is None:
+        store.set_ref(built_ref, result.head, "apply(series, base)")
     if result.conflict is not None:
         raise BadInput(
             f"the series does not apply on the base: {result.conflict.patch.path.name}: "
@@ -397,7 +418,7 @@ class Checker:
     # Branch tips that `bump-bridge` is about to push: {normalised url: [sha]}; count as reachable.
     pending: dict[str, list[str]] = field(default_factory=dict)
     fork_location: str | None = None  # --fork-repo: a clone or URL of the fork (default: manifest URL)
-    _refs: dict[str, dict[str, str]] = field(default_factory=dict)
+    _refs: dict[str, remote.Listing] = field(default_factory=dict)
     _results: dict[tuple[int, str], LinkResult] = field(default_factory=dict)
     _stores: dict[int, Store] = field(default_factory=dict)
 
@@ -409,10 +430,19 @@ class Checker:
         return self._stores[index]
 
     def remote_refs(self, url: str) -> dict[str, str]:
+        return self.listing(url).refs
+
+    def listing(self, url: str) -> remote.Listing:
         key = remote.normalise_url(url)
         if key not in self._refs:
             self.progress(f"listing the branches and tags of {url}")
-            self._refs[key] = remote.ls_remote(url)
+            listing = remote.listed_refs(url)
+            if listing.recorded_at:
+                self.progress(
+                    f"{url} did not answer ({listing.why}); using its branches and tags as recorded "
+                    f"at {listing.recorded_at}"
+                )
+            self._refs[key] = listing
         return self._refs[key]
 
     def start_commit(self, index: int) -> tuple[str, str]:
@@ -460,7 +490,13 @@ class Checker:
                 head = _branch_head(repo, branch) if repo else None
             else:
                 head = self.remote_refs(url).get(f"refs/heads/{branch}")
-                repo = Store(url).repo_with(head) if head else None
+                # The reproducible head is already in the upstream store (built there): nothing to fetch.
+                built = head == self.fork.head
+                store = Store(self.fork.upstream_url, _cache=self.fork.store) if built else Store(url)
+                repo = store.repo_with(head) if head else None
+                if repo is not None and head is not None:
+                    record = repo.tree_entry(head, forkbase.FORK_BASE_FILE)
+                    store.ensure_blobs(repo, [record.sha] if record and record.kind == "blob" else [])
         except BadInput as exc:
             return [Finding("fork-branch", Status.OK, "skipped", f"fork branch not read: {exc.message}")]
         if head is None or repo is None:
@@ -519,19 +555,30 @@ class Checker:
         link = LinkResult(consumer.name, index, commit, role, consumer.gitlink, target)
         self._results[key] = link
         self.progress(f"checking {consumer.name}@{commit[:12]} ({role})")
-        modules = git.read_gitmodules(repo, commit) or []
+        entries = repo.tree_entries(commit, [".gitmodules", forkbase.FORK_BASE_FILE, consumer.gitlink])
+        files = {path: e.sha for path, e in entries.items() if e.kind == "blob"}
+        self.store(index).ensure_blobs(repo, list(files.values()))
+        modules = git.parse_gitmodules(repo, files[".gitmodules"]) if ".gitmodules" in files else []
         gitlink_path, module = self._locate(
-            repo, commit, consumer, modules, target_url, target_upstream, link
+            repo, commit, consumer, modules, target_url, target_upstream, link, entries
         )
         if gitlink_path is None:
             return link
-        entry = repo.tree_entry(commit, gitlink_path)
+        entry = entries.get(gitlink_path) or repo.tree_entry(commit, gitlink_path)
         assert entry is not None
         link.pinned = entry.sha
         url = self._check_url(module, consumer, target_url, target_upstream, target, link)
         if url is not None:
-            self._check_reachable(url, entry.sha, link)
-        self._check_fork_base(repo, commit, link)
+            # The branches a pin is usually on: the fork's branch and its mirror of upstream, or the
+            # previous consumer's branch.
+            fork = self.manifest.fork
+            likely = (
+                (fork.branch, fork.mirror_branch)
+                if index == 0
+                else (self.sources[index - 1].consumer.branch,)
+            )
+            self._check_reachable(url, entry.sha, link, likely)
+        self._check_fork_base(repo, files.get(forkbase.FORK_BASE_FILE), commit, link)
         if index == 0:
             self._check_fork_pin(entry.sha, url, link)
         else:
@@ -547,9 +594,10 @@ class Checker:
         target_url: str,
         target_upstream: str | None,
         link: LinkResult,
+        entries: dict[str, git.TreeEntry],
     ) -> tuple[str | None, SubmoduleEntry | None]:
         """The gitlink path: the manifest's, or (nested submodules move) the one whose URL is the target."""
-        entry = repo.tree_entry(commit, consumer.gitlink)
+        entry = entries.get(consumer.gitlink)
         path = consumer.gitlink if entry is not None and entry.kind == "commit" else None
         if path is None:
             wanted = [u for u in (target_url, target_upstream) if u]
@@ -625,7 +673,24 @@ class Checker:
             )
         return url
 
-    def _check_reachable(self, url: str, sha: str, link: LinkResult) -> None:
+    def _history_cache(self, url: str) -> GitRepo:
+        """The cache to fetch `url`'s history into. The fork shares upstream's history: its cache
+        borrows the upstream store's objects (alternates), and upstream's history is fetched first, so
+        that the fork's fetch tells the server it has them and only the fork's own commits arrive."""
+        if not (
+            remote.same_repo(url, self.manifest.fork.url) or remote.same_repo(url, self.fork.upstream_url)
+        ):
+            return remote.cache_repo_for(url)
+        cache = remote.cache_repo_for(url)
+        if cache.git_dir == self.fork.store.git_dir:
+            return cache
+        self.fork.upstream_tip(self.manifest.upstream.branch)
+        lenders = [self.fork.store] + ([self.fork.upstream_local] if self.fork.upstream_local else [])
+        # A shallow lender would make the fork's fetch skip history that is nowhere.
+        usable = [repo.git_dir for repo in lenders if not (repo.git_dir / "shallow").is_file()]
+        return remote.cache_repo_for(url, alternates=usable)
+
+    def _check_reachable(self, url: str, sha: str, link: LinkResult, likely: tuple[str, ...]) -> None:
         for tip in self.pending.get(remote.normalise_url(url), []):
             if tip == sha:
                 link.add(
@@ -633,11 +698,23 @@ class Checker:
                 )
                 return
         try:
-            refs = self.remote_refs(url)
+            listing = self.listing(url)
         except BadInput as exc:
             link.add("reachable", Status.UNREACHABLE, "no-remote", exc.message, exc.hint or "")
             return
-        result = remote.reachability(remote.cache_repo_for(url), url, sha, refs)
+        refs = listing.refs
+        if listing.recorded_at:
+            link.add(
+                "reachable",
+                Status.OK,
+                "offline",
+                f"{url} did not answer: its branches and tags are those recorded at {listing.recorded_at}",
+            )
+        if any(tip == sha for tip in refs.values()):
+            cache = remote.cache_repo_for(url)  # a tip: no history needed
+        else:
+            cache = self._history_cache(url)
+        result = remote.reachability(cache, url, sha, refs, likely=likely)
         if result.reachable:
             shown = ", ".join(
                 r.removeprefix("refs/heads/").removeprefix("refs/tags/") for r in result.refs[:3]
@@ -654,10 +731,10 @@ class Checker:
                 "pushed commit",
             )
 
-    def _check_fork_base(self, repo: GitRepo, commit: str, link: LinkResult) -> None:
-        raw = repo.read_blob(commit, forkbase.FORK_BASE_FILE)
-        if raw is None:
+    def _check_fork_base(self, repo: GitRepo, blob: str | None, commit: str, link: LinkResult) -> None:
+        if blob is None:
             return
+        raw = repo.blob_bytes(blob)
         try:
             recorded = forkbase.parse(raw, f"{link.consumer}@{commit[:12]}:{forkbase.FORK_BASE_FILE}")
         except BadInput as exc:
@@ -687,6 +764,11 @@ class Checker:
                 f"{len(self.fork.patches)} patches",
             )
             return
+        fork_cache = self._fork_cache_with(pinned, url)
+        if fork_cache is not None:
+            diagnosis = replace(self.fork, store=fork_cache)
+            link.findings += diagnose_fork_pin(diagnosis, pinned, self.manifest.upstream.branch)
+            return
         store = self.fork.store
         urls = [u for u in (url, self.manifest.fork.url) if u]
         if not store.has_object(f"{pinned}^{{commit}}") or (store.git_dir / "shallow").is_file():
@@ -709,6 +791,20 @@ class Checker:
             )
             return
         link.findings += diagnose_fork_pin(self.fork, pinned, self.manifest.upstream.branch)
+
+    def _fork_cache_with(self, pinned: str, url: str | None) -> GitRepo | None:
+        """The fork's cache when the reachability check fetched its history there (borrowing upstream's
+        objects) and it holds `pinned`, the base and upstream's tip: the diagnosis reads it there rather
+        than fetching the fork's own commits a second time, into the upstream store."""
+        if url is None or not remote.same_repo(url, self.manifest.fork.url):
+            return None
+        cache = remote.cache_repo_for(url)
+        if cache.git_dir == self.fork.store.git_dir or (cache.git_dir / "shallow").is_file():
+            return None
+        if cache.missing_objects([pinned]):
+            return None
+        tip = self.fork.upstream_tip(self.manifest.upstream.branch)
+        return None if cache.missing_objects([self.fork.base, *([tip] if tip else [])]) else cache
 
     def _check_consumer_pin(self, index: int, pinned: str, url: str | None, link: LinkResult) -> None:
         previous = self.store(index - 1)
@@ -832,8 +928,13 @@ def consumer_repo(source: Source, progress: Progress) -> tuple[GitRepo, str]:
             )
         return repo, head
     progress(f"fetching {branch} of {source.fetch_url}")
-    refs = remote.ls_remote(source.fetch_url)
-    head = refs.get(f"refs/heads/{branch}")
+    listing = remote.listed_refs(source.fetch_url)
+    if listing.recorded_at:
+        progress(
+            f"{source.fetch_url} did not answer ({listing.why}); using its branch {branch} as recorded "
+            f"at {listing.recorded_at}"
+        )
+    head = listing.refs.get(f"refs/heads/{branch}")
     if head is None:
         raise BadInput(
             f"{source.fetch_url} has no branch {branch!r}", hint="fix consumers[].branch in the manifest"
@@ -856,14 +957,20 @@ def bump_step(
 ) -> BumpStep:
     """Make (but do not reference) the commit that moves the consumer's gitlink to `new`."""
     consumer = source.consumer
-    entry = repo.tree_entry(parent, consumer.gitlink)
+    entries = repo.tree_entries(parent, [consumer.gitlink, ".gitmodules"])
+    entry = entries.get(consumer.gitlink)
     if entry is None or entry.kind != "commit":
         raise BadInput(
             f"{consumer.name}@{parent[:12]} has no gitlink at {consumer.gitlink}",
             hint="fix consumers[].gitlink in the manifest",
         )
-    modules_entry = repo.tree_entry(parent, ".gitmodules")
-    modules = git.read_gitmodules(repo, parent) or []
+    modules_entry = entries.get(".gitmodules")
+    if modules_entry is not None and modules_entry.kind != "blob":
+        modules_entry = None
+    if modules_entry is not None and source.local is None:
+        # The cache's .gitmodules: the one file a bump reads, fetched explicitly (no lazy fetch).
+        remote.fetch_objects(repo, source.fetch_url, [modules_entry.sha])
+    modules = git.parse_gitmodules(repo, modules_entry.sha) if modules_entry else []
     module = next((m for m in modules if m.path == consumer.gitlink), None)
     if module is None or modules_entry is None:
         raise BadInput(f"{consumer.name}@{parent[:12]}: .gitmodules has no entry for {consumer.gitlink}")

@@ -8,9 +8,11 @@ repository is only ever read (or lent as an object alternate); everything fetche
 from __future__ import annotations
 
 import hashlib
+import json
 import os
 import re
 from dataclasses import dataclass
+from datetime import UTC, datetime
 from pathlib import Path
 from urllib.parse import urlsplit
 
@@ -177,7 +179,10 @@ def resolve_relative_url(url: str, superproject_url: str) -> str:
 
 
 def ls_remote(url: str) -> dict[str, str]:
-    """The branches and tags of `url` as {ref: commit sha}; annotated tags are peeled to their commit."""
+    """The branches and tags of `url` as {ref: commit sha}; annotated tags are peeled to their commit.
+
+    Each answer is recorded in the cache (refs and SHAs only, no URL), for `listed_refs` to fall back on.
+    """
     status, out, err = talk(["ls-remote", "--heads", "--tags"], url, [])
     if status != 0:
         raise BadInput(
@@ -191,7 +196,43 @@ def ls_remote(url: str) -> dict[str, str]:
             refs[ref.removesuffix("^{}")] = sha  # the peeled commit wins over the tag object
         else:
             refs.setdefault(ref, sha)
+    _record_listing(url, refs)
     return refs
+
+
+@dataclass(frozen=True)
+class Listing:
+    """The branches and tags of a URL: as it answered now, or as recorded when it last answered."""
+
+    refs: dict[str, str]
+    recorded_at: str | None = None  # set when the URL did not answer and the record was used
+    why: str = ""  # what the URL said (or did not) when the record was used
+
+
+def listed_refs(url: str) -> Listing:
+    """`ls_remote(url)`, or, when git could not reach it, what it answered last time (so a warm cache
+    checks offline; the caller says so in its report). A refused URL is never looked up."""
+    checked_url(url)
+    try:
+        return Listing(ls_remote(url))
+    except BadInput as exc:
+        record = _listing_file(url)
+        if not record.is_file():
+            raise
+        data = json.loads(record.read_text())
+        return Listing(dict(data["refs"]), recorded_at=str(data["listed_at"]), why=exc.message)
+
+
+def _listing_file(url: str) -> Path:
+    key = hashlib.sha256(cache_identity(url).encode()).hexdigest()[:16]
+    return cache_root() / "listings" / f"{key}.json"
+
+
+def _record_listing(url: str, refs: dict[str, str]) -> None:
+    path = _listing_file(url)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    stamp = datetime.now(UTC).isoformat(timespec="seconds")
+    atomic_write_text(path, json.dumps({"listed_at": stamp, "refs": refs}, sort_keys=True) + "\n")
 
 
 def cache_root() -> Path:
@@ -213,7 +254,8 @@ def cache_repo_for(url: str, alternates: list[Path] | None = None) -> GitRepo:
         repo.git(["config", "remote.origin.promisor", "true"])
         repo.git(["config", "remote.origin.partialclonefilter", "blob:none"])
         repo.git(["config", "extensions.partialClone", "origin"])
-    repo = GitRepo(path)
+    # Made by forkctl, bare, at a path it chose: no need to ask git what it is (two processes a call).
+    repo = GitRepo.known_bare(path)
     if alternates:
         info = path / "objects" / "info"
         info.mkdir(parents=True, exist_ok=True)
@@ -223,6 +265,9 @@ def cache_repo_for(url: str, alternates: list[Path] | None = None) -> GitRepo:
         if merged != listed:
             atomic_write_text(info / "alternates", "".join(f"{line}\n" for line in merged))
     return repo
+
+
+FETCHED_REFS = "refs/forkctl/fetched/"  # single commits fetched by SHA; never a URL's branch or tag
 
 
 def fetch_sha(cache_repo: GitRepo, url: str, sha: str, depth: int | None = 1) -> bool:
@@ -236,16 +281,57 @@ def fetch_sha(cache_repo: GitRepo, url: str, sha: str, depth: int | None = 1) ->
     args = ["fetch", "--quiet", "--no-tags", "--filter=blob:none"]
     if depth:
         args.append(f"--depth={depth}")
-    status, _, _ = talk(args, url, [sha], repo=cache_repo, fetch=True)
+    # Kept under a ref, the commit is a "have" for every later fetch into this cache (or from a cache
+    # that borrows its objects), so its trees are not sent again with the next commit's.
+    refspec = f"{sha}:{FETCHED_REFS}{sha}" if re.fullmatch(r"[0-9a-f]{40}", sha) else sha
+    status, _, _ = talk(args, url, [refspec], repo=cache_repo, fetch=True)
     return status == 0 and cache_repo.has_object(f"{sha}^{{commit}}")
 
 
-def fetch_history(cache_repo: GitRepo, url: str) -> None:
+def fetch_objects(cache_repo: GitRepo, url: str, shas: list[str]) -> None:
+    """Fetch the objects `shas` that the cache lacks (blobs, typically) in one request.
+
+    The alternative is git's lazy fetch: one process and one round trip per object, through the
+    promisor remote's configured URL, which holds no credentials.
+    """
+    missing = cache_repo.missing_objects(list(dict.fromkeys(shas)))
+    if not missing:
+        return
+    # No negotiation (as git's own lazy fetch): a blob is reachable from the commits the cache has, so
+    # with them as "haves" the server would think the cache holds it and send nothing.
+    args = ["-c", "fetch.negotiationAlgorithm=noop", "fetch", "--quiet", "--no-tags", "--no-write-fetch-head"]
+    status, _, err = talk([*args, "--filter=blob:none"], url, missing, repo=cache_repo, fetch=True)
+    if status != 0:
+        raise BadInput(
+            f"cannot fetch {len(missing)} object(s) from {url}: {err.strip()}",
+            hint="check the URL and your access to it",
+        )
+
+
+def history_is_current(cache_repo: GitRepo, listed: dict[str, str]) -> bool:
+    """Does the cache hold `listed` (a URL's branches and tags) exactly as its last history fetch left
+    them, full depth? Then fetching again would bring nothing."""
+    if (cache_repo.git_dir / "shallow").is_file():
+        return False
+    fmt = "--format=%(refname) %(objectname) %(*objectname)"
+    out = cache_repo.git(["for-each-ref", fmt, "refs/forkctl/heads/", "refs/forkctl/tags/"])
+    held: dict[str, str] = {}
+    for line in out.splitlines():
+        ref, sha, *peeled = line.split()
+        held[ref.replace("refs/forkctl/", "refs/", 1)] = peeled[0] if peeled else sha
+    return held == listed
+
+
+def fetch_history(cache_repo: GitRepo, url: str, listed: dict[str, str] | None = None) -> None:
     """Fetch every branch and tag of `url` with full history (commits and trees, blobs on demand).
 
     The refs land under refs/forkctl/ so that `contains` questions only see what the URL has now.
     A cache made shallow by earlier one-SHA fetches is deepened, or ancestry answers would be wrong.
+    `listed`: the URL's refs as just listed; when the cache already holds exactly those, nothing is
+    fetched (a warm cache answers without the network).
     """
+    if listed is not None and history_is_current(cache_repo, listed):
+        return
     args = ["fetch", "--quiet", "--prune", "--no-tags", "--filter=blob:none"]
     if (cache_repo.git_dir / "shallow").is_file():
         args.append("--unshallow")
@@ -264,15 +350,33 @@ class Reachability:
     refs: list[str]  # branches/tags of the URL that contain the commit (tips first)
 
 
-def reachability(cache_repo: GitRepo, url: str, sha: str, remote_refs: dict[str, str]) -> Reachability:
-    """Is `sha` reachable from a branch or tag of `url` (what a fresh recursive clone needs)?"""
+def reachability(
+    cache_repo: GitRepo, url: str, sha: str, remote_refs: dict[str, str], likely: tuple[str, ...] = ()
+) -> Reachability:
+    """Is `sha` reachable from a branch or tag of `url` (what a fresh recursive clone needs)?
+
+    `likely`: branches to ask first (one `merge-base --is-ancestor` each, milliseconds); only when none
+    contains `sha` are all refs searched (`for-each-ref --contains`, slow over hundreds of refs).
+    """
     tips = [ref for ref, tip in remote_refs.items() if tip == sha]
     if tips:
         return Reachability(True, tips)
-    fetch_history(cache_repo, url)
+    fetch_history(cache_repo, url, remote_refs)
     if cache_repo.has_object(f"{sha}^{{commit}}"):
+        for branch in likely:
+            if f"refs/heads/{branch}" in remote_refs and cache_repo.is_ancestor(
+                sha, f"refs/forkctl/heads/{branch}"
+            ):
+                return Reachability(True, [f"refs/heads/{branch}"])
         status, out, _ = cache_repo.try_git(
-            ["for-each-ref", "--contains", sha, "--format=%(refname)", "refs/forkctl/"]
+            [
+                "for-each-ref",
+                "--contains",
+                sha,
+                "--format=%(refname)",
+                "refs/forkctl/heads/",
+                "refs/forkctl/tags/",
+            ]
         )
         containing = (
             [

@@ -20,10 +20,12 @@ from forkctl.git.runner import DIFF_FLAGS, GitFailed, run, run_bytes, try_run
 
 EMPTY_TREE = "4b825dc642cb6eb9a060e54bf8d69288fbee4904"
 # Existence questions must not turn into fetches from a partial clone's promisor remote: git >= 2.44
-# honours GIT_NO_LAZY_FETCH; git 2.39 (this project's floor) ignores it and lazily fetches a missing
-# object, which the runner's time limit then bounds. The explicit fetches (remote.py) stay the only
-# intended downloads.
-NO_LAZY_FETCH = {"GIT_NO_LAZY_FETCH": "1"}
+# honours GIT_NO_LAZY_FETCH; git 2.39 (this project's floor) ignores it and would lazily fetch a missing
+# object (a commit with its whole history, without negotiation), so every transport is also refused
+# for the command (GIT_ALLOW_PROTOCOL wins over any protocol.* setting): the lazy fetch fails at once,
+# without touching the network, and the object reads as missing. The explicit fetches (remote.py)
+# stay the only downloads.
+NO_LAZY_FETCH = {"GIT_NO_LAZY_FETCH": "1", "GIT_ALLOW_PROTOCOL": "forkctl-no-lazy-fetch"}
 ZERO_SHA = "0" * 40
 
 __all__ = ["EMPTY_TREE", "ZERO_SHA", "GitFailed", "GitRepo", "PrivateIndex", "run", "run_bytes", "try_run"]
@@ -168,6 +170,13 @@ class GitRepo:
             )
 
     @classmethod
+    def known_bare(cls, git_dir: Path) -> GitRepo:
+        """A bare repository forkctl made itself (its cache), addressed without asking git again."""
+        repo = cls.__new__(cls)
+        repo.git_dir = repo.path = Path(git_dir).resolve()
+        return repo
+
+    @classmethod
     def init_bare(cls, path: Path) -> GitRepo:
         Path(path).mkdir(parents=True, exist_ok=True)
         run(["init", "--quiet", "--bare", "--", str(path)])
@@ -228,6 +237,26 @@ class GitRepo:
     def has_object(self, sha: str) -> bool:
         """Is the object here? A question, never a download (where git can be told: see NO_LAZY_FETCH)."""
         return self.try_git(["cat-file", "-e", "--end-of-options", sha], env=NO_LAZY_FETCH)[0] == 0
+
+    def missing_objects(self, shas: list[str]) -> list[str]:
+        """Those of `shas` (full object names) that are not here: a question, never a download.
+
+        One `cat-file --batch-check` when all are here (the warm path). In a partial clone git 2.39
+        dies at the first absent object instead of printing `missing` (its refused lazy fetch is
+        fatal), so the batch resumes after it: one more process per absent object.
+        """
+        missing: list[str] = []
+        pending = list(shas)
+        while pending:
+            stdin = "".join(f"{sha}\n" for sha in pending).encode()
+            status, out, _ = self.try_git(["cat-file", "--batch-check"], env=NO_LAZY_FETCH, stdin=stdin)
+            answered = out.splitlines()
+            missing += [line.split()[0] for line in answered if line.endswith(" missing")]
+            if status == 0 or len(answered) >= len(pending):
+                break
+            missing.append(pending[len(answered)])
+            pending = pending[len(answered) + 1 :]
+        return missing
 
     def is_ancestor(self, older: str, newer: str) -> bool:
         return self.try_git(["merge-base", "--is-ancestor", "--end-of-options", older, newer])[0] == 0
@@ -329,6 +358,10 @@ class GitRepo:
             return None
         return run_bytes(["--git-dir", str(self.git_dir), "cat-file", "blob", entry.sha])
 
+    def blob_bytes(self, blob: str) -> bytes:
+        """The contents of the blob object `blob`."""
+        return run_bytes(["--git-dir", str(self.git_dir), "cat-file", "blob", blob])
+
     def diff_commits(self, old: str, new: str) -> bytes:
         """Full-index binary diff from `old` to `new` (either a commit or a tree)."""
         return run_bytes(
@@ -367,6 +400,10 @@ class GitRepo:
     def update_ref(self, ref: str, new: str, old: str | None, reason: str) -> None:
         """Move `ref` to `new` only if it still points at `old` (ZERO_SHA/None: must not exist)."""
         self.git(["update-ref", "-m", f"forkctl: {reason}", ref, new, old or ZERO_SHA])
+
+    def set_ref(self, ref: str, new: str, reason: str) -> None:
+        """Point `ref` at `new` whatever it held (for forkctl's own bookkeeping refs in its cache)."""
+        self.git(["update-ref", "-m", f"forkctl: {reason}", ref, new])
 
     def delete_ref(self, ref: str, old: str) -> None:
         self.git(["update-ref", "-d", ref, old])
@@ -497,7 +534,10 @@ class PrivateIndex:
         return status == 0, err
 
     def write_tree(self) -> str:
-        return self.repo.git(["write-tree"], env=self.env).strip()
+        # `--missing-ok`: the tree is written from the index's entries alone. Without it git checks
+        # that every blob the index names is present, and in a blobless partial clone (the cache)
+        # that lazily fetches every file of the tree, when only the changed entries are new.
+        return self.repo.git(["write-tree", "--missing-ok"], env=self.env).strip()
 
 
 # --- plain directory trees (no repository) -----------------------------------------------------
