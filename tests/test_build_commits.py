@@ -92,3 +92,23 @@ def test_a_series_with_an_odd_author_builds_the_same_commits_as_commit_tree(tmp_
         assert applied.commit == expected
         parent = applied.commit
     assert git(upstream.path, "fsck", "--no-dangling") == ""
+
+
+def test_a_loose_commit_written_without_git_is_what_commit_tree_stores(tmp_path: Path) -> None:
+    upstream = init_repo(tmp_path / "up", {"f.txt": "x\n"})
+    repo = GitRepo(upstream.path)
+    tree, parent = upstream.git("rev-parse", "HEAD^{tree}"), upstream.head()
+    when = datetime(2027, 3, 4, 5, 6, 7, tzinfo=ZONES[1])
+    made = commit_object(tree, [parent], "stand-in ü\n", "forkctl", "forkctl@localhost", when)
+    assert made is not None
+    loose = upstream.path / ".git" / "objects" / made[0][:2] / made[0][2:]
+    assert not loose.exists()
+    assert repo.write_loose_commit(made) == made[0]
+    assert repo.write_loose_commit(made) == made[0]  # again: already there, nothing to do
+    assert git(upstream.path, "cat-file", "-t", made[0]) == "commit"
+    expected = repo.commit_tree(
+        tree, [parent], "stand-in ü\n", Identity("forkctl", "forkctl@localhost", when.isoformat())
+    )
+    assert expected == made[0]
+    assert git(upstream.path, "fsck", "--no-dangling", "--strict") == ""
+    assert loose.is_file() and not list(loose.parent.glob("tmp_obj_*"))

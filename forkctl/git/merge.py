@@ -16,8 +16,9 @@ synthetic commit.
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from datetime import datetime
 
-from forkctl.git.repo import GitRepo, Identity
+from forkctl.git.repo import GitRepo, Identity, commit_object
 from forkctl.git.runner import GitFailed
 
 SYNTHETIC_NAME, SYNTHETIC_EMAIL = "forkctl", "forkctl@localhost"
@@ -63,8 +64,14 @@ def _parse(output: str) -> tuple[str, list[str], list[MergeMessage]]:
 
 def stand_in(repo: GitRepo, tree: str, parent: str, date: str) -> str:
     """A commit with `tree` whose only parent is `parent` (fixed identity, given date: deterministic)."""
+    message = "forkctl merge stand-in\n"
+    made = commit_object(
+        tree, [parent], message, SYNTHETIC_NAME, SYNTHETIC_EMAIL, datetime.fromisoformat(date)
+    )
+    if made is not None:
+        return repo.write_loose_commit(made)
     identity = Identity(name=SYNTHETIC_NAME, email=SYNTHETIC_EMAIL, date=date)
-    return repo.commit_tree(tree, [parent], "forkctl merge stand-in\n", identity)
+    return repo.commit_tree(tree, [parent], message, identity)
 
 
 def cherry_pick(
