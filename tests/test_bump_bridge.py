@@ -101,9 +101,6 @@ def test_bump_through_nemo_rl_then_check_pins_passes(tmp_path: Path) -> None:
 def test_dry_run_changes_no_ref(tmp_path: Path) -> None:
     chain = make_chain(tmp_path)
     before = all_refs(chain)
-    cache_before = (
-        sorted(p.name for p in (tmp_path / "cache").glob("repos/*")) if (tmp_path / "cache").exists() else []
-    )
     code, report = run(
         chain,
         "bump-bridge",
@@ -116,9 +113,10 @@ def test_dry_run_changes_no_ref(tmp_path: Path) -> None:
     assert code == 0, report["problems"]
     assert all(not step["created"] for step in report["steps"])
     assert all_refs(chain) == before
-    for repo in (tmp_path / "cache").glob("repos/*"):
+    cached = list((tmp_path / "cache").glob("repos/*"))
+    assert cached  # the dry run read the consumers through the cache: it must have made no branch there
+    for repo in cached:
         assert not [r for r in chain.refs(repo) if r.startswith("refs/heads/forkctl/")], repo
-    assert isinstance(cache_before, list)
 
 
 def test_push_pushes_new_branches_only_and_never_forces(tmp_path: Path) -> None:
@@ -158,3 +156,17 @@ def test_bump_fails_check_when_the_fork_head_is_not_pushed(tmp_path: Path) -> No
     assert code == 1
     assert any("not reachable" in p["message"] for p in report["problems"])
     assert all_refs(chain) == before
+
+
+def test_bridge_repo_alone_commits_in_that_clone_not_in_the_cache(tmp_path: Path) -> None:
+    """`--bridge-repo CLONE` without --through: the new branch lands in CLONE (and nowhere else)."""
+    chain = make_chain(tmp_path)
+    cache = tmp_path / "cache"
+    code, report = run(chain, "bump-bridge", "--bridge-repo", str(chain.bridge_work.path))
+    assert code == 0, report["problems"]
+    branch = f"forkctl/bump-megatron-{chain.head[:12]}"
+    (step,) = report["steps"]
+    assert Path(step["repo"]).resolve() == (chain.bridge_work.path / ".git").resolve()
+    assert chain.bridge_work.head(f"refs/heads/{branch}") == step["commit"]
+    for repo in cache.glob("repos/*"):  # the Bridge's cache (if any) holds no new branch
+        assert not [r for r in chain.refs(repo) if r.startswith("refs/heads/forkctl/")], repo

@@ -31,6 +31,16 @@ def _through_index(manifest, through: str | None) -> int:  # type: ignore[no-unt
     return names.index(through)
 
 
+def _local_clones(last: int, bridge_repo: Path | None, through_repo: Path | None) -> dict[int, Path | None]:
+    """Which consumer commits in which given clone: the Bridge (0) in --bridge-repo, the --through one
+    in --through-repo. (A dict literal {0: ..., last: ...} lost --bridge-repo when last was 0.)"""
+    if through_repo is not None and last == 0:
+        raise BadInput(
+            "--through-repo needs --through", hint="name the consumer it is a clone of with --through"
+        )
+    return {0: bridge_repo, **({last: through_repo} if last > 0 else {})}
+
+
 @click.command("bump-bridge", short_help=verbs.summary("bump-bridge"))
 @click.option(
     "--fork-commit",
@@ -87,7 +97,7 @@ def command(
             f"{manifest.upstream.repo}@{fork.base[:12]} + {len(fork.patches)} patches, so it fails the fork-link check",
             hint="leave out --fork-commit to pin the reproducible head (forkctl check-pins explains the difference)",
         )
-    plan = pins.plan_bump(manifest, fork, last, {0: bridge_repo, last: through_repo}, report.info)
+    plan = pins.plan_bump(manifest, fork, last, _local_clones(last, bridge_repo, through_repo), report.info)
     steps = plan.steps
     out = pins.chain_report("bump-bridge", manifest, plan.check)
     described = []
