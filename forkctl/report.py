@@ -240,11 +240,19 @@ def step_summary(report: Report) -> str:
     return "\n".join(parts) + "\n"
 
 
-def error(exc: ForkctlError, fmt: Format = Format.TEXT) -> int:
-    """Render an error that ended a command; return its exit code."""
+def error(exc: ForkctlError, fmt: Format = Format.TEXT, command: str | None = None) -> int:
+    """Render an error that ended a command; return its exit code. Under --json the document names the
+    command and carries `problems` like every report, so a machine reads one shape for every outcome."""
     message, hint = clean(exc.message), clean(exc.hint) if exc.hint else None
     if fmt == Format.JSON:
-        payload = {"ok": False, "error": message, "hint": hint, "exit_code": exc.exit_code}
+        payload = {
+            "command": command,
+            "ok": False,
+            "error": message,
+            "hint": hint,
+            "exit_code": exc.exit_code,
+            "problems": [],
+        }
         sys.stdout.write(json.dumps(payload, indent=2) + "\n")
     else:
         _note(f"forkctl: error: {message}", f"[red]forkctl: error:[/] {_escape(message)}")

@@ -175,3 +175,18 @@ def test_a_patch_file_linked_outside_the_repository_is_refused_and_never_written
     )
     assert "Traceback" not in out + err
     assert outside.read_bytes() == before  # the file the link points to is never written
+
+
+def test_an_error_under_json_is_one_document_of_the_report_shape(setup: SeriesSetup, tmp_path: Path) -> None:
+    """A failed command's JSON names the command and carries `problems`, like a report does."""
+    bare = tmp_path / "empty.git"
+    subprocess.run(["git", "init", "-q", "--bare", str(bare)], check=True)
+    code, out, err = forkctl(
+        "--manifest", str(setup.manifest), "apply", "--abort", "--repo", str(bare), "--json"
+    )
+    assert code == 2, err
+    data = json.loads(out)
+    assert data["command"] == "apply" and data["ok"] is False and data["problems"] == []
+    assert "no apply in progress" in data["error"] and data["exit_code"] == 2
+    code, report = run_json(setup, "lint")
+    assert code == 0 and {"command", "ok", "problems"} <= set(report)

@@ -89,16 +89,17 @@ def forkctl_command(func: Callable[..., report.Report]) -> Callable[..., None]:
     ) -> None:
         from forkctl import report
 
+        command = click.get_current_context().info_name
         fmt = report.Format.JSON if as_json else report.Format.GITHUB if as_github else report.Format.TEXT
         try:
             result = func(ctx, *args, **kwargs)
             code = report.emit(result, fmt)
         except ForkctlError as exc:
-            code = report.error(exc, fmt)
+            code = report.error(exc, fmt, command)
         except KeyboardInterrupt:
-            code = report.error(Unexpected("interrupted", hint="run the command again"), fmt)
+            code = report.error(Unexpected("interrupted", hint="run the command again"), fmt, command)
         except Exception as exc:  # the contract: no traceback ever reaches a user
-            code = report.error(_unexpected(func.__name__, exc), fmt)
+            code = report.error(_unexpected(func.__name__, exc), fmt, command)
         sys.exit(code)
 
     return wrapper
