@@ -6,6 +6,7 @@ tip it had when the build started. The user's HEAD, index and files are never re
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
 
 from forkctl import build, git, locking, session
@@ -20,10 +21,6 @@ class Outcome:
     state: session.State
     conflict: session.ConflictReport | None = None
     branch_moved: bool = False
-
-    @property
-    def done(self) -> bool:
-        return self.conflict is None
 
 
 def refuse_checked_out(repo: GitRepo, branch: str) -> None:
@@ -64,11 +61,14 @@ def _run(
     start: int,
     parent: str,
     built: build.BuildResult | None = None,
+    on_patch: Callable[[str], None] | None = None,
 ) -> Outcome:
     """Build patches[start:] onto `parent` via the fast path (unless `built` already holds that build);
     stop in the worktree on a conflict."""
     if built is None:
-        built = build.build_series(repo, state.base, series.patches, start=start, parent=parent)
+        built = build.build_series(
+            repo, state.base, series.patches, start=start, parent=parent, on_patch=on_patch
+        )
     for applied, file in zip(built.applied, state.files[start:], strict=False):
         state.steps.append(session.Step(file=file, commit=applied.commit))
     if built.conflict is not None:
@@ -82,7 +82,15 @@ def _run(
 
 
 @locking.repository_locked
-def start(repo: GitRepo, manifest: Manifest, series: Series, base: str, branch: str, force: bool) -> Outcome:
+def start(
+    repo: GitRepo,
+    manifest: Manifest,
+    series: Series,
+    base: str,
+    branch: str,
+    force: bool,
+    on_patch: Callable[[str], None] | None = None,
+) -> Outcome:
     git.check_branch_name(branch)
     session.refuse_if_in_progress(repo)
     session.remove_leftovers(repo)
@@ -108,7 +116,7 @@ def start(repo: GitRepo, manifest: Manifest, series: Series, base: str, branch: 
             applied=[build.AppliedPatch(p, c) for p, c in zip(series.patches, existing, strict=True)],
         )
     else:
-        built = build.build_series(repo, base, series.patches)
+        built = build.build_series(repo, base, series.patches, on_patch=on_patch)
     if old_tip is not None and not force and not (built.complete and built.head == old_tip):
         raise BadInput(
             f"branch {branch} already exists at {old_tip[:12]} and is not apply(base, series)",

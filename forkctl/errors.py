@@ -1,8 +1,8 @@
 """The two ways a forkctl command ends badly, each with its exit code.
 
 `BadInput` (exit 2): the user's input, files or repositories cannot be used as given.
-`CheckFailed` (exit 1): the input is fine and a check found problems.
 `Unexpected` (exit 3): anything else; the traceback goes to a log file, never to the user's screen.
+A check that found problems is not an error: its Report says so, and the command exits 1.
 """
 
 from __future__ import annotations
@@ -29,10 +29,6 @@ class ForkctlError(Exception):
 
 class BadInput(ForkctlError):
     exit_code = EXIT_BAD_INPUT
-
-
-class CheckFailed(ForkctlError):
-    exit_code = EXIT_CHECK_FAILED
 
 
 class Unexpected(ForkctlError):

@@ -60,20 +60,6 @@ def parse(raw: bytes, where: str) -> ForkBase:
     )
 
 
-def render(fork_base: ForkBase) -> bytes:
-    data = {"schema": 1, **{k: getattr(fork_base, k) for k in KEYS[1:]}}
-    return (json.dumps(data, indent=2) + "\n").encode()
-
-
-def from_manifest(manifest: Manifest) -> ForkBase:
-    return ForkBase(
-        fork_repo=manifest.fork.repo,
-        upstream_repo=manifest.upstream.repo,
-        upstream_branch=manifest.upstream.branch,
-        upstream_base=manifest.upstream.base,
-    )
-
-
 def _same_name(a: str, b: str) -> bool:
     """`owner/name` compared case-insensitively; a URL on either side counts by its last two parts."""
 

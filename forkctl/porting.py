@@ -34,6 +34,8 @@ from forkctl.git.merge import MergeMessage, MergeResult, cherry_pick
 from forkctl.manifest import Manifest, plain
 from forkctl.series import Patch, Series
 
+OnPatch = Callable[[str], None]  # told each patch's subject as it is done (a progress bar)
+
 
 @dataclass
 class PortOutcome:
@@ -237,7 +239,9 @@ def _judge(repo: GitRepo, state: session.State) -> Judge:
     return Judge(repo, state.extra["old_base"], state.base, state.extra["old_commits"])
 
 
-def _run(repo: GitRepo, series: Series, state: session.State, start: int) -> session.ConflictReport | None:
+def _run(
+    repo: GitRepo, series: Series, state: session.State, start: int, on_patch: OnPatch | None = None
+) -> session.ConflictReport | None:
     judge = _judge(repo, state)
     judge.know_provenance(series.patches[start:])
     head, head_tree = state.head, None
@@ -245,6 +249,8 @@ def _run(repo: GitRepo, series: Series, state: session.State, start: int) -> ses
     for position in range(start, len(series.patches)):
         patch = series.patches[position]
         verdict = judge.judge(position, patch, head, head_tree)
+        if on_patch:
+            on_patch(patch.subject)
         if verdict.kind == "absorbed":
             _absorbed(state, position, patch, verdict)
             continue
@@ -350,6 +356,7 @@ def start(
     new_base: str,
     branch: str,
     backport: bool = False,
+    on_patch: OnPatch | None = None,
 ) -> PortOutcome:
     git.check_branch_name(branch)
     session.refuse_if_in_progress(repo)
@@ -379,7 +386,7 @@ def start(
             "backport": not descends,
         },
     )
-    conflict = _run(repo, series, state, 0)
+    conflict = _run(repo, series, state, 0, on_patch)
     if conflict is not None:
         return PortOutcome(state=state, conflict=conflict)
     return _finish(repo, manifest, state)

@@ -100,3 +100,54 @@ def test_plain_tables_keep_every_cell_whole(tmp_path: Path) -> None:
     header = next(line for line in result.output.splitlines() if line.startswith("#"))
     newest = data["patches"][0]["provenance"][-1][:12]
     assert header.index("provenance") == row.index(newest)
+
+
+def test_apply_shows_a_progress_bar_on_a_terminal_and_none_in_a_log(tmp_path: Path) -> None:
+    """Long work reports progress on stderr when it is a terminal (a pseudo-terminal here), and keeps
+    a log or a pipe clean."""
+    import pty
+
+    from tests.seriesrepo import make_series
+
+    setup = make_series(tmp_path)
+    env = {**os.environ, "PYTHONPATH": str(ROOT), "FORKCTL_CACHE": str(tmp_path / "cache"), "TERM": "xterm"}
+    base_args = [
+        "--manifest",
+        str(setup.manifest),
+        "apply",
+        "--base",
+        setup.base,
+        "--repo",
+        str(setup.upstream.path),
+    ]
+    primary, secondary = pty.openpty()
+    proc = subprocess.run(
+        [sys.executable, "-m", "forkctl", *base_args, "--branch", "on-a-tty"],
+        stdout=subprocess.PIPE,
+        stderr=secondary,
+        env=env,
+        cwd=ROOT,
+        check=False,
+    )
+    os.close(secondary)
+    seen = b""
+    while True:
+        try:
+            chunk = os.read(primary, 65536)
+        except OSError:  # the terminal's other end is closed: all read
+            break
+        if not chunk:
+            break
+        seen += chunk
+    os.close(primary)
+    assert proc.returncode == 0, seen
+    count = len(setup.patch_files)
+    assert f"applying {count} patches".encode() in seen and f"{count}/{count}".encode() in seen, seen
+    piped = subprocess.run(
+        [sys.executable, "-m", "forkctl", *base_args, "--branch", "in-a-log"],
+        capture_output=True,
+        env=env,
+        cwd=ROOT,
+        check=False,
+    )
+    assert piped.returncode == 0 and b"applying" not in piped.stderr, piped.stderr

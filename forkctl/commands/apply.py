@@ -14,7 +14,7 @@ from pathlib import Path
 
 import click
 
-from forkctl import applying, treepatch
+from forkctl import applying, report, treepatch
 from forkctl.cli import verbs
 from forkctl.cli.kit import Context, forkctl_command, output_options, toolkit_locked
 from forkctl.errors import EXIT_CHECK_FAILED, BadInput
@@ -249,7 +249,7 @@ def command(
     repo = _store(manifest, repo_path, upstream_url, [base_rev, manifest.upstream.base])
     base = applying.resolve_base(repo, base_rev, manifest)
     series = load_series(manifest)
-    outcome = applying.start(
-        repo, manifest, series, base, manifest.fork.branch if branch is None else branch, force
-    )
+    target = manifest.fork.branch if branch is None else branch
+    with report.progress(f"applying {len(series.patches)} patches", len(series.patches)) as advance:
+        outcome = applying.start(repo, manifest, series, base, target, force, on_patch=advance)
     return _outcome_report(outcome, repo)

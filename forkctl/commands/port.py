@@ -6,7 +6,7 @@ from pathlib import Path
 
 import click
 
-from forkctl import porting
+from forkctl import porting, report
 from forkctl.cli import verbs
 from forkctl.cli.kit import Context, forkctl_command, output_options, toolkit_locked
 from forkctl.errors import EXIT_CHECK_FAILED, BadInput
@@ -165,13 +165,15 @@ def command(
             f"unknown commit {missing!r} in {repo.git_dir}", hint="fetch upstream, or check the SHA"
         )
     series = load_series(manifest)
-    outcome = porting.start(
-        repo,
-        manifest,
-        series,
-        old_base,
-        new_base,
-        manifest.fork.branch if branch is None else branch,
-        backport=backport,
-    )
+    with report.progress(f"porting {len(series.patches)} patches", len(series.patches)) as advance:
+        outcome = porting.start(
+            repo,
+            manifest,
+            series,
+            old_base,
+            new_base,
+            manifest.fork.branch if branch is None else branch,
+            backport=backport,
+            on_patch=advance,
+        )
     return _report(outcome)

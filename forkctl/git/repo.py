@@ -395,10 +395,6 @@ class GitRepo:
     def branch_sha(self, branch: str) -> str | None:
         return self.ref_sha(f"refs/heads/{branch}")
 
-    def current_branch(self) -> str | None:
-        status, out, _ = self.try_git(["symbolic-ref", "--quiet", "--short", "HEAD"])
-        return out.strip() if status == 0 else None
-
     def update_ref(self, ref: str, new: str, old: str | None, reason: str) -> None:
         """Move `ref` to `new` only if it still points at `old` (ZERO_SHA/None: must not exist)."""
         self.git(["update-ref", "-m", f"forkctl: {reason}", ref, new, old or ZERO_SHA])
@@ -409,10 +405,6 @@ class GitRepo:
 
     def delete_ref(self, ref: str, old: str) -> None:
         self.git(["update-ref", "-d", ref, old])
-
-    def refs_containing(self, sha: str) -> list[str]:
-        out = self.git(["for-each-ref", "--contains", sha, "--format=%(refname)", "refs/heads", "refs/tags"])
-        return out.splitlines()
 
     # --- building trees and commits without a checkout ----------------------------------------
 
