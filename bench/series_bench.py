@@ -147,20 +147,24 @@ def arms(scene: Scene, patches: int) -> dict[str, tuple[Callable[[], None], Call
     def manifest(count: int) -> str:
         return str(scene.toolkits[count] / "manifest.yaml")
 
+    def apply(count: int, branch: str, *extra: str) -> None:
+        forkctl(
+            "--manifest",
+            manifest(count),
+            "apply",
+            "--base",
+            base,
+            "--repo",
+            str(bare),
+            "--branch",
+            branch,
+            *extra,
+        )
+
     def apply_new(count: int) -> Callable[[], None]:
         def run() -> None:
             branch = f"bench/apply-{next(counter)}"
-            forkctl(
-                "--manifest",
-                manifest(count),
-                "apply",
-                "--base",
-                base,
-                "--repo",
-                str(bare),
-                "--branch",
-                branch,
-            )
+            apply(count, branch)
             git(bare, "update-ref", "-d", f"refs/heads/{branch}")
 
         return run
@@ -178,40 +182,17 @@ def arms(scene: Scene, patches: int) -> dict[str, tuple[Callable[[], None], Call
     warm = folder / "warm"
     git(folder, "clone", "-q", str(bare), str(warm))
     git(warm, "-c", "advice.detachedHead=false", "checkout", "-q", base)
-    forkctl(
-        "--manifest", manifest(2), "apply", "--base", base, "--repo", str(bare), "--branch", "bench/again"
-    )
+    apply(2, "bench/again")
 
     def reapply() -> None:
-        forkctl(
-            "--manifest",
-            manifest(2),
-            "apply",
-            "--base",
-            base,
-            "--repo",
-            str(bare),
-            "--branch",
-            "bench/again",
-            "--force",
-        )
+        apply(2, "bench/again", "--force")
 
     def am_warm() -> None:
         git(warm, "reset", "-q", "--hard", base)
         git(warm, *GIT_ID, "am", "-q", *map(str, scene.patch_files[2]))
 
     # export --check as CI runs it: against the branch forkctl apply built from the committed files.
-    forkctl(
-        "--manifest",
-        manifest(patches),
-        "apply",
-        "--base",
-        base,
-        "--repo",
-        str(bare),
-        "--branch",
-        "bench/built",
-    )
+    apply(patches, "bench/built")
 
     def export_check() -> None:
         forkctl(

@@ -7,6 +7,7 @@ computed by git itself (`git patch-id --stable`) through the git object layer.
 
 from __future__ import annotations
 
+import dataclasses
 import hashlib
 import re
 from dataclasses import dataclass, field
@@ -106,8 +107,9 @@ def _trailers(body: str) -> list[tuple[str, str]]:
     return found
 
 
-def _read_mail(path: Path) -> _Mail:
-    """A patch file's headers, message and diff; BadInput when it is not a format-patch file."""
+def _read_mail(path: Path) -> Patch:
+    """A patch file parsed, all but what git reads from its diff (paths, patch-id); BadInput when it is
+    not a format-patch file."""
     if path.is_symlink() or not path.is_file():
         raise BadInput(
             f"{path}: a patch file must be a regular file (not a link or a device)",
@@ -136,39 +138,21 @@ def _read_mail(path: Path) -> _Mail:
     assert isinstance(payload_bytes, bytes)
     payload = payload_bytes.decode("utf-8", errors="surrogateescape")
     body, diff = _split_message_and_diff(payload, path)
-    return _Mail(path, subject, author_name, author_email, date, date_raw, body, diff, raw)
-
-
-@dataclass(frozen=True)
-class _Mail:
-    """A patch file's message and diff, before git has read the diff."""
-
-    path: Path
-    subject: str
-    author_name: str
-    author_email: str
-    date: datetime
-    date_raw: str
-    body: str
-    diff: str
-    raw: bytes
-
-    def patch(self, paths: list[str], patch_id: str) -> Patch:
-        return Patch(
-            path=self.path,
-            subject=self.subject,
-            author_name=self.author_name,
-            author_email=self.author_email,
-            date=self.date,
-            date_raw=self.date_raw,
-            body=self.body,
-            trailers=_trailers(self.body),
-            provenance=PROVENANCE_RE.findall(self.body),
-            paths=paths,
-            diff=self.diff.encode("utf-8", errors="surrogateescape"),
-            patch_id=patch_id,
-            raw=self.raw,
-        )
+    return Patch(
+        path=path,
+        subject=subject,
+        author_name=author_name,
+        author_email=author_email,
+        date=date,
+        date_raw=date_raw,
+        body=body,
+        trailers=_trailers(body),
+        provenance=PROVENANCE_RE.findall(body),
+        paths=[],  # filled in by parse_patches, which asks git about every diff at once
+        diff=diff.encode("utf-8", errors="surrogateescape"),
+        patch_id="",
+        raw=raw,
+    )
 
 
 def parse_patch(path: Path) -> Patch:
@@ -180,7 +164,7 @@ def parse_patches(paths: list[Path]) -> list[Patch]:
     """Parse format-patch files; git reads all their diffs in two processes, not two per patch.
     Raise BadInput for the first file that is not a format-patch file or whose diff does not parse."""
     mails = [_read_mail(path) for path in paths]
-    diffs = [mail.diff.encode("utf-8", errors="surrogateescape") for mail in mails]
+    diffs = [mail.diff for mail in mails]
     try:
         paths_each = git.diff_paths_each(diffs)
     except BadInput:
@@ -188,7 +172,10 @@ def parse_patches(paths: list[Path]) -> list[Patch]:
             _diff_paths_of(mail.path, diff)
         raise
     ids = git.patch_ids(diffs)
-    return [mail.patch(p, i) for mail, p, i in zip(mails, paths_each, ids, strict=True)]
+    return [
+        dataclasses.replace(mail, paths=p, patch_id=i)
+        for mail, p, i in zip(mails, paths_each, ids, strict=True)
+    ]
 
 
 def _diff_paths_of(path: Path, diff: bytes) -> list[str]:

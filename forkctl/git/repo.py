@@ -291,17 +291,7 @@ class GitRepo:
         return int(self.git(["rev-list", "--count", range_spec]))
 
     def commit_info(self, sha: str) -> CommitInfo:
-        fmt = "%H%x00%T%x00%P%x00%an%x00%ae%x00%aI%x00%B"
-        out = self.git(["show", "-s", f"--format={fmt}", sha])
-        full, tree, parents, name, email, date, message = out.split("\x00", 6)
-        return CommitInfo(
-            sha=full,
-            tree=tree,
-            parents=parents.split(),
-            subject=message.split("\n", 1)[0],
-            message=message if message.endswith("\n") else message + "\n",
-            author=Identity(name=name, email=email, date=date),
-        )
+        return self.commit_infos([sha])[0]
 
     def commit_infos(self, shas: list[str]) -> list[CommitInfo]:
         """`commit_info` of each commit, committer included, in one `git log --no-walk` (a message
