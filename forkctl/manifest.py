@@ -64,6 +64,9 @@ class Fork(_Model):
     branch: str
     # The fork's default branch mirrors upstream; only `branch` carries the series.
     mirror_branch: str = "main"
+    # Upstreams that take contributions under the DCO (Megatron-LM does) want every patch signed off by
+    # its author: then `forkctl lint` refuses a patch without `Signed-off-by: <its author>`.
+    require_signoff: bool = False
 
 
 class SeriesEntry(_Model):

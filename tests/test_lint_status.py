@@ -8,6 +8,7 @@ from pathlib import Path
 from click.testing import CliRunner
 
 from forkctl.cli import cli
+from forkctl.series import parse_patch
 from tests.toolkit import make_toolkit
 
 
@@ -121,3 +122,24 @@ def test_status_with_clone_lacking_base(tmp_path: Path) -> None:
     code, output = _run(toolkit.manifest, "status", "--repo", str(toolkit.upstream.path))
     assert code == 2
     assert "does not have the base commit" in output
+
+
+def test_lint_checks_the_authors_sign_off_when_the_manifest_asks(tmp_path: Path) -> None:
+    toolkit = make_toolkit(tmp_path, patches=2)
+    code, output = _run(toolkit.manifest, "lint")
+    assert code == 0, output  # not asked: unsigned patches pass
+    data = toolkit.manifest_data()
+    data["fork"]["require_signoff"] = True
+    toolkit.write_manifest(data)
+    first, second = toolkit.patch_files
+    author = parse_patch(first)
+    # Sign the first off by its author; the second carries only somebody else's sign-off.
+    signed = f"Signed-off-by: {author.author_name} <{author.author_email}>\n(cherry picked from"
+    first.write_text(first.read_text().replace("(cherry picked from", signed, 1))
+    assert "Signed-off-by: Dev <dev@example.com>" in second.read_text()
+    code, output = _run(toolkit.manifest, "lint", "--json")
+    report = json.loads(output)
+    unsigned = [p for p in report["problems"] if "Signed-off-by" in p["message"]]
+    assert code == 1
+    assert [p["file"] for p in unsigned] == [str(second.relative_to(toolkit.root))], unsigned
+    assert "require_signoff" in unsigned[0]["message"] and "--signoff" in unsigned[0]["hint"]

@@ -20,6 +20,13 @@ def _unlisted(manifest: Manifest) -> list[Path]:
     return [path for path in on_disk if path.resolve() not in listed]
 
 
+def signed_off_by_author(patch: Patch) -> bool:
+    """Does a line of the message read `Signed-off-by: <author name> <author email>`? (As the DCO check
+    of GitHub reads it: anywhere in the message, the key in any case.)"""
+    wanted = f"signed-off-by: {patch.author_name} <{patch.author_email}>".casefold()
+    return any(line.strip().casefold() == wanted for line in patch.body.splitlines())
+
+
 def _check_name(position: int, rel: str, patch: Patch | None) -> list[str]:
     name = Path(rel).name
     match = NAME_RE.match(name)
@@ -66,6 +73,16 @@ def command(ctx: Context) -> Report:
             result.fail(Problem(message, file=entry.file))
         if patch is None:
             continue
+        if manifest.fork.require_signoff and not signed_off_by_author(patch):
+            result.fail(
+                Problem(
+                    f"no 'Signed-off-by: {patch.author_name} <{patch.author_email}>' trailer "
+                    "(fork.require_signoff: the upstream takes patches under the DCO)",
+                    file=entry.file,
+                    hint="sign it off on the branch (git commit --amend -s, or git rebase --signoff) "
+                    "and re-export it with forkctl export",
+                )
+            )
         if not patch.provenance:
             result.fail(
                 Problem(
