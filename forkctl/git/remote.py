@@ -2,7 +2,8 @@
 
 With git.py, the only module that runs git. Nothing here touches a user's checkout: a local
 repository is only ever read (or lent as an object alternate); everything fetched lands in the cache,
-`$FORKCTL_CACHE` or `~/.cache/forkctl`, one bare partial clone (`blob:none`) per normalised URL.
+`$FORKCTL_CACHE` or `~/.cache/forkctl`, one bare partial clone (`blob:none`) per normalised URL, and
+for history questions one commit graph per URL (`tree:0`: commits only, full depth, never shallow).
 """
 
 from __future__ import annotations
