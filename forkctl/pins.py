@@ -262,6 +262,19 @@ def _relation(repo: GitRepo, commit: str, base: str) -> str:
     return f"diverged from the manifest base {base[:12]}"
 
 
+def unpatched_upstream(repo: GitRepo, pinned: str, ctx: ForkContext) -> Finding:
+    """The finding for a pin on upstream's branch: where it is relative to the base (`repo` holds the
+    history of both; commits are enough)."""
+    return Finding(
+        "pin",
+        Status.MISMATCH,
+        "unpatched-upstream",
+        f"pins an unpatched upstream commit {pinned[:12]}, {_relation(repo, pinned, ctx.base)}, "
+        f"with none of the {len(ctx.patches)} patches",
+        f"pin the reproducible fork head {ctx.head[:12]}: forkctl bump-bridge",
+    )
+
+
 def diagnose_fork_pin(ctx: ForkContext, pinned: str, branch: str) -> list[Finding]:
     """Why `pinned` is not apply(series, base): one finding per reason, most fundamental first.
 
@@ -282,16 +295,7 @@ def diagnose_fork_pin(ctx: ForkContext, pinned: str, branch: str) -> list[Findin
         ]
     tip = ctx.upstream_tip(branch)
     if tip is not None and repo.is_ancestor(pinned, tip):
-        return [
-            Finding(
-                "pin",
-                Status.MISMATCH,
-                "unpatched-upstream",
-                f"pins an unpatched upstream commit {pinned[:12]}, {_relation(repo, pinned, base)}, "
-                f"with none of the {len(ctx.patches)} patches",
-                fix,
-            )
-        ]
+        return [unpatched_upstream(repo, pinned, ctx)]
     not_upstream = [tip, base] if tip else [base]
     own = repo.commits_not_in(pinned, not_upstream)
     bases = repo.merge_bases(pinned, tip or base)
@@ -673,22 +677,29 @@ class Checker:
             )
         return url
 
-    def _history_cache(self, url: str) -> GitRepo:
-        """The cache to fetch `url`'s history into. The fork shares upstream's history: its cache
-        borrows the upstream store's objects (alternates), and upstream's history is fetched first, so
-        that the fork's fetch tells the server it has them and only the fork's own commits arrive."""
-        if not (
-            remote.same_repo(url, self.manifest.fork.url) or remote.same_repo(url, self.fork.upstream_url)
-        ):
-            return remote.cache_repo_for(url)
-        cache = remote.cache_repo_for(url)
-        if cache.git_dir == self.fork.store.git_dir:
-            return cache
-        self.fork.upstream_tip(self.manifest.upstream.branch)
-        lenders = [self.fork.store] + ([self.fork.upstream_local] if self.fork.upstream_local else [])
-        # A shallow lender would make the fork's fetch skip history that is nowhere.
-        usable = [repo.git_dir for repo in lenders if not (repo.git_dir / "shallow").is_file()]
-        return remote.cache_repo_for(url, alternates=usable)
+    def _graph(self, url: str) -> GitRepo:
+        """The commit-graph cache to answer `url`'s history questions in. The fork shares upstream's
+        history: its graph borrows the upstream graph's objects (alternates) once that holds upstream's
+        branch, so that the fork's fetch tells the server it has them and only the fork's own commits
+        arrive."""
+        upstream_url = self.fork.upstream_url
+        if not remote.same_repo(url, self.manifest.fork.url) or remote.same_repo(url, upstream_url):
+            return remote.cache_repo_for(url, graph=True)
+        lender = self._upstream_graph()
+        return remote.cache_repo_for(url, alternates=[lender.git_dir] if lender else None, graph=True)
+
+    def _upstream_graph(self) -> GitRepo | None:
+        """The upstream commit graph holding the upstream branch as listed now (None: not listable)."""
+        url = self.fork.upstream_url
+        try:
+            refs = self.remote_refs(url)
+        except BadInput:
+            return None
+        ref = f"refs/heads/{self.manifest.upstream.branch}"
+        graph = remote.cache_repo_for(url, graph=True)
+        if ref in refs and remote.fetch_graph(graph, url, {ref: refs[ref]}):
+            return graph
+        return None
 
     def _check_reachable(self, url: str, sha: str, link: LinkResult, likely: tuple[str, ...]) -> None:
         for tip in self.pending.get(remote.normalise_url(url), []):
@@ -710,11 +721,9 @@ class Checker:
                 "offline",
                 f"{url} did not answer: its branches and tags are those recorded at {listing.recorded_at}",
             )
-        if any(tip == sha for tip in refs.values()):
-            cache = remote.cache_repo_for(url)  # a tip: no history needed
-        else:
-            cache = self._history_cache(url)
-        result = remote.reachability(cache, url, sha, refs, likely=likely)
+        result = remote.tip_reachability(sha, refs) or remote.reachability(
+            self._graph(url), url, sha, refs, likely=likely
+        )
         if result.reachable:
             shown = ", ".join(
                 r.removeprefix("refs/heads/").removeprefix("refs/tags/") for r in result.refs[:3]
@@ -764,6 +773,10 @@ class Checker:
                 f"{len(self.fork.patches)} patches",
             )
             return
+        upstream = self._upstream_finding(pinned)
+        if upstream is not None:
+            link.findings.append(upstream)
+            return
         fork_cache = self._fork_cache_with(pinned, url)
         if fork_cache is not None:
             diagnosis = replace(self.fork, store=fork_cache)
@@ -791,6 +804,25 @@ class Checker:
             )
             return
         link.findings += diagnose_fork_pin(self.fork, pinned, self.manifest.upstream.branch)
+
+    def _upstream_finding(self, pinned: str) -> Finding | None:
+        """The common diagnosis, from the upstream commit graph alone (commits only, no trees): the pin
+        is the base or an unpatched upstream commit. None when it is neither (or the graph cannot say):
+        the full diagnosis follows, with trees."""
+        if pinned == self.fork.base:
+            return diagnose_fork_pin(self.fork, pinned, self.manifest.upstream.branch)[0]
+        if self.fork.upstream_local is not None:
+            return None  # a local clone answers history questions already, without the network
+        graph = self._upstream_graph()
+        tip = graph.ref_sha(f"refs/forkctl/heads/{self.manifest.upstream.branch}") if graph else None
+        if graph is None or tip is None or not graph.has_object(f"{pinned}^{{commit}}"):
+            return None
+        if not graph.is_ancestor(pinned, tip):
+            return None
+        # The base is usually on the branch already; a base elsewhere (a release branch) is fetched.
+        if not remote.fetch_graph_of(graph, self.fork.upstream_url, self.fork.base):
+            return None
+        return unpatched_upstream(graph, pinned, self.fork)
 
     def _fork_cache_with(self, pinned: str, url: str | None) -> GitRepo | None:
         """The fork's cache when the reachability check fetched its history there (borrowing upstream's

@@ -2,7 +2,8 @@
 
 With git.py, the only module that runs git. Nothing here touches a user's checkout: a local
 repository is only ever read (or lent as an object alternate); everything fetched lands in the cache,
-`$FORKCTL_CACHE` or `~/.cache/forkctl`, one bare partial clone (`blob:none`) per normalised URL.
+`$FORKCTL_CACHE` or `~/.cache/forkctl`, one bare partial clone (`blob:none`) per normalised URL, and
+for history questions one commit graph per URL (`tree:0`: commits only, full depth, never shallow).
 """
 
 from __future__ import annotations
@@ -240,12 +241,17 @@ def cache_root() -> Path:
     return Path(configured) if configured else Path.home() / ".cache" / "forkctl"
 
 
-def cache_repo_for(url: str, alternates: list[Path] | None = None) -> GitRepo:
+def cache_repo_for(url: str, alternates: list[Path] | None = None, graph: bool = False) -> GitRepo:
     """The cache's bare partial clone for `url` (made on first use). `alternates`: local object stores
-    to borrow from (read only), so a local clone given on the command line saves the network."""
+    to borrow from (read only), so a local clone given on the command line saves the network.
+
+    `graph`: the URL's commit graph instead: commits only (`--filter=tree:0`), full depth, never
+    shallow, for history questions (ancestry, counts, which branch contains a commit). The tree cache
+    holds single commits fetched at depth 1 with their trees; its shallow boundaries would cut
+    history, and deepening it makes the server send again the trees it already sent."""
     key = hashlib.sha256(cache_identity(url).encode()).hexdigest()[:16]
     name = re.sub(r"[^a-z0-9]+", "-", normalise_url(url).lower()).strip("-")[-40:]
-    path = cache_root() / "repos" / f"{name}-{key}.git"
+    path = cache_root() / "repos" / f"{name}-{key}{'-graph' if graph else ''}.git"
     if not (path / "HEAD").is_file():
         path.parent.mkdir(parents=True, exist_ok=True)
         repo = GitRepo.init_bare(path)
@@ -322,17 +328,25 @@ def history_is_current(cache_repo: GitRepo, listed: dict[str, str]) -> bool:
     return held == listed
 
 
-def fetch_history(cache_repo: GitRepo, url: str, listed: dict[str, str] | None = None) -> None:
+def fetch_history(
+    cache_repo: GitRepo, url: str, listed: dict[str, str] | None = None, commits_only: bool = False
+) -> None:
     """Fetch every branch and tag of `url` with full history (commits and trees, blobs on demand).
 
     The refs land under refs/forkctl/ so that `contains` questions only see what the URL has now.
     A cache made shallow by earlier one-SHA fetches is deepened, or ancestry answers would be wrong.
     `listed`: the URL's refs as just listed; when the cache already holds exactly those, nothing is
-    fetched (a warm cache answers without the network).
+    fetched (a warm cache answers without the network). `commits_only`: no trees either (a graph cache).
     """
     if listed is not None and history_is_current(cache_repo, listed):
         return
-    args = ["fetch", "--quiet", "--prune", "--no-tags", "--filter=blob:none"]
+    args = [
+        "fetch",
+        "--quiet",
+        "--prune",
+        "--no-tags",
+        f"--filter={'tree:0' if commits_only else 'blob:none'}",
+    ]
     if (cache_repo.git_dir / "shallow").is_file():
         args.append("--unshallow")
     refspecs = ["+refs/heads/*:refs/forkctl/heads/*", "+refs/tags/*:refs/forkctl/tags/*"]
@@ -344,51 +358,84 @@ def fetch_history(cache_repo: GitRepo, url: str, listed: dict[str, str] | None =
         )
 
 
+def fetch_graph(graph: GitRepo, url: str, wanted: dict[str, str]) -> bool:
+    """Bring the commit graph of the branches `wanted` ({refs/heads/B: tip as listed}) into `graph`
+    (commits only, full depth: exact ancestry, a fraction of the bytes of the trees), under
+    refs/forkctl/heads/. Branches already held at the listed tip are not fetched (a warm cache works
+    offline). True when every wanted branch is now held at its tip."""
+    held = {ref: graph.ref_sha(ref.replace("refs/", "refs/forkctl/", 1)) for ref in wanted}
+    todo = [ref for ref, tip in wanted.items() if held[ref] != tip and ref.startswith("refs/heads/")]
+    if not todo:
+        return all(held[ref] == tip for ref, tip in wanted.items())
+    refspecs = [f"+{ref}:{ref.replace('refs/', 'refs/forkctl/', 1)}" for ref in todo]
+    args = ["fetch", "--quiet", "--no-tags", "--filter=tree:0"]
+    status, _, _ = talk(args, url, refspecs, repo=graph, fetch=True)
+    return status == 0 and all(
+        graph.ref_sha(ref.replace("refs/", "refs/forkctl/", 1)) == tip for ref, tip in wanted.items()
+    )
+
+
+def fetch_graph_of(graph: GitRepo, url: str, sha: str) -> bool:
+    """The commit graph of one commit (commits only, full depth), kept under a ref; True when here."""
+    if graph.has_object(f"{sha}^{{commit}}"):
+        return True
+    if not re.fullmatch(r"[0-9a-f]{40}", sha):
+        return False
+    args = ["fetch", "--quiet", "--no-tags", "--filter=tree:0"]
+    status, _, _ = talk(args, url, [f"{sha}:{FETCHED_REFS}{sha}"], repo=graph, fetch=True)
+    return status == 0 and graph.has_object(f"{sha}^{{commit}}")
+
+
 @dataclass(frozen=True)
 class Reachability:
     reachable: bool
     refs: list[str]  # branches/tags of the URL that contain the commit (tips first)
 
 
+def tip_reachability(sha: str, remote_refs: dict[str, str]) -> Reachability | None:
+    """Answered by the URL's listing alone: `sha` is the tip of a branch or tag."""
+    tips = [ref for ref, tip in remote_refs.items() if tip == sha]
+    return Reachability(True, tips) if tips else None
+
+
 def reachability(
-    cache_repo: GitRepo, url: str, sha: str, remote_refs: dict[str, str], likely: tuple[str, ...] = ()
+    graph: GitRepo, url: str, sha: str, remote_refs: dict[str, str], likely: tuple[str, ...] = ()
 ) -> Reachability:
     """Is `sha` reachable from a branch or tag of `url` (what a fresh recursive clone needs)?
 
-    `likely`: branches to ask first (one `merge-base --is-ancestor` each, milliseconds); only when none
-    contains `sha` are all refs searched (`for-each-ref --contains`, slow over hundreds of refs).
+    `graph`: the URL's commit-graph cache (`cache_repo_for(url, graph=True)`). A tip answers from the
+    listing alone. Then the `likely` branches: the commit graph of each (commits only, full depth, so
+    a pin deep in history is found and a "no" is exact) and one `merge-base --is-ancestor`. Only when
+    none contains `sha` is the graph of every branch and tag fetched and searched
+    (`for-each-ref --contains`, slow over hundreds of refs).
     """
-    tips = [ref for ref, tip in remote_refs.items() if tip == sha]
-    if tips:
-        return Reachability(True, tips)
-    fetch_history(cache_repo, url, remote_refs)
-    if cache_repo.has_object(f"{sha}^{{commit}}"):
-        for branch in likely:
-            if f"refs/heads/{branch}" in remote_refs and cache_repo.is_ancestor(
-                sha, f"refs/forkctl/heads/{branch}"
-            ):
-                return Reachability(True, [f"refs/heads/{branch}"])
-        status, out, _ = cache_repo.try_git(
-            [
-                "for-each-ref",
-                "--contains",
-                sha,
-                "--format=%(refname)",
-                "refs/forkctl/heads/",
-                "refs/forkctl/tags/",
-            ]
-        )
-        containing = (
-            [
-                r.replace("refs/forkctl/heads/", "refs/heads/").replace("refs/forkctl/tags/", "refs/tags/")
-                for r in out.splitlines()
-            ]
-            if status == 0
-            else []
-        )
-        if containing:
-            return Reachability(True, containing)
-    return Reachability(False, [])
+    at_tip = tip_reachability(sha, remote_refs)
+    if at_tip is not None:
+        return at_tip
+    for branch in dict.fromkeys(likely):
+        ref = f"refs/heads/{branch}"
+        if ref not in remote_refs or not fetch_graph(graph, url, {ref: remote_refs[ref]}):
+            continue
+        if graph.has_object(f"{sha}^{{commit}}") and graph.is_ancestor(sha, f"refs/forkctl/heads/{branch}"):
+            return Reachability(True, [ref])
+    fetch_history(graph, url, remote_refs, commits_only=True)
+    if not graph.has_object(f"{sha}^{{commit}}"):
+        return Reachability(False, [])
+    status, out, _ = graph.try_git(
+        [
+            "for-each-ref",
+            "--contains",
+            sha,
+            "--format=%(refname)",
+            "refs/forkctl/heads/",
+            "refs/forkctl/tags/",
+        ]
+    )
+    containing = [
+        r.replace("refs/forkctl/heads/", "refs/heads/").replace("refs/forkctl/tags/", "refs/tags/")
+        for r in (out.splitlines() if status == 0 else [])
+    ]
+    return Reachability(bool(containing), containing)
 
 
 # --- the upstream object store for apply / export / port ----------------------------------------
