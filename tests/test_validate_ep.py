@@ -16,7 +16,6 @@ from forkctl import evidence
 from forkctl.cli import cli
 from forkctl.commands import validate
 from forkctl.errors import BadInput
-from tests import _patched
 from tests.test_evidence import (
     gpu_toolkit,
     host_cuda_devices,
@@ -200,6 +199,7 @@ def test_ep_evidence_whose_suite_was_deleted_is_stale(tmp_path: Path) -> None:
 
 
 # --- the worker and the pytest wrapper on a CPU host ---------------------------------------------
+# (the worker building both layers on the CPU: tests/patches/test_ep_worker_build.py)
 
 
 def test_worker_help() -> None:
@@ -208,23 +208,6 @@ def test_worker_help() -> None:
     )
     assert proc.returncode == 0, proc.stderr
     assert "--out" in proc.stdout and "--build-only" in proc.stdout
-
-
-def test_worker_builds_both_layers_on_cpu(tmp_path_factory: pytest.TempPathFactory) -> None:
-    try:
-        _patched.installed_megatron()
-    except RuntimeError as exc:
-        pytest.skip(str(exc))
-    tree = _patched.patched_tree(tmp_path_factory)
-    proc = subprocess.run(
-        [sys.executable, str(WORKER), "--build-only"],
-        capture_output=True,
-        text=True,
-        cwd=REPO_ROOT,
-        env=_patched.subprocess_env(tree),
-    )
-    assert proc.returncode == 0, proc.stdout + proc.stderr
-    assert "build-only: TEGroupedMLP/" in proc.stdout and "same weights: True" in proc.stdout
 
 
 def test_multigpu_suite_skips_without_the_gpus() -> None:
