@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import json
+import os
+import shutil
 import subprocess
 import sys
 from pathlib import Path
@@ -259,22 +261,75 @@ def test_evidence_named_for_another_digest_is_malformed(tmp_path: Path) -> None:
 # --- validate up to the GPU -----------------------------------------------------------------------
 
 
+def host_shows_a_gpu_driver() -> bool:
+    """An NVIDIA device node or nvidia-smi here (checked by the tests themselves, not through validate)."""
+    return any(Path("/dev").glob("nvidia*")) or Path("/dev/dxg").exists() or bool(shutil.which("nvidia-smi"))
+
+
+def host_cuda_devices() -> int:
+    """The CUDA devices torch sees on this host; 0 without importing torch where no driver shows."""
+    if not host_shows_a_gpu_driver():
+        return 0
+    probe = [sys.executable, "-c", "import torch; print(torch.cuda.device_count())"]
+    return int(subprocess.run(probe, capture_output=True, text=True, check=True).stdout.strip())
+
+
+def with_a_gpu_driver(tmp_path: Path, env: dict[str, str] | None = None) -> dict[str, str]:
+    """An environment in which this host shows an NVIDIA driver: a stand-in nvidia-smi first on PATH
+    (validate only looks for it, it never runs it), so validate goes on to ask torch."""
+    bin_dir = tmp_path / "driver-bin"
+    write_files(bin_dir, {"nvidia-smi": "#!/bin/sh\nexit 1\n"})
+    (bin_dir / "nvidia-smi").chmod(0o755)
+    env = dict(os.environ if env is None else env)
+    env["PATH"] = os.pathsep.join([str(bin_dir), env.get("PATH", "")])
+    return env
+
+
+def run_validate(toolkit: Toolkit, *args: str, env: dict[str, str] | None = None):
+    cmd = [sys.executable, "-m", "forkctl", "--manifest", str(toolkit.manifest), "validate", *args]
+    return subprocess.run(cmd, capture_output=True, text=True, env=env)
+
+
 def test_validate_refuses_without_cuda(tmp_path: Path) -> None:
-    toolkit = gpu_toolkit(tmp_path)
-    proc = subprocess.run(
-        [sys.executable, "-m", "forkctl", "--manifest", str(toolkit.manifest), "validate", "--quick"],
-        capture_output=True,
-        text=True,
-    )
-    probe = subprocess.run(
-        [sys.executable, "-c", "import torch; print(torch.cuda.is_available())"],
-        capture_output=True,
-        text=True,
-    )
-    if probe.stdout.strip() == "True":
+    if host_cuda_devices() > 0:
         pytest.skip("this host has CUDA: the refusal cannot be observed")
+    toolkit = gpu_toolkit(tmp_path)
+    proc = run_validate(toolkit, "--quick")
     assert proc.returncode == 2, proc.stdout + proc.stderr
     assert "no CUDA device is available" in proc.stderr
+    assert not (toolkit.root / "validation").exists()
+
+
+def test_validate_refuses_at_once_where_no_gpu_driver_shows(tmp_path: Path) -> None:
+    """No NVIDIA device node and no nvidia-smi: refused before torch is imported. The stand-in torch on
+    PYTHONPATH would claim 8 GPUs and leave a mark; neither may happen."""
+    if host_shows_a_gpu_driver():
+        pytest.skip("this host shows an NVIDIA driver: the early refusal cannot be observed")
+    toolkit = gpu_toolkit(tmp_path)
+    mark = tmp_path / "torch-was-imported"
+    write_files(
+        tmp_path / "fake-torch",
+        {
+            "torch/__init__.py": f"import pathlib\npathlib.Path({str(mark)!r}).touch()\nfrom torch import cuda\n",
+            "torch/cuda.py": "def is_available():\n    return True\n\n\ndef device_count():\n    return 8\n",
+        },
+    )
+    proc = run_validate(toolkit, "--quick", env={**os.environ, "PYTHONPATH": str(tmp_path / "fake-torch")})
+    assert proc.returncode == 2, proc.stdout + proc.stderr
+    assert "no CUDA device is available on this host" in proc.stderr
+    assert "no nvidia-smi on PATH" in proc.stderr
+    assert not mark.exists()
+    assert not (toolkit.root / "validation").exists()
+
+
+def test_validate_asks_torch_where_a_driver_shows(tmp_path: Path) -> None:
+    """A driver shows (a stand-in nvidia-smi) but torch sees no device (none visible): torch's answer refuses."""
+    toolkit = gpu_toolkit(tmp_path)
+    env = with_a_gpu_driver(tmp_path, {**os.environ, "CUDA_VISIBLE_DEVICES": ""})
+    proc = run_validate(toolkit, "--quick", env=env)
+    assert proc.returncode == 2, proc.stdout + proc.stderr
+    assert "no CUDA device is available to" in proc.stderr
+    assert "torch.cuda.is_available() is False" in proc.stderr
     assert not (toolkit.root / "validation").exists()
 
 

@@ -16,8 +16,17 @@ from forkctl import evidence
 from forkctl.cli import cli
 from forkctl.commands import validate
 from forkctl.errors import BadInput
-from tests import _patched
-from tests.test_evidence import gpu_toolkit, load, make_environment, make_run, record, write_files
+from tests.test_evidence import (
+    gpu_toolkit,
+    host_cuda_devices,
+    load,
+    make_environment,
+    make_run,
+    record,
+    run_validate,
+    with_a_gpu_driver,
+    write_files,
+)
 from tests.toolkit import Toolkit
 
 REPO_ROOT = Path(__file__).resolve().parent.parent
@@ -54,21 +63,11 @@ def errors(payload: dict) -> list[str]:
     return [p["message"] for p in payload["problems"] if p["level"] == "error"]
 
 
-def host_gpus() -> int:
-    probe = [sys.executable, "-c", "import torch; print(torch.cuda.device_count())"]
-    return int(subprocess.run(probe, capture_output=True, text=True, check=True).stdout.strip())
-
-
-def run_validate(toolkit: Toolkit, *args: str, env: dict[str, str] | None = None):
-    cmd = [sys.executable, "-m", "forkctl", "--manifest", str(toolkit.manifest), "validate", *args]
-    return subprocess.run(cmd, capture_output=True, text=True, env=env)
-
-
 # --- validate --ep refuses early -----------------------------------------------------------------
 
 
 def test_validate_ep_refuses_on_a_cpu_host(tmp_path: Path) -> None:
-    if host_gpus() > 0:
+    if host_cuda_devices() > 0:
         pytest.skip("this host has CUDA: the CPU refusal cannot be observed")
     toolkit = ep_toolkit(tmp_path)
     proc = run_validate(toolkit, "--ep", "4")
@@ -88,7 +87,7 @@ def test_validate_ep_refuses_too_few_gpus(tmp_path: Path) -> None:
             "torch/cuda.py": "def is_available():\n    return True\n\n\ndef device_count():\n    return 2\n",
         },
     )
-    env = {**os.environ, "PYTHONPATH": str(tmp_path / "fake-torch")}
+    env = with_a_gpu_driver(tmp_path, {**os.environ, "PYTHONPATH": str(tmp_path / "fake-torch")})
     proc = run_validate(toolkit, "--ep", "4", env=env)
     assert proc.returncode == 2, proc.stdout + proc.stderr
     assert "--ep 4 needs 4 CUDA devices" in proc.stderr and "sees 2" in proc.stderr
@@ -200,6 +199,7 @@ def test_ep_evidence_whose_suite_was_deleted_is_stale(tmp_path: Path) -> None:
 
 
 # --- the worker and the pytest wrapper on a CPU host ---------------------------------------------
+# (the worker building both layers on the CPU: tests/patches/test_ep_worker_build.py)
 
 
 def test_worker_help() -> None:
@@ -210,25 +210,8 @@ def test_worker_help() -> None:
     assert "--out" in proc.stdout and "--build-only" in proc.stdout
 
 
-def test_worker_builds_both_layers_on_cpu(tmp_path_factory: pytest.TempPathFactory) -> None:
-    try:
-        _patched.installed_megatron()
-    except RuntimeError as exc:
-        pytest.skip(str(exc))
-    tree = _patched.patched_tree(tmp_path_factory)
-    proc = subprocess.run(
-        [sys.executable, str(WORKER), "--build-only"],
-        capture_output=True,
-        text=True,
-        cwd=REPO_ROOT,
-        env=_patched.subprocess_env(tree),
-    )
-    assert proc.returncode == 0, proc.stdout + proc.stderr
-    assert "build-only: TEGroupedMLP/" in proc.stdout and "same weights: True" in proc.stdout
-
-
 def test_multigpu_suite_skips_without_the_gpus() -> None:
-    if host_gpus() >= 4:
+    if host_cuda_devices() >= 4:
         pytest.skip("this host has 4 GPUs: the skip cannot be observed")
     proc = subprocess.run(
         [
@@ -242,6 +225,9 @@ def test_multigpu_suite_skips_without_the_gpus() -> None:
             "-rs",
             "-p",
             "no:cacheprovider",
+            # One process: what is checked is the skip, not pyproject's xdist workers (4 torch imports).
+            "-n",
+            "0",
         ],
         capture_output=True,
         text=True,

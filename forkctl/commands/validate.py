@@ -1,10 +1,11 @@
 """forkctl validate: run the GPU tests (and the grouped-GEMM benchmark) on the patched package, record evidence.
 
-The story: refuse without CUDA; copy the installed `megatron/` package into a scratch folder and apply
-the series to it (all or nothing, treepatch); capture the environment; run `pytest -m gpu` on the
-manifest's GPU suite with the patched copy first on PYTHONPATH; run bench/grouped_gemm.py; write the run
-into <evidence_dir>/<series-digest>.json. Torch is never imported here: every GPU step is a child
-process of the target interpreter (--python), so forkctl itself stays light.
+The story: refuse without CUDA (at once on a host with no NVIDIA driver); copy the installed `megatron/`
+package into a scratch folder and apply the series to it (all or nothing, treepatch); capture the
+environment; run `pytest -m gpu` on the manifest's GPU suite with the patched copy first on PYTHONPATH;
+run bench/grouped_gemm.py; write the run into <evidence_dir>/<series-digest>.json. Torch is never
+imported here: every GPU step is a child process of the target interpreter (--python), so forkctl
+itself stays light.
 """
 
 from __future__ import annotations
@@ -49,6 +50,12 @@ FIND_MEGATRON = (
     "import importlib.util, pathlib; spec = importlib.util.find_spec('megatron.core'); "
     "print(pathlib.Path(spec.origin).parent.parent if spec and spec.origin else '')"
 )
+# Where an NVIDIA driver shows itself without running anything: its device nodes in /dev (nvidia0,
+# nvidiactl, ... also inside containers, which get them from the runtime; dxg: WSL2's GPU node) or its
+# nvidia-smi on PATH. A host with none of them has no CUDA device, so validate refuses at once instead of
+# importing torch (seconds) to hear the same.
+DRIVER_DEVICE_NODES = ("nvidia*", "dxg")
+DRIVER_TOOL = "nvidia-smi"
 # pytest exit codes that mean the tests ran to the end (0 all passed, 1 some failed).
 PYTEST_COMPLETED = {0, 1}
 
@@ -123,7 +130,22 @@ def _select_suite(manifest: Manifest, ep: int | None, env_suffix: str | None) ->
     return Suite(evidence.MULTIGPU_TESTS, "multigpu", ep), suffix
 
 
+def _host_shows_a_gpu_driver() -> bool:
+    """Whether this host may have a CUDA device: an NVIDIA device node or nvidia-smi on PATH (nothing run)."""
+    dev = Path("/dev")
+    if any(next(dev.glob(pattern), None) is not None for pattern in DRIVER_DEVICE_NODES):
+        return True
+    return shutil.which(DRIVER_TOOL) is not None
+
+
 def _require_cuda(python: str, gpus: int = 1) -> None:
+    need = f" (--ep {gpus} needs {gpus} GPUs)" if gpus > 1 else ""
+    if not _host_shows_a_gpu_driver():
+        raise BadInput(
+            f"no CUDA device is available on this host (no NVIDIA device in /dev, no {DRIVER_TOOL} on PATH)"
+            f"{need}: forkctl validate runs the GPU test suite and must run on a CUDA host",
+            hint="run it on the GPU machine; on a CPU host, `forkctl gate` checks the committed evidence",
+        )
     finished = _run([python, "-c", CHECK_CUDA], timeout=300)
     if finished.returncode != 0:
         raise BadInput(
@@ -132,7 +154,6 @@ def _require_cuda(python: str, gpus: int = 1) -> None:
         )
     answer = (finished.output.strip().splitlines() or [""])[-1].split()
     if answer[:1] != ["True"]:
-        need = f" (--ep {gpus} needs {gpus} GPUs)" if gpus > 1 else ""
         raise BadInput(
             f"no CUDA device is available to {python} (torch.cuda.is_available() is False){need}: "
             "forkctl validate runs the GPU test suite and must run on a CUDA host",
