@@ -14,7 +14,7 @@ demo: setup  ## the main job, offline, on an embedded default chain built from t
 	$(FORKCTL) demo
 
 test: setup  ## what CI runs: the test suite, lint on the real manifest, and the GPU-evidence gate
-	$(PY) -m pytest -q
+	$(PY) -m pytest -q -n 4  # xdist here, not in addopts: forkctl validate runs the GPU suite in one process
 	$(FORKCTL) lint
 	$(FORKCTL) gate
 

@@ -225,9 +225,6 @@ def test_multigpu_suite_skips_without_the_gpus() -> None:
             "-rs",
             "-p",
             "no:cacheprovider",
-            # One process: what is checked is the skip, not pyproject's xdist workers (4 torch imports).
-            "-n",
-            "0",
         ],
         capture_output=True,
         text=True,
