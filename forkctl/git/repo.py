@@ -10,6 +10,7 @@ from __future__ import annotations
 import contextlib
 import hashlib
 import os
+import re
 import tempfile
 import zlib
 from collections.abc import Iterator, Mapping
@@ -57,6 +58,12 @@ class Identity:
     email: str
     date: str  # anything git accepts in GIT_*_DATE, e.g. "2026-08-08T19:54:34+00:00"
 
+
+# Facts about objects that cannot change while forkctl runs, remembered per repository (see has_object,
+# tree_entries): a check asks about the same pinned commits several times.
+_PRESENT: set[tuple[str, str]] = set()
+_TREE_ENTRIES: dict[tuple[str, str, tuple[str, ...]], dict[str, TreeEntry]] = {}
+FULL_OBJECT_NAME = re.compile(r"[0-9a-f]{40}|[0-9a-f]{64}")
 
 _CRUD = bytes([*range(33), *b".,:;<>\"\\'"])
 
@@ -237,8 +244,16 @@ class GitRepo:
         return {sha for sha in commits if sha not in unreachable}
 
     def has_object(self, sha: str) -> bool:
-        """Is the object here? A question, never a download (where git can be told: see NO_LAZY_FETCH)."""
-        return self.try_git(["cat-file", "-e", "--end-of-options", sha], env=NO_LAZY_FETCH)[0] == 0
+        """Is the object here? A question, never a download (where git can be told: see NO_LAZY_FETCH).
+        A yes is remembered for the rest of the run: objects are added, never taken away, while forkctl
+        runs (a check asks about the same pinned commits several times)."""
+        key = (str(self.git_dir), sha)
+        if key in _PRESENT:
+            return True
+        present = self.try_git(["cat-file", "-e", "--end-of-options", sha], env=NO_LAZY_FETCH)[0] == 0
+        if present:
+            _PRESENT.add(key)
+        return present
 
     def missing_objects(self, shas: list[str]) -> list[str]:
         """Those of `shas` (full object names) that are not here: a question, never a download.
@@ -332,9 +347,13 @@ class GitRepo:
 
     def tree_entries(self, commit: str, paths: list[str]) -> dict[str, TreeEntry]:
         """{path: entry} for those of `paths` that `commit`'s tree has, in one `ls-tree -z` (names exact,
-        whatever characters they hold)."""
+        whatever characters they hold). Asked by full object name, the answer cannot change: it is
+        remembered for the rest of the run."""
         if not paths:
             return {}
+        key = (str(self.git_dir), commit, tuple(paths))
+        if key in _TREE_ENTRIES:
+            return dict(_TREE_ENTRIES[key])
         out = self.git(["ls-tree", "-z", "--full-tree", commit, "--", *paths])
         wanted, found = set(paths), {}
         for record in filter(None, out.split("\x00")):
@@ -342,6 +361,8 @@ class GitRepo:
             mode, kind, sha = meta.split()
             if entry_path in wanted:
                 found[entry_path] = TreeEntry(mode=mode, kind=kind, sha=sha, path=entry_path)
+        if FULL_OBJECT_NAME.fullmatch(commit):
+            _TREE_ENTRIES[key] = dict(found)
         return found
 
     def read_blob(self, commit: str, path: str) -> bytes | None:
