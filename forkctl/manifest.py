@@ -20,7 +20,6 @@ import msgspec
 import yaml
 
 from forkctl.errors import BadInput
-from forkctl.files import atomic_write_text
 from forkctl.schema import FieldError, describe
 
 MANIFEST_NAME = "manifest.yaml"
@@ -416,4 +415,6 @@ def rewrite(path: Path, updates: dict[tuple[str, ...], Any]) -> None:
             suffix = "\n" + suffix  # the old block value owned its line end; the rendered one does not
         text = prefix + rendered + suffix
     parse_manifest(text, path)
+    from forkctl.files import atomic_write_text  # only writers pay for tempfile
+
     atomic_write_text(path, text)

@@ -8,7 +8,6 @@ computed by git itself (`git patch-id --stable`) through the git object layer.
 from __future__ import annotations
 
 import dataclasses
-import hashlib
 import re
 from dataclasses import dataclass, field
 from datetime import datetime
@@ -18,8 +17,8 @@ from email.header import decode_header, make_header
 from email.utils import parseaddr, parsedate_to_datetime
 from pathlib import Path
 
-from forkctl import git
 from forkctl.errors import BadInput
+from forkctl.git import patchtext
 from forkctl.manifest import Manifest
 
 PROVENANCE_RE = re.compile(r"^\(cherry picked from commit ([0-9a-f]{7,40})\)\s*$", re.MULTILINE)
@@ -166,12 +165,12 @@ def parse_patches(paths: list[Path]) -> list[Patch]:
     mails = [_read_mail(path) for path in paths]
     diffs = [mail.diff for mail in mails]
     try:
-        paths_each = git.diff_paths_each(diffs)
+        paths_each = patchtext.diff_paths_each(diffs)
     except BadInput:
         for mail, diff in zip(mails, diffs, strict=True):  # find the one git refused, and say so
             _diff_paths_of(mail.path, diff)
         raise
-    ids = git.patch_ids(diffs)
+    ids = patchtext.patch_ids(diffs)
     return [
         dataclasses.replace(mail, paths=p, patch_id=i)
         for mail, p, i in zip(mails, paths_each, ids, strict=True)
@@ -180,7 +179,7 @@ def parse_patches(paths: list[Path]) -> list[Patch]:
 
 def _diff_paths_of(path: Path, diff: bytes) -> list[str]:
     try:
-        return git.diff_paths(diff)
+        return patchtext.diff_paths(diff)
     except BadInput as exc:
         raise BadInput(
             f"{path}: the diff does not parse: {exc.message}", hint="restore or re-export the patch"
@@ -195,6 +194,8 @@ class Series:
     @property
     def digest(self) -> str:
         """sha256 over the base SHA and each patch file's bytes in order: what GPU evidence names."""
+        import hashlib  # only the digest needs it: lint and status do not pay for loading OpenSSL
+
         hasher = hashlib.sha256()
         hasher.update(self.base.encode())
         for patch in self.patches:

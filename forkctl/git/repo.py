@@ -19,6 +19,7 @@ from datetime import datetime
 from pathlib import Path
 
 from forkctl.errors import BadInput
+from forkctl.git.patchtext import patch_id
 from forkctl.git.runner import DIFF_FLAGS, GitFailed, run, run_bytes, try_run
 
 EMPTY_TREE = "4b825dc642cb6eb9a060e54bf8d69288fbee4904"
@@ -32,24 +33,6 @@ NO_LAZY_FETCH = {"GIT_NO_LAZY_FETCH": "1", "GIT_ALLOW_PROTOCOL": "forkctl-no-laz
 ZERO_SHA = "0" * 40
 
 __all__ = ["EMPTY_TREE", "ZERO_SHA", "GitFailed", "GitRepo", "PrivateIndex", "run", "run_bytes", "try_run"]
-
-
-def patch_id(diff: bytes) -> str:
-    """`git patch-id --stable` of a diff: the same for the same change, whatever its message."""
-    output = run(["patch-id", "--stable"], stdin=diff)
-    return output.split()[0] if output else ""
-
-
-def patch_ids(diffs: list[bytes]) -> list[str]:
-    """`patch_id` of each diff, in one `git patch-id` process: each diff goes in under a made-up
-    `commit <n>` header, which is how patch-id tells where one change ends and the next begins."""
-    stream = b"".join(b"commit %040x\n%s\n" % (index + 1, diff) for index, diff in enumerate(diffs))
-    by_index: dict[int, str] = {}
-    for line in run(["patch-id", "--stable"], stdin=stream).splitlines():
-        parts = line.split()
-        if len(parts) == 2:
-            by_index[int(parts[1], 16) - 1] = parts[0]
-    return [by_index.get(index, "") for index in range(len(diffs))]
 
 
 @dataclass(frozen=True)
@@ -757,54 +740,6 @@ def tree_from_directory(repo: GitRepo, directory: Path) -> str:
         where = ["-c", "core.autocrlf=false", "--git-dir", str(repo.git_dir), "--work-tree", str(directory)]
         run([*where, "add", "--all", "--force", "."], cwd=directory, env=env)
         return run([*where, "write-tree"], cwd=directory, env=env).strip()
-
-
-def diff_paths(diff: bytes) -> list[str]:
-    """Every path a diff names (old and new sides), in order, parsed by git itself (`apply --numstat
-    -z`): spaces, quotes and non-ASCII names come out exactly, where a regex over headers guesses."""
-    return diff_paths_each([diff])[0]
-
-
-def diff_paths_each(diffs: list[bytes]) -> list[list[str]]:
-    """`diff_paths` of each diff, in one `git apply --numstat -z` over them all. git gives one record
-    per file patch, in order, so each diff takes as many records as it has `diff --git` headers (a
-    header cannot appear inside a hunk, whose lines all start with ' ', '+', '-' or '\\')."""
-    if not any(diff.strip() for diff in diffs):
-        return [[] for _ in diffs]
-    stream = b"".join(diff if diff.endswith(b"\n") or not diff else diff + b"\n" for diff in diffs)
-    status, out, err = try_run(["apply", "--numstat", "-z", "--allow-empty", "-"], stdin=stream)
-    if status != 0:
-        raise GitFailed("git cannot read the diff", err)
-    records = _numstat_records(out)
-    counts = [diff.count(b"\ndiff --git ") + diff.startswith(b"diff --git ") for diff in diffs]
-    if len(diffs) == 1:
-        counts = [len(records)]
-    elif sum(counts) != len(records):  # not all git diffs: ask about each on its own
-        return [diff_paths(diff) for diff in diffs]
-    result: list[list[str]] = []
-    for count in counts:
-        names, records = records[:count], records[count:]
-        paths: list[str] = []
-        for record in names:
-            paths.extend(name for name in record if name not in paths)
-        result.append(paths)
-    return result
-
-
-def _numstat_records(out: str) -> list[list[str]]:
-    """The path names of each `apply --numstat -z` record: one, or old and new for a rename."""
-    fields = out.split("\x00")
-    records: list[list[str]] = []
-    position = 0
-    while position < len(fields) and fields[position]:
-        added_deleted_path = fields[position].split("\t", 2)
-        if len(added_deleted_path) == 3 and added_deleted_path[2]:
-            records.append([added_deleted_path[2]])
-            position += 1
-        else:  # a rename or copy: "added\tdeleted\t" then old and new as fields of their own
-            records.append(fields[position + 1 : position + 3])
-            position += 3
-    return records
 
 
 def patch_ids_in_range(repo: GitRepo, range_spec: str, zero_context: bool = False) -> dict[str, str]:
