@@ -151,3 +151,35 @@ def test_apply_shows_a_progress_bar_on_a_terminal_and_none_in_a_log(tmp_path: Pa
         check=False,
     )
     assert piped.returncode == 0 and b"applying" not in piped.stderr, piped.stderr
+
+
+def _cli(*args: str) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [sys.executable, "-m", "forkctl", *args],
+        capture_output=True,
+        text=True,
+        cwd=ROOT,
+        env={**os.environ, "PYTHONPATH": str(ROOT)},
+        check=False,
+    )
+
+
+def test_a_mistyped_verb_gets_a_suggestion_and_exit_2() -> None:
+    done = _cli("stauts")
+    assert done.returncode == 2
+    assert "No such command 'stauts'. Did you mean 'status'?" in done.stderr
+
+
+def test_a_usage_error_under_json_is_one_json_document() -> None:
+    done = _cli("lint", "--bogus", "--json")
+    assert done.returncode == 2, done.stderr
+    data = json.loads(done.stdout)
+    assert data == {
+        "command": "lint",
+        "ok": False,
+        "error": "No such option '--bogus'.",
+        "hint": "see forkctl lint --help",
+        "exit_code": 2,
+        "problems": [],
+    }
+    assert _cli("lint", "--bogus").stdout == ""  # without --json: click's own words, on stderr

@@ -6,6 +6,9 @@ module (and through it the manifest, report and git layers) is imported only whe
 
 from __future__ import annotations
 
+import difflib
+import json
+import sys
 from pathlib import Path
 
 import click
@@ -27,6 +30,16 @@ class LazyGroup(click.Group):
 
     def get_command(self, ctx: click.Context, cmd_name: str) -> click.Command | None:
         return verbs.load(cmd_name)
+
+    def resolve_command(
+        self, ctx: click.Context, args: list[str]
+    ) -> tuple[str | None, click.Command | None, list[str]]:
+        name = args[0] if args else ""
+        if name and not name.startswith("-") and verbs.load(name) is None:
+            guess = difflib.get_close_matches(name, list(verbs.SUMMARIES), n=1)
+            tip = f" Did you mean {guess[0]!r}?" if guess else ""
+            raise click.UsageError(f"No such command {name!r}.{tip}", ctx)
+        return super().resolve_command(ctx, args)
 
     def format_commands(self, ctx: click.Context, formatter: click.HelpFormatter) -> None:
         with formatter.section("Commands"):
@@ -59,4 +72,26 @@ def cli(ctx: click.Context, manifest: Path | None) -> None:
 
 
 def main() -> None:
-    cli(prog_name="forkctl")
+    """Run the CLI. A usage error is exit 2 like any bad input; under --json it is one JSON document
+    of the shape every command prints, so a CI step that parses stdout never gets click's text."""
+    try:
+        outcome = cli.main(prog_name="forkctl", standalone_mode=False)
+    except click.exceptions.Abort:
+        sys.stderr.write("forkctl: interrupted\n")
+        sys.exit(3)
+    except click.ClickException as exc:
+        if "--json" in sys.argv[1:]:
+            command = next((a for a in sys.argv[1:] if a in verbs.SUMMARIES), None)
+            payload = {
+                "command": command,
+                "ok": False,
+                "error": exc.format_message(),
+                "hint": f"see forkctl {command + ' ' if command else ''}--help",
+                "exit_code": exc.exit_code,
+                "problems": [],
+            }
+            sys.stdout.write(json.dumps(payload, indent=2) + "\n")
+        else:
+            exc.show()
+        sys.exit(exc.exit_code)
+    sys.exit(outcome if isinstance(outcome, int) else 0)
