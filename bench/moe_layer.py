@@ -34,6 +34,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import math
 import os
 import platform
 import statistics
@@ -42,7 +43,7 @@ import sys
 import tempfile
 import time
 import traceback
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -357,7 +358,8 @@ def environment(device: torch.device) -> dict[str, Any]:
         "multicast_env": {key: os.environ.get(key) for key in MULTICAST_OFF},
     }
     if device.type == "cuda":
-        found["cublas"] = torch.backends.cuda.preferred_blas_library().name
+        found["blas"] = str(torch.backends.cuda.preferred_blas_library())
+        found["gpus"] = torch.cuda.device_count()
         found["capability"] = list(torch.cuda.get_device_capability(device))
     return found
 
@@ -430,7 +432,8 @@ def launch(args: argparse.Namespace, argv: list[str]) -> list[dict[str, Any]]:
         folder = args.megatron or os.environ.get("FORKCTL_PATCHED_MEGATRON")
         paths = [str(Path(folder).resolve())] if folder else []
         env["PYTHONPATH"] = os.pathsep.join([*paths, *filter(None, [env.get("PYTHONPATH")]), str(REPO_ROOT)])
-        proc = subprocess.run(cmd, cwd=REPO_ROOT, env=env, timeout=args.timeout)
+        # In the caller's folder: relative --megatron and --out name the same paths for every rank.
+        proc = subprocess.run(cmd, env=env, timeout=args.timeout)
         errors = {
             p.name: p.read_text(errors="replace")[-4000:] for p in sorted(ranks.glob("rank*.error.txt"))
         }
@@ -465,6 +468,12 @@ def worker(args: argparse.Namespace) -> int:
 # --- the result -----------------------------------------------------------------------------------
 
 
+def max_known(values: Iterable[float]) -> float:
+    """The maximum of the values that are numbers (NaN: not measured here); NaN when none is."""
+    known = [value for value in values if not math.isnan(value)]
+    return max(known) if known else math.nan
+
+
 def aggregate(records: list[dict[str, Any]], args: argparse.Namespace) -> dict[str, Any]:
     """Rank 0's figures, plus the maximum over the ranks of each (the slowest rank sets the step)."""
     first = records[0]
@@ -475,7 +484,7 @@ def aggregate(records: list[dict[str, Any]], args: argparse.Namespace) -> dict[s
         for arm, figures in size["arms"].items():
             arms[arm] = dict(figures)
             for key in ("median_ms", "step_peak_mib", "resident_mib"):
-                arms[arm][f"{key}_max_over_ranks"] = max(r["arms"][arm][key] for r in per_rank)
+                arms[arm][f"{key}_max_over_ranks"] = max_known(r["arms"][arm][key] for r in per_rank)
         parity = {
             key: (
                 all(r["parity"][key] for r in per_rank)
@@ -602,6 +611,9 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     experts = (SMOKE if args.smoke else SUPER).experts
     if args.ep < 1 or experts % args.ep:
         parser.error(f"--ep {args.ep} does not split {experts} experts")
+    if args.smoke and args.ep > 1:
+        # megatron's token gathers allocate on the current CUDA device: several ranks need GPUs.
+        parser.error("--smoke runs one rank on the CPU; --ep > 1 needs one GPU per rank")
     if args.smoke:
         args.iters, args.warmup, args.sets = min(args.iters, 3), 1, 2
         args.unfused_activation = True  # the CPU run's squared ReLU is eager (see make_config)

@@ -7,6 +7,7 @@ eager on the CPU), so it costs about 2 s of CPU here.
 
 from __future__ import annotations
 
+import copy
 import importlib.util
 import json
 import math
@@ -73,3 +74,45 @@ def test_smoke_run_times_both_arms_and_they_agree(
         assert all(value < 1e-2 for value in errors.values()), errors
         assert size["parity_ok"] is True
     assert "torch" in stdout and "default" in stdout and "parity" in stdout  # the printed table
+
+
+def test_ranks_aggregate_to_rank_0_figures_and_the_max_over_ranks(
+    megatron_tree: Path, tmp_path: Path
+) -> None:
+    # What --ep N reports from its ranks' files (the launch itself needs N GPUs): rank 0's figures, the
+    # maximum over the ranks beside them, the parity of the worst rank. Rank 1 here is rank 0's record
+    # with its step times doubled, a larger peak and a worse (still passing) parity.
+    script = load_script()
+    args = script.parse_args(
+        ["--smoke", "--routed", "64", "--out", str(tmp_path / "moe.json"), "--megatron", str(megatron_tree)]
+    )
+    rank0 = script.run_rank(args, 0, 1, 0)
+    rank1 = copy.deepcopy(rank0)
+    rank1["rank"] = 1
+    size1 = rank1["sizes"][0]
+    for figures in size1["arms"].values():
+        figures["median_ms"] *= 2
+        figures["step_peak_mib"] = 123.0
+    size1["arms"]["default"]["median_ms"] *= 3  # the torch arm gains more on the slow rank
+    size1["parity"]["rel_l2_out"] = 5e-3
+    size1["received_rows"] = 0
+
+    result = script.aggregate([rank0, rank1], args)
+    assert result["ep"] == 2
+    (size,) = result["sizes"]
+    arms0 = rank0["sizes"][0]["arms"]
+    for arm, figures in size["arms"].items():
+        assert figures["median_ms"] == arms0[arm]["median_ms"]
+        assert figures["median_ms_max_over_ranks"] == size1["arms"][arm]["median_ms"]
+        assert figures["step_peak_mib_max_over_ranks"] == 123.0
+    assert size["speedup_torch_vs_default"] == pytest.approx(
+        arms0["default"]["median_ms"] / arms0["torch"]["median_ms"]
+    )
+    assert size["speedup_torch_vs_default_max_over_ranks"] == pytest.approx(
+        3 * size["speedup_torch_vs_default"]
+    )
+    assert size["received_rows_per_rank"] == [64, 0]
+    assert size["parity_max_over_ranks"]["rel_l2_out"] == 5e-3 and size["parity_ok"] is True
+    size1["parity"]["torch_arm_packed"] = False
+    assert script.aggregate([rank0, rank1], args)["sizes"][0]["parity_ok"] is False
+    assert "EP=2" in script.table(result)
