@@ -14,12 +14,18 @@ def test_the_patches_own_unit_tests_pass_on_cpu(tmp_path_factory, tmp_path: Path
     site = _patched.patched_tree(tmp_path_factory)
     files = _in_patch.extract(tmp_path / "upstream-tests")
     names = {f.name for f in files}
-    assert {"test_torch_expert_backend.py", "test_full_recompute_frozen_input.py"} <= names
+    assert {
+        "test_torch_grouped_linear.py",
+        "test_torch_expert_backend.py",
+        "test_full_recompute_frozen_input.py",
+    } <= names
     outcome = _in_patch.run(tmp_path / "upstream-tests", site)
     assert outcome.returncode == 0 and not outcome.failed, outcome.output
     # The MoE backend's tests run on CPU (config guards, parity, packing, adapters); the recompute
     # regression needs CUDA (checkpointing saves the CUDA RNG state) and is the GPU suite's.
     assert sum("test_torch_expert_backend" in n for n in outcome.passed) >= 20, outcome.passed
+    # Patch 0001's own tests: the TE-free grouped linears, trained and checked against float64.
+    assert sum("test_torch_grouped_linear" in n for n in outcome.passed) >= 6, outcome.passed
     assert any("adapter_wrappers" in n for n in outcome.passed)
     assert all(
         "test_full_recompute_frozen_input" in n or "cuda" in n.lower() or "transformer_engine_weights" in n
