@@ -44,6 +44,7 @@ MULTICAST_OFF = {
     "NVSHMEM_DISABLE_NVLS": "1",
 }
 BENCH_SCRIPT = "bench/grouped_gemm.py"
+LAYER_BENCH_SCRIPT = "bench/moe_layer.py"  # the end-to-end arm: a full MoELayer with LoRA, at EP=1 or N
 DEFAULT_BENCH_ROWS = "8192,32768,131072"
 CHECK_CUDA = "import torch; print(torch.cuda.is_available(), torch.cuda.device_count())"
 FIND_MEGATRON = (
@@ -275,9 +276,48 @@ def _run_bench(
     return data
 
 
-def _bench_tables(bench: dict[str, Any]) -> list[Table]:
-    if bench.get("status") != "ok":
+def _run_layer_bench(
+    manifest: Manifest, python: str, env: dict[str, str], scratch: Path, timeout: float, site: Path, ep: int
+) -> dict[str, Any]:
+    """bench/moe_layer.py at this EP (it starts torchrun itself for EP > 1): its JSON, or why not."""
+    script = manifest.root / LAYER_BENCH_SCRIPT
+    if not script.is_file():
+        return {"status": "missing", "detail": f"{LAYER_BENCH_SCRIPT} not found"}
+    out = scratch / f"moe-layer-ep{ep}.json"
+    args = [python, str(script), "--megatron", str(site), "--ep", str(ep), "--out", str(out)]
+    finished = _run(args, timeout=timeout, env=env, cwd=manifest.root)
+    if not out.is_file():
+        what = "timed out" if finished.returncode is None else f"exit code {finished.returncode}"
+        return {"status": "crashed", "detail": what, "output_tail": finished.tail(20)}
+    data: dict[str, Any] = json.loads(out.read_text())
+    return data
+
+
+def _layer_table(layer: dict[str, Any]) -> list[Table]:
+    if layer.get("status") != "ok":
         return []
+    rows = []
+    for size in layer.get("sizes", []):
+        for arm, figures in size["arms"].items():
+            speedup = size["speedup_torch_vs_default_max_over_ranks"] if arm == "torch" else 1.0
+            rows.append(
+                [
+                    f"{size['routed_rows_per_rank']:,}",
+                    arm,
+                    f"{figures['median_ms_max_over_ranks']:.3f}",
+                    f"{speedup:.2f}x",
+                    f"{figures['step_peak_mib_max_over_ranks']:.0f}",
+                    "ok" if size["parity_ok"] else "FAILED",
+                ]
+            )
+    title = f"MoELayer + LoRA end to end at EP={layer.get('ep')} (fwd + bwd, median ms, slowest rank)"
+    return [Table(title, ["rows/rank", "arm", "ms", "speedup", "step MiB", "parity"], rows)]
+
+
+def _bench_tables(bench: dict[str, Any]) -> list[Table]:
+    tables = _layer_table(bench.get("moe_layer") or {})
+    if bench.get("status") != "ok":
+        return tables
     rows = []
     for size in bench.get("sizes", []):
         for arm, figures in {**size["arms"], **size.get("gemm_arms", {})}.items():
@@ -304,6 +344,7 @@ def _bench_tables(bench: dict[str, Any]) -> list[Table]:
             rows,
         ),
         Table("benchmark targets", ["target", "value", "threshold", "status"], targets),
+        *tables,
     ]
 
 
@@ -339,7 +380,8 @@ def _bench_tables(bench: dict[str, Any]) -> list[Table]:
     type=click.IntRange(min=1),
     metavar="N",
     help=f"Run the expert-parallel suite ({evidence.MULTIGPU_TESTS}, torchrun on N GPUs) instead of the "
-    "single-GPU one, and record it as the environment sm90-epN. Needs N CUDA devices; no benchmark.",
+    "single-GPU one, and record it as the environment sm90-epN. Needs N CUDA devices; the benchmark is "
+    "the end-to-end MoELayer arm at EP=N (skip it with --quick).",
 )
 @click.option(
     "--bench-rows",
@@ -476,14 +518,16 @@ def _validate(
     report.info(f"running the GPU tests in {selected.root} on {environment.gpu_name} ({environment.tag})")
     finished, tests, junit_bytes = _run_tests(manifest, python, selected, env, scratch, timeout)
     plot = folder / f"{series.digest}-{environment.tag}.png"
-    skipped = (
-        "--quick" if selected.ep is None else "--ep: the multi-GPU run records the all-to-all tests only"
-    )
+    skipped = "--quick" if selected.ep is None else "--ep: the grouped-GEMM benchmark runs on one GPU"
     bench: dict[str, Any] = {"status": "skipped", "detail": skipped}
     if not quick:
-        report.info("running the grouped-GEMM benchmark")
-        folder.mkdir(parents=True, exist_ok=True)
-        bench = _run_bench(manifest, python, env, scratch, timeout, bench_rows, plot)
+        if selected.ep is None:
+            report.info("running the grouped-GEMM benchmark")
+            folder.mkdir(parents=True, exist_ok=True)
+            bench = _run_bench(manifest, python, env, scratch, timeout, bench_rows, plot)
+        ep = selected.ep or 1
+        report.info(f"running the end-to-end MoELayer benchmark at EP={ep}")
+        bench["moe_layer"] = _run_layer_bench(manifest, python, env, scratch, timeout, site, ep)
     run = evidence.Run(
         status=evidence.run_status(tests, finished.returncode or 0),
         environment=environment,
@@ -536,6 +580,13 @@ def _report(manifest: Manifest, run: evidence.Run, path: Path, finished: Finishe
     if bench.get("status") not in ("ok", "skipped"):
         result.fail(
             Problem(f"benchmark {bench.get('status')}: {bench.get('detail', '')}", level=Level.WARNING)
+        )
+    layer = bench.get("moe_layer") or {}
+    if layer and layer.get("status") != "ok":
+        result.fail(
+            Problem(
+                f"MoELayer benchmark {layer.get('status')}: {layer.get('detail', '')}", level=Level.WARNING
+            )
         )
     if bench.get("plot_skipped"):
         result.lines.append(f"plot skipped: {bench['plot_skipped']}")
