@@ -29,6 +29,7 @@ fmt: setup  ## format the code
 
 bench: setup  ## CPU benchmarks: start-up, apply vs git am, check-pins vs submodule checkout
 	$(PY) bench/startup_bench.py
+	$(PY) bench/series_bench.py
 	$(PY) bench/apply_bench.py
 	$(PY) bench/check_pins_bench.py
 
