@@ -21,7 +21,7 @@ from forkctl import build
 from forkctl.git import GitRepo
 from forkctl.series import parse_patch
 from tests.gitrepos import Repo, built_once, git, init_repo
-from tests.seriesrepo import make_series
+from tests.seriesrepo import build_series
 
 BRIDGE_GITLINK = "3rdparty/Megatron-LM"
 NEMO_GITLINK = "3rdparty/Megatron-Bridge-workspace/Megatron-Bridge"
@@ -152,7 +152,7 @@ def make_chain(tmp: Path, consumer_files: int = 5) -> Chain:
 
 
 def _build_chain(tmp: Path, consumer_files: int = 5) -> Chain:
-    setup = make_series(tmp)
+    setup = build_series(tmp)  # built here: the chain's copy holds its own
     upstream_work = setup.upstream
     base = setup.base
     base_parent = upstream_work.head("HEAD~1")
