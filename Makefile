@@ -14,7 +14,10 @@ demo: setup  ## the main job, offline, on an embedded default chain built from t
 	$(FORKCTL) demo
 
 test: setup  ## what CI runs: the test suite, lint on the real manifest, and the GPU-evidence gate
-	$(PY) -m pytest -q -n 4  # xdist here, not in addopts: forkctl validate runs the GPU suite in one process
+# xdist here, not in addopts: forkctl validate runs the GPU suite in one process. Bytecode is written
+# even where PYTHONDONTWRITEBYTECODE is set: every xdist worker would otherwise redo pytest's assertion
+# rewriting of every test module (seconds of CPU each) on every run.
+	PYTHONDONTWRITEBYTECODE= $(PY) -m pytest -q -n 4
 	$(FORKCTL) lint
 	$(FORKCTL) gate
 

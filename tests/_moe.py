@@ -1,15 +1,20 @@
 """Builders and float64 references for the MoE expert-backend tests (CPU and GPU).
 
-megatron is imported inside the functions only: the patched copy must be on sys.path first.
+megatron is imported inside the functions only: the patched copy must be on sys.path first. So is torch:
+importing this module while pytest collects must not import it (seconds per xdist worker).
 """
 
 from __future__ import annotations
 
-import torch
-import torch.nn.functional as F
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    import torch
 
 
 def make_config(num_experts: int, hidden: int, ffn: int, **overrides):
+    import torch
+    import torch.nn.functional as F
     from megatron.core.transformer.transformer_config import TransformerConfig
 
     kwargs = dict(
@@ -34,6 +39,7 @@ def make_config(num_experts: int, hidden: int, ffn: int, **overrides):
 
 def build_grouped(config, device, seed: int = 0, frozen: bool = True):
     """TEGroupedMLP on the torch-native grouped linears, with seeded random weights."""
+    import torch
     from megatron.core.process_groups_config import ProcessGroupCollection
     from megatron.core.transformer.moe.experts import TEGroupedMLP
     from megatron.core.transformer.moe.torch_grouped_linear import get_torch_grouped_mlp_submodules
@@ -55,6 +61,8 @@ def build_grouped(config, device, seed: int = 0, frozen: bool = True):
 
 
 def routed_inputs(tokens_per_expert, hidden: int, device, seed: int = 1234):
+    import torch
+
     gen = torch.Generator(device="cpu").manual_seed(seed)
     n = int(sum(tokens_per_expert))
     x = torch.randn(n, hidden, generator=gen).to(device, torch.bfloat16)
@@ -78,6 +86,8 @@ def reference(module, x, tokens, probs, grad):
     Mirrors TEGroupedMLP's unfused activation path: fc1, (gated) activation, times the routing
     probability, fc2.
     """
+    import torch
+
     config = module.config
     x64 = x.detach().double().requires_grad_()
     splits = tokens.tolist()
@@ -100,6 +110,8 @@ def reference(module, x, tokens, probs, grad):
 
 def rel_l2(value: torch.Tensor, ref: torch.Tensor) -> float:
     """||value - ref|| / ||ref||; fails on NaN/Inf and on an all-zero reference."""
+    import torch
+
     value, ref = value.double().cpu(), ref.double().cpu()
     assert value.shape == ref.shape, (value.shape, ref.shape)
     assert torch.isfinite(value).all(), "non-finite values"

@@ -20,8 +20,8 @@ import yaml
 from forkctl import build
 from forkctl.git import GitRepo
 from forkctl.series import parse_patch
-from tests.gitrepos import Repo, git, init_repo
-from tests.seriesrepo import make_series
+from tests.gitrepos import Repo, built_once, git, init_repo
+from tests.seriesrepo import build_series
 
 BRIDGE_GITLINK = "3rdparty/Megatron-LM"
 NEMO_GITLINK = "3rdparty/Megatron-Bridge-workspace/Megatron-Bridge"
@@ -143,8 +143,16 @@ def _consumer_repo(
 
 
 def make_chain(tmp: Path, consumer_files: int = 5) -> Chain:
-    """Build the whole chain; `consumer_files` sets how many plain files each consumer has."""
-    setup = make_series(tmp)
+    """The whole chain for a test whose tmp dir is `tmp` (the default one is built once per process and
+    copied back for each test: tests/gitrepos.py `built_once`); `consumer_files` sets how many plain files
+    each consumer has."""
+    if consumer_files == 5:
+        return built_once(tmp, "chain", _build_chain)
+    return _build_chain(tmp, consumer_files)
+
+
+def _build_chain(tmp: Path, consumer_files: int = 5) -> Chain:
+    setup = build_series(tmp)  # built here: the chain's copy holds its own
     upstream_work = setup.upstream
     base = setup.base
     base_parent = upstream_work.head("HEAD~1")
@@ -242,7 +250,11 @@ def make_chain(tmp: Path, consumer_files: int = 5) -> Chain:
 
 def make_fixed_chain(tmp: Path) -> Chain:
     """A chain where every link passes: Bridge pins the fork head (url = fork), NeMo-RL pins that Bridge."""
-    chain = make_chain(tmp)
+    return built_once(tmp, "fixed-chain", _build_fixed_chain)
+
+
+def _build_fixed_chain(tmp: Path) -> Chain:
+    chain = _build_chain(tmp)
     bridge_sha = chain.pin_bridge(chain.head, url(chain.fork))
     chain.pin_nemo(bridge_sha)
     return chain

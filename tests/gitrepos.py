@@ -2,7 +2,11 @@
 
 from __future__ import annotations
 
+import copy
+import os
+import shutil
 import subprocess
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -71,3 +75,50 @@ def init_repo(path: Path, files: dict[str, str] | None = None, branch: str = "ma
     if files:
         repo.commit("initial", files, date="2026-01-01T00:00:00+00:00")
     return repo
+
+
+# --- building once per process ------------------------------------------------------------------
+
+# What build returned and a pristine copy of what it built, per fixed folder, in this process.
+_BUILT: dict[Path, tuple[object, Path]] = {}
+# The test each fixed folder was last handed to (PYTEST_CURRENT_TEST without its phase).
+_HANDED_TO: dict[Path, str] = {}
+
+
+def _link_or_copy(src: str, dst: str) -> None:
+    # git never rewrites an object or a sample hook in place (it writes new files), so a hard link is as
+    # good as a copy there; everything else (refs, config, index, work trees) is copied.
+    parts = Path(src).parts
+    if "objects" in parts or "hooks" in parts:
+        os.link(src, dst)
+    else:
+        shutil.copy2(src, dst)
+
+
+def built_once[T](tmp: Path, name: str, build: Callable[[Path], T]) -> T:
+    """`build(folder)` for the test whose tmp dir is `tmp`: built once per process, restored for each test.
+
+    What the builders make records its own absolute location (file:// URLs in manifests, in committed
+    `.gitmodules` and in remotes), so a copy is only valid where it was built. So every test of this
+    process gets the same folder, `tmp.parent / name` (next to the tests' own tmp dirs), put back to the
+    state `build` left, a fraction of the git processes building costs. That is safe because a pytest
+    process runs one test at a time (each xdist worker is a process of its own, with its own base temp
+    dir). Outside a test, or when the same test asks twice, it builds in `tmp` as before.
+    """
+    test = os.environ.get("PYTEST_CURRENT_TEST", "").rsplit(" ", 1)[0]
+    folder = tmp.parent / name
+    if not test or _HANDED_TO.get(folder) == test:
+        return build(tmp)
+    _HANDED_TO[folder] = test
+    if folder not in _BUILT:
+        shutil.rmtree(folder, ignore_errors=True)
+        built = build(folder)
+        pristine = tmp.parent / f"{name}.pristine"
+        shutil.rmtree(pristine, ignore_errors=True)
+        shutil.copytree(folder, pristine, symlinks=True, copy_function=_link_or_copy)
+        _BUILT[folder] = (built, pristine)
+    else:
+        built, pristine = _BUILT[folder]
+        shutil.rmtree(folder)
+        shutil.copytree(pristine, folder, symlinks=True, copy_function=_link_or_copy)
+    return copy.deepcopy(built)  # type: ignore[return-value]

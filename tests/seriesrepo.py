@@ -15,7 +15,7 @@ import yaml
 from click.testing import CliRunner
 
 from forkctl.cli import cli
-from tests.gitrepos import FORMAT_PATCH, Repo, git, init_repo
+from tests.gitrepos import FORMAT_PATCH, Repo, built_once, git, init_repo
 
 UPSTREAM_FILES = {
     "megatron/core/a.py": "def a():\n    return 1\n\n\ndef helper():\n    return 'h'\n",
@@ -56,6 +56,11 @@ class SeriesSetup:
         return self.root / "manifest.yaml"
 
     @property
+    def dev(self) -> Repo:
+        """The maintainer's clone the series was authored in (branches `dev` and `series`)."""
+        return Repo(self.root.parent / "dev")
+
+    @property
     def url(self) -> str:
         return self.upstream.path.resolve().as_uri()
 
@@ -85,6 +90,20 @@ def make_series(
     changes: list[tuple[str, dict[str, str | None]]] | None = None,
     extra_upstream_files: dict[str, str] | None = None,
 ) -> SeriesSetup:
+    """Upstream, the dev clone and the toolkit for a test whose tmp dir is `tmp`. The default series is
+    built once per process and copied back for each test (tests/gitrepos.py `built_once`): find its repos
+    through the result (`setup.dev`, `setup.upstream`, `setup.root`), not under `tmp`."""
+    if changes is None and extra_upstream_files is None:
+        return built_once(tmp, "series", build_series)
+    return build_series(tmp, changes, extra_upstream_files)
+
+
+def build_series(
+    tmp: Path,
+    changes: list[tuple[str, dict[str, str | None]]] | None = None,
+    extra_upstream_files: dict[str, str] | None = None,
+) -> SeriesSetup:
+    """make_series, built here and now in `tmp`."""
     changes = DEFAULT_CHANGES if changes is None else changes
     upstream = init_repo(tmp / "upstream", {**UPSTREAM_FILES, **(extra_upstream_files or {})})
     upstream.commit(
@@ -142,7 +161,7 @@ def insert_patch(
 
     With `start` other than the base, the patch's context is another commit's: a conflict on the base.
     """
-    dev = Repo(setup.root.parent / "dev")
+    dev = setup.dev
     dev.git("checkout", "-q", "--detach", start)
     sha = dev.commit(
         f"{subject}\n\nWhy: inserted.\n\n(cherry picked from commit {'e' * 40})\n", files, date=date

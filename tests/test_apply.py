@@ -59,7 +59,7 @@ def test_reproducible_head_across_clones(setup: SeriesSetup, tmp_path: Path) -> 
     assert data["reproducible"] is True
     assert first.head(BRANCH) == data["head"] == second.head(BRANCH)
     # The result is the maintainer's series: same tree as the cherry-picked branch in the dev clone.
-    dev = Repo(tmp_path / "dev")
+    dev = setup.dev
     assert first.head(f"{BRANCH}^{{tree}}") == dev.head("series^{tree}")
     # Author = committer (name and date) and the provenance line survives.
     ident = first.git("show", "-s", "--format=%an|%aI|%cn|%cI", data["commits"][0]["commit"])

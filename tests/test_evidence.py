@@ -333,6 +333,23 @@ def test_validate_asks_torch_where_a_driver_shows(tmp_path: Path) -> None:
     assert not (toolkit.root / "validation").exists()
 
 
+def test_the_gpu_suites_look_for_a_driver_as_validate_does(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """tests/_cuda.py decides the GPU suites' skips without torch on a driverless host: the same look as
+    validate's, with and without a driver showing (here: a stand-in nvidia-smi on PATH)."""
+    from forkctl.commands import validate
+    from tests import _cuda
+
+    assert (_cuda.DRIVER_DEVICE_NODES, _cuda.DRIVER_TOOL) == (
+        validate.DRIVER_DEVICE_NODES,
+        validate.DRIVER_TOOL,
+    )
+    assert _cuda.host_shows_a_gpu_driver() == validate._host_shows_a_gpu_driver()
+    monkeypatch.setenv("PATH", with_a_gpu_driver(tmp_path)["PATH"])
+    assert _cuda.host_shows_a_gpu_driver() and validate._host_shows_a_gpu_driver()
+
+
 def fake_installed(site: Path, a_text: str = "def a():\n    return 1\n") -> Path:
     write_files(
         site, {"megatron/core/__init__.py": "", "megatron/core/a.py": a_text, "megatron/core/b.py": "B = 2\n"}

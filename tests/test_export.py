@@ -7,7 +7,6 @@ from pathlib import Path
 import pytest
 
 from forkctl.series import parse_patch
-from tests.gitrepos import Repo
 from tests.seriesrepo import SeriesSetup, clone, make_series, run_json
 
 
@@ -23,7 +22,7 @@ def series_bytes(setup: SeriesSetup) -> dict[str, bytes]:
 
 
 def test_export_tags_provenance_and_is_byte_stable(setup: SeriesSetup, tmp_path: Path) -> None:
-    dev = Repo(tmp_path / "dev")
+    dev = setup.dev
     code, data = run_json(setup, "export", "--repo", str(dev.path), "--from", "series")
     assert code == 0, data
     series_commits = dev.git("rev-list", "--reverse", f"{setup.base}..series").split()
@@ -48,7 +47,7 @@ def test_export_tags_provenance_and_is_byte_stable(setup: SeriesSetup, tmp_path:
 
 
 def test_round_trip_through_apply(setup: SeriesSetup, tmp_path: Path) -> None:
-    dev = Repo(tmp_path / "dev")
+    dev = setup.dev
     assert run_json(setup, "export", "--repo", str(dev.path), "--from", "series")[0] == 0
     exported = series_bytes(setup)
     manifest_text = setup.manifest.read_text()
@@ -64,7 +63,7 @@ def test_round_trip_through_apply(setup: SeriesSetup, tmp_path: Path) -> None:
 
 
 def test_check_lists_edited_file(setup: SeriesSetup, tmp_path: Path) -> None:
-    dev = Repo(tmp_path / "dev")
+    dev = setup.dev
     assert run_json(setup, "export", "--repo", str(dev.path), "--from", "series")[0] == 0
     first = setup.root / setup.manifest_data()["series"][0]["file"]
     first.write_bytes(first.read_bytes().replace(b"Why: patch 1.", b"Why: edited."))
@@ -97,7 +96,7 @@ def test_amended_commit_gets_new_provenance(setup: SeriesSetup, tmp_path: Path) 
 
 
 def test_removes_only_stale_series_files(setup: SeriesSetup, tmp_path: Path) -> None:
-    dev = Repo(tmp_path / "dev")
+    dev = setup.dev
     assert run_json(setup, "export", "--repo", str(dev.path), "--from", "series")[0] == 0
     unrelated = setup.root / "patches" / "megatron-lm" / "notes.txt"
     unrelated.write_text("keep me\n")
@@ -114,7 +113,7 @@ def test_provenance_is_its_own_paragraph_after_a_subject_only_message(
     setup: SeriesSetup, tmp_path: Path
 ) -> None:
     """A subject like "fix: typo" reads as a trailer; the provenance line must not be glued to it."""
-    dev = Repo(tmp_path / "dev")
+    dev = setup.dev
     dev.git("checkout", "-q", "-b", "subject-only", setup.base)
     sha = dev.commit("fix: typo", {"README.md": "upstream, fixed\n"})
     code, data = run_json(setup, "export", "--repo", str(dev.path), "--from", "subject-only")
@@ -128,7 +127,7 @@ def test_provenance_is_its_own_paragraph_after_a_subject_only_message(
 
 
 def test_export_refuses_a_commit_that_changes_nothing(setup: SeriesSetup, tmp_path: Path) -> None:
-    dev = Repo(tmp_path / "dev")
+    dev = setup.dev
     dev.git("checkout", "-q", "-b", "with-empty", "series")
     empty = dev.commit("chore: nothing")  # --allow-empty
     before = series_bytes(setup)

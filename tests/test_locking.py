@@ -11,7 +11,6 @@ from pathlib import Path
 import pytest
 import yaml
 
-from tests.gitrepos import Repo
 from tests.seriesrepo import SeriesSetup, clone, make_series
 
 CLI = "import sys; from forkctl.cli import main; sys.argv[0] = 'forkctl'; main()"
@@ -37,7 +36,7 @@ def start(setup: SeriesSetup, *args: str) -> subprocess.Popen[str]:
 def test_two_exports_at_once_lose_nothing(setup: SeriesSetup, tmp_path: Path) -> None:
     """Two maintainers export two different branches at the same moment: the later one wins whole,
     the manifest matches its files, and no file of either is half written."""
-    dev = Repo(tmp_path / "dev")
+    dev = setup.dev
     dev.git("checkout", "-q", "-b", "shorter", "series~1")
     runs = [
         start(setup, "export", "--repo", str(dev.path), "--from", branch) for branch in ("series", "shorter")

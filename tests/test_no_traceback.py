@@ -169,7 +169,7 @@ def test_a_patch_file_linked_outside_the_repository_is_refused_and_never_written
     code, out, err = forkctl("--manifest", str(setup.manifest), "lint")
     assert code in (1, 2), (out, err)
     assert "regular file" in out + err
-    dev = tmp_path / "dev"
+    dev = setup.dev.path
     code, out, err = forkctl(
         "--manifest", str(setup.manifest), "export", "--repo", str(dev), "--from", "series"
     )

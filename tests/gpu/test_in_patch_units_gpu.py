@@ -9,13 +9,12 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
-import torch
 
-from tests import _in_patch, _patched
+from tests import _cuda, _in_patch, _patched
 
 pytestmark = [
     pytest.mark.gpu,
-    pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA GPU"),
+    pytest.mark.skipif(not _cuda.available(), reason="needs a CUDA GPU"),
 ]
 
 

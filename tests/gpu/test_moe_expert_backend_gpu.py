@@ -7,13 +7,12 @@ Nemotron Super): fc1 1024 -> 2688, fc2 2688 -> 1024, BF16 weights and activation
 from __future__ import annotations
 
 import pytest
-import torch
 
-from tests import _moe, _patched
+from tests import _cuda, _moe, _patched
 
 pytestmark = [
     pytest.mark.gpu,
-    pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA GPU"),
+    pytest.mark.skipif(not _cuda.available(), reason="needs a CUDA GPU"),
 ]
 
 EXPERTS, HIDDEN, FFN = 128, 1024, 2688
@@ -30,6 +29,8 @@ def super_module(megatron_tree):
 
 def skewed_tokens(num_tokens: int, seed: int) -> list[int]:
     """Zipf-like expert loads with ~20 experts receiving no tokens."""
+    import torch
+
     gen = torch.Generator().manual_seed(seed)
     empty = set(torch.randperm(EXPERTS, generator=gen)[:20].tolist())
     weights = torch.tensor(
@@ -40,6 +41,8 @@ def skewed_tokens(num_tokens: int, seed: int) -> list[int]:
 
 
 def test_super_shapes_parity(super_module, record_property):
+    import torch
+
     torch.manual_seed(0)
     tokens_per_expert = skewed_tokens(8192, seed=1)
     n_empty = sum(1 for n in tokens_per_expert if n == 0)
@@ -86,6 +89,8 @@ def test_super_shapes_matches_default_backend(super_module, record_property):
 
 
 def test_empty_batch_cuda(super_module):
+    import torch
+
     x = torch.randn(0, HIDDEN, device="cuda", dtype=torch.bfloat16, requires_grad=True)
     out, _ = super_module(x, torch.zeros(EXPERTS, dtype=torch.long), torch.rand(0, device="cuda"))
     assert out.shape == (0, HIDDEN) and out.is_cuda
@@ -95,6 +100,8 @@ def test_empty_batch_cuda(super_module):
 
 
 def test_noncontiguous_grad_and_single_expert_cuda(super_module):
+    import torch
+
     tokens_per_expert = [0] * EXPERTS
     tokens_per_expert[77] = 300
     x, tokens, probs, _ = _moe.routed_inputs(tokens_per_expert, HIDDEN, "cuda", seed=6)

@@ -12,16 +12,15 @@ import sys
 from pathlib import Path
 
 import pytest
-import torch
 
-from tests import _patched
+from tests import _cuda, _patched
 
 CHECK = Path(__file__).with_name("recompute_check.py")
 
 pytestmark = [
     pytest.mark.gpu,
     pytest.mark.skipif(
-        not torch.cuda.is_available(), reason="needs a CUDA GPU (checkpoint saves the CUDA RNG state)"
+        not _cuda.available(), reason="needs a CUDA GPU (checkpoint saves the CUDA RNG state)"
     ),
 ]
 

@@ -29,6 +29,7 @@ import sys
 import traceback
 from dataclasses import asdict, dataclass
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 # NCCL's NVLink multicast (NVLS) and symmetric-memory multicast stay off on the lent machines. Forced
 # before torch is imported and before any communicator exists, whatever the launcher passed.
@@ -43,10 +44,12 @@ REPO_ROOT = Path(__file__).resolve().parents[2]
 if str(REPO_ROOT) not in sys.path:
     sys.path.append(str(REPO_ROOT))
 
-import torch  # noqa: E402
-import torch.distributed as dist  # noqa: E402
-
+# torch is imported where a rank needs it, not here: the CPU tests import this module for its torch-free
+# parts (the argument parser, the starved experts, the failure record) and then need no torch.
 from tests import _moe  # noqa: E402
+
+if TYPE_CHECKING:
+    import torch
 
 OUT_ENV_VAR = "FORKCTL_EP_OUT"
 TOLERANCE = 1e-2  # relative L2 of the torch backend against the default backend
@@ -157,6 +160,8 @@ def build_layer(config, device: str):
 
 def fill_weights(layer, args: argparse.Namespace, world_size: int, rank: int) -> None:
     """Deterministic weights: the router is the same on every rank, expert g's weights depend on g only."""
+    import torch
+
     starved = starved_experts(args.experts, world_size)
     with torch.no_grad():
         gen = torch.Generator().manual_seed(args.seed)
@@ -176,6 +181,8 @@ def fill_weights(layer, args: argparse.Namespace, world_size: int, rank: int) ->
 
 
 def make_inputs(args: argparse.Namespace, rank: int, case: str, device: str):
+    import torch
+
     gen = torch.Generator().manual_seed(args.seed + 7919 * (rank + 1) + (0 if case == "balanced" else 1))
     x = torch.randn(args.seq, 2, args.hidden, generator=gen)
     x[..., 0] = STARVE_FEATURE if case == "empty_rank" else 0.0
@@ -211,6 +218,8 @@ def rel_l2(value: torch.Tensor, ref: torch.Tensor) -> float:
 
 
 def run_case(args, torch_layer, default_layer, rank: int, world_size: int, case: str) -> CaseResult:
+    import torch
+
     x, grad = make_inputs(args, rank, case, "cuda")
     out, dgrad, tokens = run_layer(torch_layer, x, grad)
     ref_out, ref_dgrad, ref_tokens = run_layer(default_layer, x, grad)
@@ -251,6 +260,8 @@ def build_pair(args: argparse.Namespace, world_size: int, rank: int, device: str
 
 
 def build_only(args: argparse.Namespace) -> int:
+    import torch
+    import torch.distributed as dist
     from megatron.core import parallel_state
 
     if not dist.is_initialized():
@@ -292,6 +303,9 @@ def run(args: argparse.Namespace) -> int:
     if args.experts % world_size:
         print(f"ep_worker: {args.experts} experts do not split over {world_size} ranks", file=sys.stderr)
         return 2
+    import torch
+    import torch.distributed as dist
+
     device = torch.device("cuda", local_rank)
     torch.cuda.set_device(device)
 

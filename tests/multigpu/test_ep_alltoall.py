@@ -20,9 +20,8 @@ import sys
 from pathlib import Path
 
 import pytest
-import torch
 
-from tests import _patched
+from tests import _cuda, _patched
 
 EP = int(os.environ.get("FORKCTL_EP", "4"))
 WORKER = Path(__file__).with_name("ep_worker.py")
@@ -42,8 +41,8 @@ pytestmark = [
     pytest.mark.gpu,
     pytest.mark.multigpu,
     pytest.mark.skipif(
-        torch.cuda.device_count() < EP,
-        reason=f"needs {EP} CUDA GPUs (FORKCTL_EP={EP}), this host has {torch.cuda.device_count()}",
+        _cuda.device_count() < EP,
+        reason=f"needs {EP} CUDA GPUs (FORKCTL_EP={EP}), this host has {_cuda.device_count()}",
     ),
 ]
 

@@ -1,9 +1,8 @@
 """bench/grouped_gemm.py runs end to end on CPU in --smoke mode, on the patched copy of megatron-core.
 
 It runs in this process (its `main`, with the argv of a command line) beside the patch tests: the
-worker has torch already (collecting the GPU suites imports it), and usually the patched megatron
-(this folder's tests sit next to each other, so xdist hands them to one worker), so the smoke run does not
-import them again. `forkctl validate` runs the script as a child process on the GPU.
+worker usually has torch and the patched megatron imported already (this folder's tests sit next to each
+other, so xdist hands them to one worker), so the smoke run does not import them again. `forkctl validate` runs the script as a child process on the GPU.
 """
 
 from __future__ import annotations

@@ -9,7 +9,6 @@ not cover.
 from __future__ import annotations
 
 import pytest
-import torch
 
 from tests import _moe, _patched
 
@@ -26,6 +25,7 @@ def cfg(**overrides):
 
 
 def test_grouped_gemm_float32_operands():
+    import torch
     from megatron.core.transformer.moe.torch_grouped_linear import frozen_grouped_gemm
 
     gen = torch.Generator().manual_seed(3)
@@ -43,6 +43,8 @@ def test_grouped_gemm_float32_operands():
 
 
 def test_load_state_dict_after_prepare_reaches_the_packed_weights():
+    import torch
+
     module = _moe.build_grouped(cfg(), "cpu", seed=51)
     module.prepare_torch_expert_gemm()
     packed = module.packed_expert_weights()[1]
