@@ -18,7 +18,7 @@ import sysconfig
 from pathlib import Path
 
 REPO_ROOT = Path(__file__).resolve().parent.parent
-# A file the series adds: proves the tree carries patch 0001 after applying.
+# A file the series adds: proves the tree carries the series after applying.
 SERIES_MARKER = Path("megatron/core/transformer/moe/torch_grouped_linear.py")
 
 # Set by `forkctl validate`: the folder holding the patched megatron/ it made.

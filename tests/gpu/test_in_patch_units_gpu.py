@@ -1,7 +1,8 @@
 """The unit tests the patches carry, run on a GPU against the patched megatron-core (tests/_in_patch.py).
 
-Here their CUDA tests run too: the full-recompute regression of patch 0002 and the CUDA parity of
-patch 0001. Only tests that need Transformer Engine may skip (it is not installed on the GPU hosts).
+Here their CUDA tests run too: the full-recompute regression of the fix(recompute) patch and the CUDA
+parity of the perf(moe) patch. Only tests that need Transformer Engine may skip (it is not installed on
+the GPU hosts).
 """
 
 from __future__ import annotations

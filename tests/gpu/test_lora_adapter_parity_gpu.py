@@ -1,4 +1,4 @@
-"""Patch 0001 (perf(moe)) with trainable LoRA adapters on the frozen experts, on a GPU.
+"""The perf(moe) patch with trainable LoRA adapters on the frozen experts, on a GPU.
 
 What LoRA fine-tuning of Nemotron-Super needs from moe_expert_gemm_backend="torch": with trainable
 low-rank adapters on the grouped experts' fc1 and fc2 and the expert base weights frozen, the torch
@@ -21,7 +21,7 @@ B starts non-zero (as after some training; Bridge's zero init would give A no gr
 
 Where the adapter runs. Both arms call `linear_fc1(x, m_splits)` / `linear_fc2(...)`, i.e. the
 wrapper, which runs the frozen base linear and adds the adapter; on the torch backend the base linear
-itself runs the frozen experts as one `torch._grouped_mm` (patch 0001 puts the switch in the torch
+itself runs the frozen experts as one `torch._grouped_mm` (the perf(moe) patch puts the switch in the torch
 grouped linears for exactly this reason). Nothing in the code under test is replaced. Each adapter is
 checked to run exactly once per forward in both arms.
 

@@ -1,4 +1,4 @@
-"""Patch 0001 (perf(moe)) on a GPU: torch._grouped_mm expert path at Nemotron-Super MoE shapes.
+"""The perf(moe) patch on a GPU: torch._grouped_mm expert path at Nemotron-Super MoE shapes.
 
 Shapes: 128 experts, hidden 1024, expert ffn 2688, non-gated squared-ReLU experts (as in
 Nemotron Super): fc1 1024 -> 2688, fc2 2688 -> 1024, BF16 weights and activations.

@@ -1,4 +1,4 @@
-"""Patch 0002 (fix(recompute)): adapters inside fully recomputed layers train with a frozen input.
+"""The fix(recompute) patch: adapters inside fully recomputed layers train with a frozen input.
 
 Re-entrant checkpointing saves the CUDA RNG state, so this only runs with a GPU. The check runs in
 a child interpreter (recompute_check.py) against the patched copy, and against an unpatched copy

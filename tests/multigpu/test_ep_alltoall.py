@@ -1,4 +1,5 @@
-"""Patch 0001 under expert parallelism: the torch expert backend behind the all-to-all token dispatcher.
+"""The perf(moe) patch under expert parallelism: the torch expert backend behind the all-to-all
+token dispatcher.
 
 Launches tests/multigpu/ep_worker.py on FORKCTL_EP GPUs (default 4; 1 runs the same check on one GPU)
 with torchrun, then checks every rank's figures: forward output and input gradient of a full MoELayer

@@ -24,7 +24,7 @@ def test_the_patches_own_unit_tests_pass_on_cpu(tmp_path_factory, tmp_path: Path
     # The MoE backend's tests run on CPU (config guards, parity, packing, adapters); the recompute
     # regression needs CUDA (checkpointing saves the CUDA RNG state) and is the GPU suite's.
     assert sum("test_torch_expert_backend" in n for n in outcome.passed) >= 20, outcome.passed
-    # Patch 0001's own tests: the TE-free grouped linears, trained and checked against float64.
+    # The feat(moe) patch's own tests: the TE-free grouped linears, trained and checked against float64.
     assert sum("test_torch_grouped_linear" in n for n in outcome.passed) >= 6, outcome.passed
     assert any("adapter_wrappers" in n for n in outcome.passed)
     assert all(

@@ -1,4 +1,4 @@
-"""Patch 0001 (perf(moe)): TEGroupedMLP with moe_expert_gemm_backend="torch", on CPU.
+"""The perf(moe) patch: TEGroupedMLP with moe_expert_gemm_backend="torch", on CPU.
 
 Every test runs against the installed megatron-core with the series applied (see conftest). The
 patch's own unit tests (config guards, parity, empty experts, state dicts, packing, re-packing,
