@@ -172,7 +172,7 @@ def fill_weights(layer, shape: Shape, rank: int, seed: int) -> None:
 
 def build_arms(args: argparse.Namespace, shape: Shape, world_size: int, rank: int, device: torch.device):
     """Both layers with identical frozen weights and identical trainable LoRA adapters on the experts."""
-    from tests.gpu.test_lora_adapter_parity_gpu import attach_adapters
+    from tests.gpu._lora import attach_adapters
     from tests.multigpu import ep_worker
 
     fused = not args.unfused_activation
@@ -205,7 +205,7 @@ def gate_on_cpu(router) -> None:
 
 
 def adapter_parameters(layer) -> dict[str, torch.nn.Parameter]:
-    from tests.gpu.test_lora_adapter_parity_gpu import adapter_params
+    from tests.gpu._lora import adapter_params
 
     return adapter_params(layer.experts)
 
@@ -383,7 +383,7 @@ def run_rank(args: argparse.Namespace, rank: int, world_size: int, local_rank: i
     init_parallel(world_size, rank, device, args.seed)
     layers = build_arms(args, shape, world_size, rank, device)
     sizes = [measure_size(layers, routed, shape, args, rank, device) for routed in routed_sizes(args)]
-    from tests.gpu import test_lora_adapter_parity_gpu as lora
+    from tests.gpu import _lora as lora
 
     return {
         "rank": rank,
