@@ -455,7 +455,7 @@ def command(
             python,
             installed,
             scratch,
-            quick or selected.ep is not None,
+            quick,
             timeout,
             env_suffix,
             bench_rows,
