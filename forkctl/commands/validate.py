@@ -260,37 +260,46 @@ def _run_tests(
     return finished, evidence.parse_junit(junit), junit.read_bytes()
 
 
-def _run_bench(
-    manifest: Manifest, python: str, env: dict[str, str], scratch: Path, timeout: float, rows: str, plot: Path
+def _run_json_script(
+    manifest: Manifest,
+    script: str,
+    args: list[str],
+    out: Path,
+    run: tuple[str, dict[str, str], float],
+    *,
+    json_on_failure: bool = False,
 ) -> dict[str, Any]:
-    script = manifest.root / BENCH_SCRIPT
-    if not script.is_file():
-        return {"status": "missing", "detail": f"{BENCH_SCRIPT} not found"}
-    out = scratch / "bench.json"
-    args = [python, str(script), "--out", str(out), "--rows", rows, "--plot", str(plot)]
-    finished = _run(args, timeout=timeout, env=env, cwd=manifest.root)
-    if finished.returncode != 0 or not out.is_file():
+    """Run a benchmark script of the toolkit that writes JSON to `out`: its JSON, or why there is none.
+    `json_on_failure`: a failing exit still wrote figures worth keeping (e.g. a parity verdict)."""
+    python, env, timeout = run
+    if not (manifest.root / script).is_file():
+        return {"status": "missing", "detail": f"{script} not found"}
+    finished = _run([python, str(manifest.root / script), *args], timeout=timeout, env=env, cwd=manifest.root)
+    if not out.is_file() or (finished.returncode != 0 and not json_on_failure):
         what = "timed out" if finished.returncode is None else f"exit code {finished.returncode}"
         return {"status": "crashed", "detail": what, "output_tail": finished.tail(20)}
     data: dict[str, Any] = json.loads(out.read_text())
     return data
+
+
+def _run_bench(
+    manifest: Manifest, python: str, env: dict[str, str], scratch: Path, timeout: float, rows: str, plot: Path
+) -> dict[str, Any]:
+    out = scratch / "bench.json"
+    args = ["--out", str(out), "--rows", rows, "--plot", str(plot)]
+    return _run_json_script(manifest, BENCH_SCRIPT, args, out, (python, env, timeout))
 
 
 def _run_layer_bench(
     manifest: Manifest, python: str, env: dict[str, str], scratch: Path, timeout: float, site: Path, ep: int
 ) -> dict[str, Any]:
-    """bench/moe_layer.py at this EP (it starts torchrun itself for EP > 1): its JSON, or why not."""
-    script = manifest.root / LAYER_BENCH_SCRIPT
-    if not script.is_file():
-        return {"status": "missing", "detail": f"{LAYER_BENCH_SCRIPT} not found"}
+    """bench/moe_layer.py at this EP (it starts torchrun itself for EP > 1); it exits 1 when the arms
+    disagree, with the figures written, so they are kept."""
     out = scratch / f"moe-layer-ep{ep}.json"
-    args = [python, str(script), "--megatron", str(site), "--ep", str(ep), "--out", str(out)]
-    finished = _run(args, timeout=timeout, env=env, cwd=manifest.root)
-    if not out.is_file():
-        what = "timed out" if finished.returncode is None else f"exit code {finished.returncode}"
-        return {"status": "crashed", "detail": what, "output_tail": finished.tail(20)}
-    data: dict[str, Any] = json.loads(out.read_text())
-    return data
+    args = ["--megatron", str(site), "--ep", str(ep), "--out", str(out)]
+    return _run_json_script(
+        manifest, LAYER_BENCH_SCRIPT, args, out, (python, env, timeout), json_on_failure=True
+    )
 
 
 def _layer_table(layer: dict[str, Any]) -> list[Table]:

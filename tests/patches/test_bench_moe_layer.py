@@ -18,6 +18,7 @@ from types import ModuleType
 import pytest
 
 from tests import _patched
+from tests.patches import _scripts
 
 ROOT = Path(__file__).resolve().parents[2]
 SCRIPT = ROOT / "bench/moe_layer.py"
@@ -27,12 +28,7 @@ pytestmark = pytest.mark.slow
 
 
 def load_script() -> ModuleType:
-    spec = importlib.util.spec_from_file_location("moe_layer_bench", SCRIPT)
-    assert spec is not None and spec.loader is not None
-    module = importlib.util.module_from_spec(spec)
-    sys.modules[spec.name] = module  # dataclasses look their module up by name
-    spec.loader.exec_module(module)
-    return module
+    return _scripts.load_script("bench/moe_layer.py", "moe_layer_bench")
 
 
 def test_smoke_run_times_both_arms_and_they_agree(
