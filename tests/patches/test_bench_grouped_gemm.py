@@ -7,9 +7,7 @@ other, so xdist hands them to one worker), so the smoke run does not import them
 
 from __future__ import annotations
 
-import importlib.util
 import json
-import sys
 from pathlib import Path
 from types import ModuleType
 

@@ -8,10 +8,8 @@ eager on the CPU), so it costs about 2 s of CPU here.
 from __future__ import annotations
 
 import copy
-import importlib.util
 import json
 import math
-import sys
 from pathlib import Path
 from types import ModuleType
 
