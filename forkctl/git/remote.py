@@ -154,18 +154,6 @@ def same_repo(a: str, b: str) -> bool:
     return normalise_url(a) == normalise_url(b)
 
 
-def is_local(location: str) -> bool:
-    """A path on this machine (not a URL)."""
-    return "://" not in location and Path(location).exists()
-
-
-def as_url(location: str) -> str:
-    """A path becomes a file:// URL; a URL stays as it is."""
-    if "://" in location or (_SCP_RE.match(location) and not Path(location).exists()):
-        return location
-    return Path(location).resolve().as_uri()
-
-
 def resolve_relative_url(url: str, superproject_url: str) -> str:
     """`.gitmodules` may say `../Other.git`: resolve it against the superproject's URL, as git does."""
     if not url.startswith("./") and not url.startswith("../"):
