@@ -191,3 +191,25 @@ def test_a_folder_where_the_series_has_a_file_is_bad_input(setup: SeriesSetup, t
     assert code == 2, data
     assert "is a folder" in data["error"]
     assert _snapshot(site) == before
+
+
+@pytest.mark.parametrize(
+    ("args", "named"),
+    [
+        (["--tree", "TREE", "--base", "HEAD"], "--base has no effect with --tree"),
+        (["--tree", "TREE", "--force", "--branch", "x"], "--branch, --force have no effect with --tree"),
+        (["--tree", "TREE", "--continue"], "--continue has no effect with --tree"),
+        (["--base", "BASE", "--reverse"], "--reverse has no effect without --tree"),
+        (["--base", "BASE", "--include", "tests/**"], "--include has no effect without --tree"),
+    ],
+)
+def test_options_of_the_other_mode_are_refused_not_ignored(
+    setup: SeriesSetup, tmp_path: Path, args: list[str], named: str
+) -> None:
+    tree = tmp_path / "tree"
+    tree.mkdir()
+    (tree / "keep.txt").write_text("untouched\n")
+    argv = [str(tree) if a == "TREE" else setup.base if a == "BASE" else a for a in args]
+    code, data = _apply(setup, *argv)
+    assert code == 2 and named in data["error"], data
+    assert [p.name for p in tree.iterdir()] == ["keep.txt"]  # nothing was applied

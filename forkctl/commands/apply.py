@@ -162,6 +162,30 @@ def _outcome_report(outcome: applying.Outcome, repo: GitRepo) -> Report:
     return result
 
 
+TREE_ONLY = ("reverse", "include")
+REPOSITORY_ONLY = ("base", "repo", "upstream_url", "branch", "force", "resume", "abort")
+FLAG = {"resume": "--continue"}  # parameters whose option is spelled otherwise
+
+
+def _refuse_ignored_options(tree: Path | None, **given: bool) -> None:
+    """apply has two modes (a plain --tree, or a repository); an option of the other mode would be
+    ignored without a word, so it is refused instead."""
+    other = REPOSITORY_ONLY if tree is not None else TREE_ONLY
+    ignored = [FLAG.get(name, f"--{name.replace('_', '-')}") for name in other if given[name]]
+    if not ignored:
+        return
+    verb = "has" if len(ignored) == 1 else "have"
+    if tree is not None:
+        raise BadInput(
+            f"{', '.join(ignored)} {verb} no effect with --tree",
+            hint="drop it: --tree patches a plain directory and builds no branch",
+        )
+    raise BadInput(
+        f"{', '.join(ignored)} {verb} no effect without --tree",
+        hint="pass --tree PATH to patch a plain directory, or drop it",
+    )
+
+
 @click.command("apply", short_help=verbs.summary("apply"))
 @click.option(
     "--base", "base_rev", help="Upstream commit (full SHA or abbreviation) to build on: the manifest's base."
@@ -224,6 +248,18 @@ def command(
     is left alone (exit 0); a tree that carries only part of the series is refused (exit 1) with the
     lists of patches that are and are not in it. --reverse takes the series back out.
     """
+    _refuse_ignored_options(
+        tree,
+        reverse=reverse,
+        include=include != treepatch.DEFAULT_INCLUDE,
+        base=base_rev is not None,
+        repo=repo_path is not None,
+        upstream_url=upstream_url is not None,
+        branch=branch is not None,
+        force=force,
+        resume=resume,
+        abort=abort,
+    )
     if tree is not None:
         return _apply_tree(ctx, tree, include, reverse)
     if resume and abort:
