@@ -14,6 +14,7 @@ import contextlib
 import dataclasses
 import json
 import os
+import re
 import sys
 from collections.abc import Iterator
 from dataclasses import dataclass, field
@@ -259,9 +260,36 @@ def error(exc: ForkctlError, fmt: Format = Format.TEXT, command: str | None = No
         if hint:
             _note(f"  hint: {hint}", f"  [cyan]hint:[/] {_escape(hint)}")
         if fmt == Format.GITHUB:
-            text = message + (f"\n  hint: {hint}" if hint else "")
-            sys.stdout.write(f"::error::{_github_escape(text)}\n")
+            _github_error(message, hint, command)
     return exc.exit_code if exc.exit_code else EXIT_BAD_INPUT
+
+
+# "path:line: what" (a manifest or patch error names its file and line this way).
+_WHERE_RE = re.compile(r"^(?P<file>[^\s:][^:\n]*):(?P<line>\d+): (?P<what>.*)$", re.DOTALL)
+
+
+def _github_error(message: str, hint: str | None, command: str | None) -> None:
+    """An error as GitHub wants it: one annotation per line of the message, on the file and line it
+    names (relative to the workspace, so the annotation lands on the diff), and a step summary."""
+    workspace = Path(os.environ.get("GITHUB_WORKSPACE") or Path.cwd())
+    for line in message.splitlines() or [message]:
+        props, text = "", line
+        match = _WHERE_RE.match(line)
+        if match:
+            file = Path(match.group("file"))
+            if file.is_absolute() and file.is_relative_to(workspace):
+                file = file.relative_to(workspace)
+            props, text = f" file={file},line={match.group('line')}", match.group("what")
+        text += f" Fix: {hint}" if hint else ""
+        sys.stdout.write(f"::error{props}::{_github_escape(text)}\n")
+    summary_path = os.environ.get("GITHUB_STEP_SUMMARY")
+    if summary_path:
+        body = f"## forkctl {command or ''}: error\n\n{message}\n" + (f"\nhint: {hint}\n" if hint else "")
+        try:
+            with open(summary_path, "a", encoding="utf-8") as summary:
+                summary.write(body + "\n")
+        except OSError as exc:  # the exit code stands; the summary is a courtesy
+            _note(f"warning: cannot write the step summary {summary_path}: {exc.strerror}")
 
 
 def info(message: str) -> None:

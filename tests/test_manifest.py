@@ -203,3 +203,20 @@ def test_rewrite_round_trip_keeps_every_other_byte(tmp_path: Path, repo_root: Pa
     assert "series: []\n" in emptied and "# Patches dropped by" in emptied
     rewrite(path, {("series",): entries, ("dropped",): []})
     assert path.read_text() == original
+
+
+def test_a_manifest_error_under_github_is_an_annotation_on_its_file_and_line(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    path = _write(tmp_path, VALID.replace("schema: 1\n", "schema: 1\nupstrem: {}\n", 1))
+    summary = tmp_path / "summary.md"
+    monkeypatch.setenv("GITHUB_WORKSPACE", str(tmp_path))
+    monkeypatch.setenv("GITHUB_STEP_SUMMARY", str(summary))
+    result = CliRunner().invoke(cli, ["--manifest", str(path), "lint", "--github"])
+    assert result.exit_code == 2
+    annotations = [line for line in result.stdout.splitlines() if line.startswith("::error")]
+    assert annotations == [
+        "::error file=manifest.yaml,line=2::unknown key 'upstrem': did you mean 'upstream'?"
+    ]
+    assert "## forkctl lint: error" in summary.read_text()
+    assert "unknown key 'upstrem'" in summary.read_text()
