@@ -1168,10 +1168,13 @@ def text_diagram(manifest: Manifest, result: ChainResult) -> list[str]:
         f"{manifest.upstream.repo}@{result.base[:12]}",
         f"  └─(+{len(result.patches)} patches)─> {manifest.fork.repo}@{result.expected_head[:12]} (fork head)",
     ]
-    for link in _head_links(result):
+    # Each consumer pins the one before it, so each is drawn one level under it (NeMo-RL under the
+    # Bridge, not beside it).
+    for depth, link in enumerate(_head_links(result)):
         pinned = link.pinned[:12] if link.pinned else "none"
+        indent = "    " * (depth + 1) + "  "
         lines.append(
-            f"      └─[{link.status.value}: pins {pinned}]─ {link.consumer}@{link.commit[:12]} ({link.role})"
+            f"{indent}└─[{link.status.value}: pins {pinned}]─ {link.consumer}@{link.commit[:12]} ({link.role})"
         )
     return lines
 

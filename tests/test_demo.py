@@ -95,6 +95,10 @@ def test_demo_text_output_and_temp_dir_removed(tmp_path: Path, repo_root: Path) 
     assert lines[-1].startswith("demo: OK")
     assert any("(fork head)" in line for line in lines)
     assert any(line.startswith("1. check-pins") and "unpatched-upstream" in line for line in lines)
+    # The chain diagram nests each consumer under the one it pins: NeMo-RL under the Bridge.
+    bridge = next(line for line in lines if "]─ megatron-bridge@" in line)
+    nemo = next(line for line in lines if "]─ nemo-rl@" in line)
+    assert nemo.index("└─") > bridge.index("└─") > 2
     workdir = next(line for line in result.stderr.splitlines() if "upstream base" in line)
     folder = Path(workdir.rsplit("(", 1)[1].rstrip(")")).parent
     assert folder.name.startswith("forkctl-demo-") and not folder.exists()
