@@ -190,3 +190,24 @@ def test_an_error_under_json_is_one_document_of_the_report_shape(setup: SeriesSe
     assert "no apply in progress" in data["error"] and data["exit_code"] == 2
     code, report = run_json(setup, "lint")
     assert code == 0 and {"command", "ok", "problems"} <= set(report)
+
+
+def test_a_crash_outside_any_command_is_exit_3_without_a_traceback(tmp_path: Path) -> None:
+    """A verb whose module is missing (a broken install) fails before any command runs: still exit 3,
+    one line and the log file, no traceback on the terminal (and one JSON document under --json)."""
+    script = (
+        "import sys; from forkctl.cli import main, verbs; "
+        "verbs.SUMMARIES['ghost'] = 'a verb whose module is missing'; sys.argv[0] = 'forkctl'; main()"
+    )
+    env = {**os.environ, "PYTHONPATH": str(Path(__file__).resolve().parent.parent)}
+    for args, as_json in ((["ghost"], False), (["ghost", "--json"], True)):
+        proc = subprocess.run(
+            [sys.executable, "-c", script, *args], capture_output=True, text=True, env=env, check=False
+        )
+        assert proc.returncode == 3, proc.stderr
+        assert "Traceback" not in proc.stdout + proc.stderr
+        if as_json:
+            data = json.loads(proc.stdout)
+            assert data["exit_code"] == 3 and "ModuleNotFoundError" in data["error"]
+        else:
+            assert "unexpected error: ModuleNotFoundError" in proc.stderr

@@ -94,4 +94,10 @@ def main() -> None:
         else:
             exc.show()
         sys.exit(exc.exit_code)
+    except Exception as exc:  # outside any command (e.g. loading a verb): still exit 3, no traceback
+        from forkctl import report
+        from forkctl.cli.kit import _unexpected
+
+        fmt = report.Format.JSON if "--json" in sys.argv[1:] else report.Format.TEXT
+        sys.exit(report.error(_unexpected("forkctl", exc), fmt))
     sys.exit(outcome if isinstance(outcome, int) else 0)
