@@ -368,7 +368,8 @@ def start(
             f"{new_base[:12]} does not descend from the current base {old_base[:12]}",
             hint="to carry the series to an older line (e.g. a release branch), pass --backport",
         )
-    old_commits, old_head = old_series(repo, old_base, series, repo.branch_sha(branch))
+    old_tip = repo.branch_sha(branch)
+    old_commits, old_head = old_series(repo, old_base, series, old_tip)
     state = session.State(
         operation="port",
         manifest=str(manifest.path),
@@ -377,7 +378,7 @@ def start(
         files=[entry.file for entry in manifest.series],
         branch=branch,
         force=True,
-        old_tip=repo.branch_sha(branch),
+        old_tip=old_tip,
         worktree=str(session.worktree_path(repo)),
         extra={
             "old_base": old_base,

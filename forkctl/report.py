@@ -183,13 +183,7 @@ def emit(report: Report, fmt: Format = Format.TEXT) -> int:
                 props.append(f"line={problem.line}")
             message = problem.message + (f" Fix: {problem.hint}" if problem.hint else "")
             sys.stdout.write(f"::{problem.level} {','.join(props)}::{_github_escape(message)}\n")
-        summary_path = os.environ.get("GITHUB_STEP_SUMMARY")
-        if summary_path:
-            try:
-                with open(summary_path, "a", encoding="utf-8") as summary:
-                    summary.write(step_summary(report))
-            except OSError as exc:  # the check's verdict stands; the summary is a courtesy
-                _note(f"warning: cannot write the step summary {summary_path}: {exc.strerror}")
+        _append_step_summary(step_summary(report))
     return report.code
 
 
@@ -282,14 +276,20 @@ def _github_error(message: str, hint: str | None, command: str | None) -> None:
             props, text = f" file={file},line={match.group('line')}", match.group("what")
         text += f" Fix: {hint}" if hint else ""
         sys.stdout.write(f"::error{props}::{_github_escape(text)}\n")
+    body = f"## forkctl {command or ''}: error\n\n{message}\n" + (f"\nhint: {hint}\n" if hint else "")
+    _append_step_summary(body + "\n")
+
+
+def _append_step_summary(text: str) -> None:
+    """Append to $GITHUB_STEP_SUMMARY (GitHub's own protocol: each step appends its Markdown)."""
     summary_path = os.environ.get("GITHUB_STEP_SUMMARY")
-    if summary_path:
-        body = f"## forkctl {command or ''}: error\n\n{message}\n" + (f"\nhint: {hint}\n" if hint else "")
-        try:
-            with open(summary_path, "a", encoding="utf-8") as summary:
-                summary.write(body + "\n")
-        except OSError as exc:  # the exit code stands; the summary is a courtesy
-            _note(f"warning: cannot write the step summary {summary_path}: {exc.strerror}")
+    if not summary_path:
+        return
+    try:
+        with open(summary_path, "a", encoding="utf-8") as summary:
+            summary.write(text)
+    except OSError as exc:  # the verdict and exit code stand; the summary is a courtesy
+        _note(f"warning: cannot write the step summary {summary_path}: {exc.strerror}")
 
 
 def info(message: str) -> None:

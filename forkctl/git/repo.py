@@ -205,17 +205,34 @@ class GitRepo:
         """{rev: full SHA of the commit it names, or None}, for SHAs and abbreviations, in one process."""
         wanted = [rev for rev in dict.fromkeys(revs) if rev and "\n" not in rev and not rev.startswith("-")]
         found: dict[str, str | None] = dict.fromkeys(revs)
-        if not wanted:
-            return found
-        out = self.git(
-            ["cat-file", "--batch-check=%(objectname) %(objecttype)"],
-            env=NO_LAZY_FETCH,
-            stdin="".join(f"{rev}\n" for rev in wanted).encode(),
-        )
-        for rev, line in zip(wanted, out.splitlines(), strict=True):
-            parts = line.split()
-            found[rev] = parts[0] if len(parts) == 2 and parts[1] == "commit" else None
+        answers = self._batch_check(wanted, "%(objectname) %(objecttype)")
+        for rev, answer in zip(wanted, answers, strict=True):
+            name, _, kind = (answer or "").partition(" ")
+            found[rev] = name if kind == "commit" else None
         return found
+
+    def _batch_check(self, queries: list[str], fmt: str = "%(objectname)") -> list[str | None]:
+        """`cat-file --batch-check=<fmt>` over `queries` (object names, `<tree-ish>:<path>`; no newline
+        in any): each query's formatted answer, None where git has no such object. A question, never a
+        download. In a partial clone git 2.39 dies at the first absent object instead of printing
+        `missing` (its refused lazy fetch is fatal), so the batch resumes after it: one more process
+        per absent object; the warm path (everything here) is one process."""
+        answers: list[str | None] = []
+        pending = list(queries)
+        while pending:
+            stdin = "".join(f"{query}\n" for query in pending).encode()
+            status, out, _ = self.try_git(
+                ["cat-file", f"--batch-check={fmt}"], env=NO_LAZY_FETCH, stdin=stdin
+            )
+            lines = out.splitlines()[: len(pending)]
+            for query, line in zip(pending, lines, strict=False):
+                absent = line in (f"{query} missing", f"{query} ambiguous")
+                answers.append(None if absent else line)
+            if status == 0 or len(lines) >= len(pending):
+                break
+            answers.append(None)  # the query git died on
+            pending = pending[len(lines) + 1 :]
+        return answers
 
     def ancestors_among(self, commits: list[str], tip: str) -> set[str]:
         """Those of `commits` (full SHAs present here) that are ancestors of `tip`, in one process:
@@ -239,24 +256,8 @@ class GitRepo:
         return present
 
     def missing_objects(self, shas: list[str]) -> list[str]:
-        """Those of `shas` (full object names) that are not here: a question, never a download.
-
-        One `cat-file --batch-check` when all are here (the warm path). In a partial clone git 2.39
-        dies at the first absent object instead of printing `missing` (its refused lazy fetch is
-        fatal), so the batch resumes after it: one more process per absent object.
-        """
-        missing: list[str] = []
-        pending = list(shas)
-        while pending:
-            stdin = "".join(f"{sha}\n" for sha in pending).encode()
-            status, out, _ = self.try_git(["cat-file", "--batch-check"], env=NO_LAZY_FETCH, stdin=stdin)
-            answered = out.splitlines()
-            missing += [line.split()[0] for line in answered if line.endswith(" missing")]
-            if status == 0 or len(answered) >= len(pending):
-                break
-            missing.append(pending[len(answered)])
-            pending = pending[len(answered) + 1 :]
-        return missing
+        """Those of `shas` (full object names) that are not here: a question, never a download."""
+        return [sha for sha, answer in zip(shas, self._batch_check(shas), strict=True) if answer is None]
 
     def is_ancestor(self, older: str, newer: str) -> bool:
         return self.try_git(["merge-base", "--is-ancestor", "--end-of-options", older, newer])[0] == 0
@@ -429,15 +430,8 @@ class GitRepo:
     def object_ids(self, specs: list[str]) -> dict[str, str | None]:
         """{`<tree-ish>:<path>` spec: object id, None when absent}, all in one `cat-file --batch-check`.
         A spec holding a newline cannot go through the line protocol: ask ls-tree for it instead."""
-        answers: dict[str, str | None] = {}
         plain = [spec for spec in specs if "\n" not in spec]
-        if plain:
-            out = self.git(
-                ["cat-file", "--batch-check=%(objectname)"],
-                stdin="".join(f"{spec}\n" for spec in plain).encode(),
-            )
-            for spec, line in zip(plain, out.splitlines(), strict=True):
-                answers[spec] = None if line.endswith(" missing") or " " in line else line
+        answers = dict(zip(plain, self._batch_check(plain), strict=True))
         for spec in specs:
             if "\n" in spec:
                 tree, path = spec.split(":", 1)
