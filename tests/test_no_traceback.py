@@ -128,13 +128,13 @@ def test_deeply_nested_or_linked_evidence_is_bad_input(tmp_path: Path, repo_root
 
 
 def test_an_unexpected_error_becomes_exit_3_with_its_traceback_in_a_log() -> None:
-    from forkctl.cli.kit import _unexpected
+    from forkctl.cli.kit import unexpected_error
     from forkctl.errors import EXIT_UNEXPECTED
 
     try:
         raise ValueError("boom")
     except ValueError as exc:
-        error = _unexpected("lint", exc)
+        error = unexpected_error("lint", exc)
     assert error.exit_code == EXIT_UNEXPECTED == 3
     assert error.message.startswith("unexpected error: ValueError: boom; the traceback is in ")
     log = Path(error.message.rsplit(" ", 1)[-1])

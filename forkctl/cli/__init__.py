@@ -96,8 +96,8 @@ def main() -> None:
         sys.exit(exc.exit_code)
     except Exception as exc:  # outside any command (e.g. loading a verb): still exit 3, no traceback
         from forkctl import report
-        from forkctl.cli.kit import _unexpected
+        from forkctl.cli.kit import unexpected_error
 
         fmt = report.Format.JSON if "--json" in sys.argv[1:] else report.Format.TEXT
-        sys.exit(report.error(_unexpected("forkctl", exc), fmt))
+        sys.exit(report.error(unexpected_error("forkctl", exc), fmt))
     sys.exit(outcome if isinstance(outcome, int) else 0)

@@ -99,13 +99,13 @@ def forkctl_command(func: Callable[..., report.Report]) -> Callable[..., None]:
         except KeyboardInterrupt:
             code = report.error(Unexpected("interrupted", hint="run the command again"), fmt, command)
         except Exception as exc:  # the contract: no traceback ever reaches a user
-            code = report.error(_unexpected(func.__name__, exc), fmt, command)
+            code = report.error(unexpected_error(func.__name__, exc), fmt, command)
         sys.exit(code)
 
     return wrapper
 
 
-def _unexpected(command: str, exc: Exception) -> Unexpected:
+def unexpected_error(command: str, exc: Exception) -> Unexpected:
     """Turn a crash into exit 3 with a short message; the traceback goes to a log file, not the screen."""
     text = "".join(traceback.format_exception(exc))
     log = None

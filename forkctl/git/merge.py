@@ -81,8 +81,7 @@ def cherry_pick(
     `onto_tree` and `date` (the commit's committer date), when the caller knows them, save a process."""
     if onto_tree is None or date is None:
         onto_tree, date = repo.tree_and_date(onto, commit)
-    committed_at = date
-    ours = stand_in(repo, onto_tree, parent, committed_at)
+    ours = stand_in(repo, onto_tree, parent, date)
     status, out, err = repo.try_git(
         ["merge-tree", "--write-tree", "-z", "--name-only", "--messages", ours, commit]
     )
