@@ -19,7 +19,7 @@ from pathlib import Path
 
 from forkctl import git
 from forkctl.errors import BadInput
-from forkctl.files import atomic_write
+from forkctl.files import atomic_write, remove_temporaries
 from forkctl.series import Patch
 
 DEFAULT_INCLUDE = "megatron/**"
@@ -182,6 +182,7 @@ def execute(tree_plan: TreePlan, reverse: bool = False) -> list[Patch]:
 def recover(tree: Path) -> bool:
     """Finish the swaps an interrupted `execute` journaled; True when there was one to finish."""
     journal = tree / JOURNAL
+    remove_temporaries([journal])  # a kill while the journal itself was being written
     if not journal.is_file():
         for stray in tree.rglob(".*.forkctl-new"):  # staged before a kill, never journaled
             stray.unlink(missing_ok=True)
