@@ -42,9 +42,10 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
-from forkctl import build, pins  # noqa: E402
 from forkctl import manifest as manifest_mod  # noqa: E402
+from forkctl.chain import pins  # noqa: E402
 from forkctl.git import GitRepo, runner  # noqa: E402
+from forkctl.ops import replay as build  # noqa: E402
 from forkctl.series import parse_patch  # noqa: E402
 
 IDENT = "Bench <bench@example.com>"

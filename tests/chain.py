@@ -17,8 +17,8 @@ from pathlib import Path
 
 import yaml
 
-from forkctl import build
 from forkctl.git import GitRepo
+from forkctl.ops import replay as build
 from forkctl.series import parse_patch
 from tests.gitrepos import Repo, built_once, git, init_repo
 from tests.seriesrepo import build_series

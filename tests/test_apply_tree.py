@@ -156,7 +156,7 @@ def test_sigkill_at_any_point_leaves_old_or_new_after_the_next_run(
     import sys
     import time
 
-    from forkctl import treepatch
+    from forkctl.ops import patch_dir as treepatch
 
     reference = _site(setup, tmp_path / "ref")
     assert _apply(setup, "--tree", str(reference))[0] == 0
@@ -222,7 +222,7 @@ def test_options_of_the_other_mode_are_refused_not_ignored(
 def test_a_journal_half_written_by_a_killed_run_is_cleaned_up(setup: SeriesSetup, tmp_path: Path) -> None:
     """Killed while writing the journal (temp file + rename): staged files and the journal's temp file
     are left; the next run removes both and ends with the patched tree."""
-    from forkctl import treepatch
+    from forkctl.ops import patch_dir as treepatch
 
     reference = _site(setup, tmp_path / "ref")
     assert _apply(setup, "--tree", str(reference))[0] == 0

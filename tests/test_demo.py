@@ -10,8 +10,8 @@ import pytest
 import yaml
 from click.testing import CliRunner
 
-from forkctl import demochain
 from forkctl.cli import cli
+from forkctl.demo import chain as demochain
 from forkctl.errors import BadInput
 from tests.gitrepos import git, init_repo
 

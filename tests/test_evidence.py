@@ -12,8 +12,9 @@ from pathlib import Path
 import msgspec
 import pytest
 
-from forkctl import __version__, evidence, manifest
+from forkctl import __version__, manifest
 from forkctl.errors import BadInput
+from forkctl.gpu import evidence
 from forkctl.series import load_series
 from tests.toolkit import Toolkit, make_toolkit
 

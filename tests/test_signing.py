@@ -10,8 +10,8 @@ from pathlib import Path
 import pytest
 from click.testing import CliRunner
 
-from forkctl import signing
 from forkctl.cli import cli
+from forkctl.gpu import signing
 from tests.test_evidence import gpu_toolkit, load, make_run, record
 from tests.toolkit import Toolkit
 

@@ -12,10 +12,10 @@ import msgspec
 import pytest
 from click.testing import CliRunner
 
-from forkctl import evidence
 from forkctl.cli import cli
 from forkctl.commands import validate
 from forkctl.errors import BadInput
+from forkctl.gpu import evidence
 from tests.test_evidence import (
     gpu_toolkit,
     host_cuda_devices,

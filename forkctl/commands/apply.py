@@ -14,12 +14,14 @@ from pathlib import Path
 
 import click
 
-from forkctl import applying, report, treepatch
+from forkctl import report
 from forkctl.cli import verbs
 from forkctl.cli.kit import Context, forkctl_command, output_options, toolkit_locked
 from forkctl.errors import EXIT_CHECK_FAILED, BadInput
 from forkctl.git import GitRepo, remote
 from forkctl.manifest import Manifest
+from forkctl.ops import apply as applying
+from forkctl.ops import patch_dir as treepatch
 from forkctl.report import Problem, Report, Table
 from forkctl.series import load_series
 

@@ -12,7 +12,8 @@ from pathlib import Path
 
 import click
 
-from forkctl import pins, report
+from forkctl import report
+from forkctl.chain import pins
 from forkctl.cli import verbs
 from forkctl.cli.kit import Context, forkctl_command, output_options
 from forkctl.errors import BadInput

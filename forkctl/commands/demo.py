@@ -13,9 +13,11 @@ from typing import Any
 
 import click
 
-from forkctl import demochain, pins, report
+from forkctl import report
+from forkctl.chain import pins
 from forkctl.cli import verbs
 from forkctl.cli.kit import Context, forkctl_command, output_options
+from forkctl.demo import chain as demochain
 from forkctl.errors import BadInput
 from forkctl.report import Report, Table
 

@@ -6,11 +6,11 @@ from pathlib import Path
 
 import click
 
-from forkctl import exporting
 from forkctl.cli import verbs
 from forkctl.cli.kit import Context, forkctl_command, output_options, toolkit_locked
 from forkctl.errors import EXIT_CHECK_FAILED
 from forkctl.git import remote
+from forkctl.ops import export as exporting
 from forkctl.report import Problem, Report, Table
 
 

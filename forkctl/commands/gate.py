@@ -4,9 +4,9 @@ from __future__ import annotations
 
 import click
 
-from forkctl import evidence
 from forkctl.cli import verbs
 from forkctl.cli.kit import Context, forkctl_command, output_options
+from forkctl.gpu import evidence
 from forkctl.report import Level, Problem, Report, Table
 from forkctl.series import load_series
 

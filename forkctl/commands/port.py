@@ -6,11 +6,12 @@ from pathlib import Path
 
 import click
 
-from forkctl import porting, report
+from forkctl import report
 from forkctl.cli import verbs
 from forkctl.cli.kit import Context, forkctl_command, output_options, toolkit_locked
 from forkctl.errors import EXIT_CHECK_FAILED, BadInput
 from forkctl.git import GitRepo, remote
+from forkctl.ops import port as porting
 from forkctl.report import Problem, Report, Table
 from forkctl.series import load_series
 

@@ -6,10 +6,10 @@ from pathlib import Path
 
 import click
 
-from forkctl import evidence, signing
 from forkctl.cli import verbs
 from forkctl.cli.kit import Context, forkctl_command, output_options
 from forkctl.errors import BadInput
+from forkctl.gpu import evidence, signing
 from forkctl.report import Report
 from forkctl.series import load_series
 

@@ -15,7 +15,7 @@ from forkctl.report import Problem, Report, Table
 from forkctl.series import load_series
 
 if TYPE_CHECKING:
-    from forkctl import porting
+    from forkctl.ops import port as porting
 
 
 @click.command("status", short_help=verbs.summary("status"))
@@ -54,8 +54,8 @@ def command(ctx: Context, repo: Path | None, onto: str | None, first_break: bool
     series = load_series(manifest)
     verdicts: dict[int, str | None] = {}
     if repo is not None:
-        from forkctl import build  # the plain table needs no git objects: import them only here
         from forkctl.git import GitRepo
+        from forkctl.ops import replay as build  # the plain table needs no git objects: import them only here
 
         upstream = GitRepo(repo)
         base = upstream.resolve_commit(manifest.upstream.base)
@@ -139,8 +139,8 @@ def _verdict_text(entry: porting.PreviewEntry) -> tuple[str, str]:
 
 
 def onto_report(manifest: Manifest, repo_path: Path | None, onto: str, with_first_break: bool) -> Report:
-    from forkctl import porting
     from forkctl.git import remote
+    from forkctl.ops import port as porting
 
     repo = remote.object_store(repo_path, manifest.upstream.url, [onto, manifest.upstream.base])
     target, base = repo.resolve_commit(onto), repo.resolve_commit(manifest.upstream.base)

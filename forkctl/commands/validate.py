@@ -24,11 +24,13 @@ from typing import Any
 import click
 import msgspec
 
-from forkctl import __version__, evidence, report, signing, treepatch
+from forkctl import __version__, report
 from forkctl.cli import verbs
 from forkctl.cli.kit import Context, forkctl_command, output_options
 from forkctl.errors import BadInput
+from forkctl.gpu import evidence, signing
 from forkctl.manifest import Manifest
+from forkctl.ops import patch_dir as treepatch
 from forkctl.report import Level, Problem, Report, Table
 from forkctl.series import Series, load_series
 

@@ -21,11 +21,11 @@ from pathlib import Path
 from typing import Any
 
 from forkctl import git
-from forkctl.build import identity_of
 from forkctl.errors import BadInput
 from forkctl.files import atomic_write_text, remove_temporaries
 from forkctl.git import GitRepo
 from forkctl.git.merge import MergeResult
+from forkctl.ops.replay import identity_of
 from forkctl.series import Patch
 
 STATE_DIR = "forkctl"

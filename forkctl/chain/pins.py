@@ -19,10 +19,12 @@ from dataclasses import dataclass, field, replace
 from enum import StrEnum
 from pathlib import Path
 
-from forkctl import build, forkbase, git
+from forkctl import git
+from forkctl.chain import forkbase
 from forkctl.errors import BadInput
 from forkctl.git import GitRepo, SubmoduleEntry, remote
 from forkctl.manifest import Consumer, Manifest
+from forkctl.ops import replay as build
 from forkctl.redact import without_credentials
 from forkctl.report import Level, Problem, Report, Table
 from forkctl.series import Patch, Series, load_series

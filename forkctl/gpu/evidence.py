@@ -31,9 +31,10 @@ from typing import Any, Literal
 
 import msgspec
 
-from forkctl import schema, signing
+from forkctl import schema
 from forkctl.errors import BadInput
 from forkctl.files import atomic_write_text
+from forkctl.gpu import signing
 from forkctl.manifest import Manifest
 from forkctl.series import Series
 

@@ -9,10 +9,12 @@ from __future__ import annotations
 from collections.abc import Callable
 from dataclasses import dataclass
 
-from forkctl import build, git, locking, session
+from forkctl import git, locking
 from forkctl.errors import BadInput
 from forkctl.git import GitRepo
 from forkctl.manifest import Manifest
+from forkctl.ops import replay as build
+from forkctl.ops import state as session
 from forkctl.series import Series
 
 

@@ -24,11 +24,14 @@ from typing import Any
 
 import yaml
 
-from forkctl import applying, build, git, pins
+from forkctl import git
 from forkctl import manifest as manifest_mod
+from forkctl.chain import pins
 from forkctl.errors import BadInput
 from forkctl.git import GitRepo, Identity, remote
 from forkctl.manifest import Manifest, plain
+from forkctl.ops import apply as applying
+from forkctl.ops import replay as build
 from forkctl.series import load_series
 
 Progress = Callable[[str], None]

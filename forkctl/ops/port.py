@@ -25,13 +25,16 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
-from forkctl import build, exporting, git, locking, session
-from forkctl.applying import refuse_checked_out
+from forkctl import git, locking
 from forkctl.errors import BadInput
 from forkctl.files import atomic_write, remove_temporaries
 from forkctl.git import GitRepo
 from forkctl.git.merge import MergeMessage, MergeResult, cherry_pick
 from forkctl.manifest import Manifest, plain
+from forkctl.ops import export as exporting
+from forkctl.ops import replay as build
+from forkctl.ops import state as session
+from forkctl.ops.apply import refuse_checked_out
 from forkctl.series import Patch, Series
 
 OnPatch = Callable[[str], None]  # told each patch's subject as it is done (a progress bar)

@@ -131,7 +131,7 @@ class Validation(_Model):
         _check_relpath("evidence_dir", self.evidence_dir)
         _check_relpath("gpu_tests", self.gpu_tests)
         if self.allowed_signers:
-            from forkctl.signing import check_allowed_signers
+            from forkctl.gpu.signing import check_allowed_signers
 
             try:
                 stripped = check_allowed_signers(self.allowed_signers)

@@ -1,0 +1,1 @@
+"""The pin chain: the fork head and its diagnosis, the consumers' pins, the checks, the bump."""

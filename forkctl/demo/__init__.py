@@ -1,0 +1,1 @@
+"""The offline demo chain, built from the installed megatron-core."""
