@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 
 from forkctl.git import GitRepo, Identity
-from forkctl.git.repo import commit_object
+from forkctl.git.commits import commit_object
 from forkctl.ops import replay as build
 from forkctl.series import parse_patches
 from tests.gitrepos import FORMAT_PATCH, git, init_repo

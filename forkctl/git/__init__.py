@@ -1,7 +1,13 @@
 """Everything forkctl does with git, and the only package that runs it.
 
 - `runner`: the hermetic runner (environment stripped, byte-changing settings pinned).
-- `repo`: repositories as objects and refs; private indexes; commits with fixed identities.
+- `patchtext`: patch-ids and the paths a diff names, from bytes alone (no repository).
+- `repo`: `GitRepo`, a repository addressed by path, composed of one part per concern:
+  `objects` (existence, tree entries, blobs), `commits` (fixed identities, computed commit objects),
+  `history` (ancestry, ranges), `refs` (compare-and-swap), `index` (private index files),
+  `worktree` (scratch worktrees, plain directory trees), `patches` (format-patch, diffs, patch-ids);
+  `gitdir` is what they share (the git dir and the way to run git in it).
+- `submodules`: `.gitmodules` and gitlinks read from commit objects.
 - `merge`: three-way, rename-aware merges computed on objects (no checkout), the engine of port.
 - `remote`: URLs, the cache of partial clones, fetch, ls-remote, push.
 """
@@ -14,49 +20,49 @@ from typing import TYPE_CHECKING, Any
 # Where each name lives. Loaded on first use (PEP 562), so that a command that only reads patch text
 # (lint, status) imports the runner and `patchtext`, not the repository layer.
 _HOME = {
-    "EMPTY_TREE": "repo",
-    "ZERO_SHA": "repo",
-    "CommitInfo": "repo",
+    "EMPTY_TREE": "objects",
+    "ZERO_SHA": "refs",
+    "CommitInfo": "commits",
     "GitFailed": "runner",
     "GitRepo": "repo",
-    "Identity": "repo",
-    "PrivateIndex": "repo",
-    "SubmoduleEntry": "repo",
-    "TreeEntry": "repo",
-    "changed_line_count": "repo",
-    "changed_lines_per_commit": "repo",
-    "changed_paths_between": "repo",
-    "check_branch_name": "repo",
-    "checked_out_branches": "repo",
-    "commit_patch_ids": "repo",
-    "commit_with_identity": "repo",
-    "committer_of": "repo",
+    "Identity": "commits",
+    "PrivateIndex": "index",
+    "SubmoduleEntry": "submodules",
+    "TreeEntry": "objects",
+    "changed_line_count": "patches",
+    "changed_lines_per_commit": "patches",
+    "changed_paths_between": "patches",
+    "check_branch_name": "refs",
+    "checked_out_branches": "worktree",
+    "commit_patch_ids": "patches",
+    "commit_with_identity": "commits",
+    "committer_of": "commits",
     "diff_paths": "patchtext",
     "diff_paths_each": "patchtext",
-    "gitmodules_with": "repo",
-    "index_apply_check": "repo",
-    "index_set_entry": "repo",
-    "last_commit_touching": "repo",
-    "parse_gitmodules": "repo",
+    "gitmodules_with": "submodules",
+    "index_apply_check": "index",
+    "index_set_entry": "index",
+    "last_commit_touching": "history",
+    "parse_gitmodules": "submodules",
     "patch_id": "patchtext",
     "patch_ids": "patchtext",
-    "patch_ids_in_range": "repo",
-    "range_diff": "repo",
-    "read_gitmodules": "repo",
+    "patch_ids_in_range": "patches",
+    "range_diff": "patches",
+    "read_gitmodules": "submodules",
     "run": "runner",
     "run_bytes": "runner",
     "toplevel": "repo",
-    "tree_apply": "repo",
-    "tree_apply_check": "repo",
-    "tree_from_directory": "repo",
+    "tree_apply": "worktree",
+    "tree_apply_check": "worktree",
+    "tree_from_directory": "index",
     "try_run": "runner",
-    "worktree_apply_3way": "repo",
-    "worktree_checkout": "repo",
-    "worktree_show_tree": "repo",
-    "worktree_unmerged_paths": "repo",
-    "worktree_write_tree": "repo",
-    "write_blob": "repo",
-    "zero_context_patch_id": "repo",
+    "worktree_apply_3way": "worktree",
+    "worktree_checkout": "worktree",
+    "worktree_show_tree": "worktree",
+    "worktree_unmerged_paths": "worktree",
+    "worktree_write_tree": "worktree",
+    "write_blob": "objects",
+    "zero_context_patch_id": "patches",
 }
 
 __all__ = [
@@ -115,42 +121,31 @@ def __getattr__(name: str) -> Any:
 
 
 if TYPE_CHECKING:
-    from forkctl.git.patchtext import diff_paths, diff_paths_each, patch_id, patch_ids
-    from forkctl.git.repo import (
-        EMPTY_TREE,
-        ZERO_SHA,
-        CommitInfo,
-        GitRepo,
-        Identity,
-        PrivateIndex,
-        SubmoduleEntry,
-        TreeEntry,
+    from forkctl.git.commits import CommitInfo, Identity, commit_with_identity, committer_of
+    from forkctl.git.history import last_commit_touching
+    from forkctl.git.index import PrivateIndex, index_apply_check, index_set_entry, tree_from_directory
+    from forkctl.git.objects import EMPTY_TREE, TreeEntry, write_blob
+    from forkctl.git.patches import (
         changed_line_count,
         changed_lines_per_commit,
         changed_paths_between,
-        check_branch_name,
-        checked_out_branches,
         commit_patch_ids,
-        commit_with_identity,
-        committer_of,
-        gitmodules_with,
-        index_apply_check,
-        index_set_entry,
-        last_commit_touching,
-        parse_gitmodules,
         patch_ids_in_range,
         range_diff,
-        read_gitmodules,
-        toplevel,
+        zero_context_patch_id,
+    )
+    from forkctl.git.patchtext import diff_paths, diff_paths_each, patch_id, patch_ids
+    from forkctl.git.refs import ZERO_SHA, check_branch_name
+    from forkctl.git.repo import GitRepo, toplevel
+    from forkctl.git.runner import GitFailed, run, run_bytes, try_run
+    from forkctl.git.submodules import SubmoduleEntry, gitmodules_with, parse_gitmodules, read_gitmodules
+    from forkctl.git.worktree import (
+        checked_out_branches,
         tree_apply,
         tree_apply_check,
-        tree_from_directory,
         worktree_apply_3way,
         worktree_checkout,
         worktree_show_tree,
         worktree_unmerged_paths,
         worktree_write_tree,
-        write_blob,
-        zero_context_patch_id,
     )
-    from forkctl.git.runner import GitFailed, run, run_bytes, try_run

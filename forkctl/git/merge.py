@@ -18,7 +18,8 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from datetime import datetime
 
-from forkctl.git.repo import GitRepo, Identity, commit_object
+from forkctl.git.commits import Identity, commit_object
+from forkctl.git.repo import GitRepo
 from forkctl.git.runner import GitFailed
 
 SYNTHETIC_NAME, SYNTHETIC_EMAIL = "forkctl", "forkctl@localhost"

@@ -1,0 +1,45 @@
+"""Questions about the commit graph: ancestry, merge bases, the commits of a range."""
+
+from __future__ import annotations
+
+from forkctl.git.gitdir import GitDir
+
+
+class History(GitDir):
+    """Ancestry and ranges, answered by rev-list and merge-base."""
+
+    def ancestors_among(self, commits: list[str], tip: str) -> set[str]:
+        """Those of `commits` (full SHAs present here) that are ancestors of `tip`, in one process:
+        `rev-list <commits> ^<tip>` lists what `tip` cannot reach, so the rest can."""
+        if not commits:
+            return set()
+        stdin = "".join(f"{sha}\n" for sha in commits) + f"^{tip}\n"  # git 2.39: no --not in --stdin
+        unreachable = set(self.git(["rev-list", "--stdin"], stdin=stdin.encode()).split())
+        return {sha for sha in commits if sha not in unreachable}
+
+    def is_ancestor(self, older: str, newer: str) -> bool:
+        return self.try_git(["merge-base", "--is-ancestor", "--end-of-options", older, newer])[0] == 0
+
+    def merge_bases(self, a: str, b: str) -> list[str]:
+        status, out, _ = self.try_git(["merge-base", "--all", "--end-of-options", a, b])
+        return out.split() if status == 0 else []
+
+    def rev_list(self, range_spec: str, *extra: str) -> list[str]:
+        """Commits in `range_spec`, oldest first."""
+        out = self.git(["rev-list", "--reverse", *extra, range_spec])
+        return out.split()
+
+    def commits_not_in(self, tip: str, excluded: list[str]) -> list[str]:
+        """Commits reachable from `tip` and from none of `excluded`, oldest first (topological)."""
+        return self.git(["rev-list", "--reverse", "--topo-order", tip, "--not", *excluded, "--"]).split()
+
+    def count(self, range_spec: str) -> int:
+        return int(self.git(["rev-list", "--count", range_spec]))
+
+
+def last_commit_touching(repo: GitDir, range_spec: str, paths: list[str]) -> str | None:
+    """The newest commit in `range_spec` that changed any of `paths` (evidence for an absorbed patch)."""
+    if not paths:
+        return None
+    out = repo.git(["log", "-1", "--format=%H", range_spec, "--", *paths]).strip()
+    return out or None

@@ -1,0 +1,81 @@
+"""Private indexes: trees built in an index file of forkctl's own (`GIT_INDEX_FILE`), so that the
+repository's own index and files are never touched; read-tree, apply --cached, write-tree."""
+
+from __future__ import annotations
+
+import contextlib
+import tempfile
+from collections.abc import Iterator
+from pathlib import Path
+
+from forkctl.git.gitdir import GitDir
+from forkctl.git.runner import run
+
+
+class PrivateIndex:
+    """An index file of our own, bound to a repository's object database."""
+
+    def __init__(self, repo: GitDir, index_file: Path) -> None:
+        self.repo = repo
+        self.env = {"GIT_INDEX_FILE": str(index_file)}
+
+    def read_tree(self, tree: str) -> None:
+        self.repo.git(["read-tree", tree], env=self.env)
+
+    def apply(self, diff: bytes) -> tuple[bool, str]:
+        """Apply a diff to this index only. Returns (applied, git's message when it did not)."""
+        status, _, err = self.repo.try_git(["apply", "--cached", "--whitespace=nowarn", "-"], self.env, diff)
+        return status == 0, err
+
+    def apply_3way(self, diff: bytes, tree: str) -> tuple[bool, str]:
+        """`git apply --cached --3way`: a drifted context merges from the patch's `index` blobs.
+
+        On failure the index is put back to `tree` (git leaves conflict stages in it).
+        """
+        args = ["apply", "--cached", "--3way", "--whitespace=nowarn", "-"]
+        status, _, err = self.repo.try_git(args, self.env, diff)
+        if status != 0:
+            self.read_tree(tree)
+        return status == 0, err
+
+    def write_tree(self) -> str:
+        # `--missing-ok`: the tree is written from the index's entries alone. Without it git checks
+        # that every blob the index names is present, and in a blobless partial clone (the cache)
+        # that lazily fetches every file of the tree, when only the changed entries are new.
+        return self.repo.git(["write-tree", "--missing-ok"], env=self.env).strip()
+
+
+class Indexes(GitDir):
+    """Hands out private indexes over this repository's objects."""
+
+    @contextlib.contextmanager
+    def private_index(self, tree: str) -> Iterator[PrivateIndex]:
+        """A temporary index file loaded with `tree`; the repository's own index is never touched."""
+        with tempfile.TemporaryDirectory(prefix="forkctl-index-") as scratch:
+            index = PrivateIndex(self, Path(scratch) / "index")
+            index.read_tree(tree)
+            yield index
+
+
+def index_apply_check(index: PrivateIndex, diff: bytes, reverse: bool = False) -> bool:
+    """Would `diff` apply (or, reverse, un-apply) to this private index? Changes nothing."""
+    args = ["apply", "--cached", "--check", "--whitespace=nowarn", *(["--reverse"] if reverse else []), "-"]
+    return index.repo.try_git(args, index.env, diff)[0] == 0
+
+
+def index_set_entry(index: PrivateIndex, mode: str, sha: str, path: str) -> None:
+    """Point `path` in a private index at `sha` (mode 160000: a gitlink) without touching any file."""
+    index.repo.git(["update-index", "--add", "--cacheinfo", f"{mode},{sha},{path}"], env=index.env)
+
+
+def tree_from_directory(repo: GitDir, directory: Path) -> str:
+    """Store every file under `directory` (ignore rules off) in `repo` and return the tree's SHA.
+
+    A private index and `--work-tree` pointed at `directory`: the repository's own index and files
+    are never touched (the demo snapshots an installed package this way).
+    """
+    with tempfile.TemporaryDirectory(prefix="forkctl-index-") as scratch:
+        env = {"GIT_INDEX_FILE": str(Path(scratch) / "index")}
+        where = ["-c", "core.autocrlf=false", "--git-dir", str(repo.git_dir), "--work-tree", str(directory)]
+        run([*where, "add", "--all", "--force", "."], cwd=directory, env=env)
+        return run([*where, "write-tree"], cwd=directory, env=env).strip()

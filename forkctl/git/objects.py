@@ -1,0 +1,149 @@
+"""Asking which objects a repository holds and reading them: never a download.
+
+One `cat-file --batch-check` mechanism answers existence and resolution questions for many names in
+one process, resumed past an absent object in a partial clone; tree entries and blobs are read by
+object name. Facts that cannot change while forkctl runs (an object is here, a pinned commit's tree
+entries) are remembered per repository.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+
+from forkctl.git.gitdir import GitDir
+from forkctl.git.runner import run_bytes
+
+EMPTY_TREE = "4b825dc642cb6eb9a060e54bf8d69288fbee4904"
+# Existence questions must not turn into fetches from a partial clone's promisor remote: git >= 2.44
+# honours GIT_NO_LAZY_FETCH; git 2.39 (this project's floor) ignores it and would lazily fetch a missing
+# object (a commit with its whole history, without negotiation), so every transport is also refused
+# for the command (GIT_ALLOW_PROTOCOL wins over any protocol.* setting): the lazy fetch fails at once,
+# without touching the network, and the object reads as missing. The explicit fetches (remote.py)
+# stay the only downloads.
+NO_LAZY_FETCH = {"GIT_NO_LAZY_FETCH": "1", "GIT_ALLOW_PROTOCOL": "forkctl-no-lazy-fetch"}
+FULL_OBJECT_NAME = re.compile(r"[0-9a-f]{40}|[0-9a-f]{64}")
+
+
+@dataclass(frozen=True)
+class TreeEntry:
+    mode: str
+    kind: str  # blob, tree, commit (a gitlink)
+    sha: str
+    path: str
+
+
+# Facts about objects that cannot change while forkctl runs, remembered per repository (see has_object,
+# tree_entries): a check asks about the same pinned commits several times.
+_PRESENT: set[tuple[str, str]] = set()
+_TREE_ENTRIES: dict[tuple[str, str, tuple[str, ...]], dict[str, TreeEntry]] = {}
+
+
+class ObjectReads(GitDir):
+    """Existence, resolution and contents of objects."""
+
+    def resolve_commit(self, rev: str) -> str | None:
+        """Full SHA of the commit `rev` names, or None when there is none (or it is ambiguous)."""
+        status, out, _ = self.try_git(
+            ["rev-parse", "--verify", "--quiet", "--end-of-options", f"{rev}^{{commit}}"], env=NO_LAZY_FETCH
+        )
+        return out.strip() if status == 0 and out.strip() else None
+
+    def resolve_commits(self, revs: list[str]) -> dict[str, str | None]:
+        """{rev: full SHA of the commit it names, or None}, for SHAs and abbreviations, in one process."""
+        wanted = [rev for rev in dict.fromkeys(revs) if rev and "\n" not in rev and not rev.startswith("-")]
+        found: dict[str, str | None] = dict.fromkeys(revs)
+        answers = self._batch_check(wanted, "%(objectname) %(objecttype)")
+        for rev, answer in zip(wanted, answers, strict=True):
+            name, _, kind = (answer or "").partition(" ")
+            found[rev] = name if kind == "commit" else None
+        return found
+
+    def _batch_check(self, queries: list[str], fmt: str = "%(objectname)") -> list[str | None]:
+        """`cat-file --batch-check=<fmt>` over `queries` (object names, `<tree-ish>:<path>`; no newline
+        in any): each query's formatted answer, None where git has no such object. A question, never a
+        download. In a partial clone git 2.39 dies at the first absent object instead of printing
+        `missing` (its refused lazy fetch is fatal), so the batch resumes after it: one more process
+        per absent object; the warm path (everything here) is one process."""
+        answers: list[str | None] = []
+        pending = list(queries)
+        while pending:
+            stdin = "".join(f"{query}\n" for query in pending).encode()
+            status, out, _ = self.try_git(
+                ["cat-file", f"--batch-check={fmt}"], env=NO_LAZY_FETCH, stdin=stdin
+            )
+            lines = out.splitlines()[: len(pending)]
+            for query, line in zip(pending, lines, strict=False):
+                absent = line in (f"{query} missing", f"{query} ambiguous")
+                answers.append(None if absent else line)
+            if status == 0 or len(lines) >= len(pending):
+                break
+            answers.append(None)  # the query git died on
+            pending = pending[len(lines) + 1 :]
+        return answers
+
+    def has_object(self, sha: str) -> bool:
+        """Is the object here? A question, never a download (where git can be told: see NO_LAZY_FETCH).
+        A yes is remembered for the rest of the run: objects are added, never taken away, while forkctl
+        runs (a check asks about the same pinned commits several times)."""
+        key = (str(self.git_dir), sha)
+        if key in _PRESENT:
+            return True
+        present = self.try_git(["cat-file", "-e", "--end-of-options", sha], env=NO_LAZY_FETCH)[0] == 0
+        if present:
+            _PRESENT.add(key)
+        return present
+
+    def missing_objects(self, shas: list[str]) -> list[str]:
+        """Those of `shas` (full object names) that are not here: a question, never a download."""
+        return [sha for sha, answer in zip(shas, self._batch_check(shas), strict=True) if answer is None]
+
+    def object_ids(self, specs: list[str]) -> dict[str, str | None]:
+        """{`<tree-ish>:<path>` spec: object id, None when absent}, all in one `cat-file --batch-check`.
+        A spec holding a newline cannot go through the line protocol: ask ls-tree for it instead."""
+        plain = [spec for spec in specs if "\n" not in spec]
+        answers = dict(zip(plain, self._batch_check(plain), strict=True))
+        for spec in specs:
+            if "\n" in spec:
+                tree, path = spec.split(":", 1)
+                entry = self.tree_entry(tree, path)
+                answers[spec] = entry.sha if entry else None
+        return answers
+
+    def tree_entry(self, commit: str, path: str) -> TreeEntry | None:
+        """The entry at `path` in `commit`'s tree (a gitlink shows as kind 'commit'), or None."""
+        return self.tree_entries(commit, [path]).get(path)
+
+    def tree_entries(self, commit: str, paths: list[str]) -> dict[str, TreeEntry]:
+        """{path: entry} for those of `paths` that `commit`'s tree has, in one `ls-tree -z` (names exact,
+        whatever characters they hold). Asked by full object name, the answer cannot change: it is
+        remembered for the rest of the run."""
+        if not paths:
+            return {}
+        key = (str(self.git_dir), commit, tuple(paths))
+        if key in _TREE_ENTRIES:
+            return dict(_TREE_ENTRIES[key])
+        out = self.git(["ls-tree", "-z", "--full-tree", commit, "--", *paths])
+        wanted, found = set(paths), {}
+        for record in filter(None, out.split("\x00")):
+            meta, entry_path = record.split("\t", 1)
+            mode, kind, sha = meta.split()
+            if entry_path in wanted:
+                found[entry_path] = TreeEntry(mode=mode, kind=kind, sha=sha, path=entry_path)
+        if FULL_OBJECT_NAME.fullmatch(commit):
+            _TREE_ENTRIES[key] = dict(found)
+        return found
+
+    def read_blob(self, commit: str, path: str) -> bytes | None:
+        entry = self.tree_entry(commit, path)
+        if entry is None or entry.kind != "blob":
+            return None
+        return run_bytes(["--git-dir", str(self.git_dir), "cat-file", "blob", entry.sha])
+
+    def blob_bytes(self, blob: str) -> bytes:
+        """The contents of the blob object `blob`."""
+        return run_bytes(["--git-dir", str(self.git_dir), "cat-file", "blob", blob])
+
+
+def write_blob(repo: GitDir, data: bytes) -> str:
+    return repo.git(["hash-object", "-w", "--stdin"], stdin=data).strip()

@@ -1,0 +1,186 @@
+"""Changes between commits as patches and measures: format-patch mails, full-index diffs, patch-ids
+(also zero-context, batched over a range), changed paths and line counts, range-diff.
+
+Every diff goes through `DIFF_FLAGS` and `--no-renames`, so the bytes (and hence the patch-ids) do not
+depend on anyone's configuration. Patch-ids of bytes alone are `patchtext`'s.
+"""
+
+from __future__ import annotations
+
+from forkctl.git.gitdir import GitDir
+from forkctl.git.patchtext import patch_id
+from forkctl.git.runner import DIFF_FLAGS, run, run_bytes
+
+FORMAT_PATCH = [
+    "format-patch",
+    *DIFF_FLAGS,
+    "--no-to",
+    "--no-cc",
+    "--no-add-header",
+    "--no-attach",
+    "--no-thread",
+    "--no-cover-letter",
+    "--no-signoff",
+    "--no-base",
+    "--stdout",
+    "--zero-commit",
+    "--no-signature",
+    "--full-index",
+    "--no-stat",
+    "--no-numbered",
+    "--binary",
+    "--no-renames",
+    "--encode-email-headers",
+]
+
+
+class Patches(GitDir):
+    """Commits as mails and diffs."""
+
+    def format_patch(self, sha: str) -> bytes:
+        """One commit as a byte-stable format-patch mail: zero commit, full index, no stat/signature."""
+        return run_bytes(["--git-dir", str(self.git_dir), *FORMAT_PATCH, "-1", sha])
+
+    def format_patches(self, base: str, shas: list[str]) -> list[bytes]:
+        """`format_patch` of each commit of the chain `base..shas[-1]` (shas oldest first), in one
+        process: the mails are split at the `From <zero id> ...` line each one starts with. When the
+        split does not give one mail per commit (a message holding that very line), ask per commit."""
+        if not shas:
+            return []
+        out = run_bytes(["--git-dir", str(self.git_dir), *FORMAT_PATCH, f"{base}..{shas[-1]}"])
+        marker = b"From " + b"0" * len(shas[0]) + b" Mon Sep 17 00:00:00 2001\n"
+        # Mails are separated by one empty line: a mail ends "...\n", then "\n", then the next marker.
+        parts = out.split(b"\n" + marker)
+        mails = parts[:1] + [marker + part for part in parts[1:]]
+        well_formed = all(mail.startswith(marker) and mail.endswith(b"\n") for mail in mails)
+        if len(mails) != len(shas) or not well_formed:
+            return [self.format_patch(sha) for sha in shas]
+        return mails
+
+    def diff_commits(self, old: str, new: str) -> bytes:
+        """Full-index binary diff from `old` to `new` (either a commit or a tree)."""
+        return run_bytes(
+            [
+                "--git-dir",
+                str(self.git_dir),
+                "diff",
+                *DIFF_FLAGS,
+                "--no-renames",
+                "--full-index",
+                "--binary",
+                old,
+                new,
+            ]
+        )
+
+    def commit_patch_id(self, sha: str) -> str:
+        return patch_id(self.diff_commits(f"{sha}^", sha))
+
+    def changed_paths(self, old: str, new: str) -> list[str]:
+        return self.git(["diff", *DIFF_FLAGS, "--name-only", "--no-renames", old, new, "--"]).splitlines()
+
+
+def range_diff(repo: GitDir, old_range: str, new_range: str) -> str:
+    """`git range-diff` of two series, e.g. old-base..old-head vs new-base..new-head (no colour)."""
+    status, out, err = repo.try_git(["range-diff", "--no-color", old_range, new_range])
+    return out if status == 0 else err
+
+
+def patch_ids_in_range(repo: GitDir, range_spec: str, zero_context: bool = False) -> dict[str, str]:
+    """{patch-id: oldest commit with it} for every non-merge commit in `range_spec`, in two processes.
+
+    `zero_context`: ids of `-U0` diffs, which match a change whose surrounding lines upstream rewrote.
+    """
+    ids: dict[str, str] = {}
+    for commit, patch in commit_patch_ids(repo, range_spec, zero_context).items():
+        ids.setdefault(patch, commit)
+    return ids
+
+
+def commit_patch_ids(repo: GitDir, range_spec: str, zero_context: bool = False) -> dict[str, str]:
+    """{commit: patch-id}, oldest first, for every non-merge commit in `range_spec`, in two processes."""
+    log = run_bytes(
+        [
+            "--git-dir",
+            str(repo.git_dir),
+            "log",
+            "-p",
+            "--no-merges",
+            "--reverse",
+            "--format=commit %H",
+            *DIFF_FLAGS,
+            "--no-renames",
+            "--full-index",
+            "--binary",
+            *(["-U0"] if zero_context else []),
+            range_spec,
+        ]
+    )
+    ids: dict[str, str] = {}
+    for line in run(["patch-id", "--stable"], stdin=log).splitlines():
+        parts = line.split()
+        if len(parts) == 2:
+            ids[parts[1]] = parts[0]
+    return ids
+
+
+def zero_context_patch_id(repo: GitDir, old: str, new: str) -> str:
+    diff = run_bytes(
+        [
+            "--git-dir",
+            str(repo.git_dir),
+            "diff",
+            *DIFF_FLAGS,
+            "--no-renames",
+            "--full-index",
+            "--binary",
+            "-U0",
+            old,
+            new,
+        ]
+    )
+    return patch_id(diff)
+
+
+def changed_lines_per_commit(repo: GitDir, range_spec: str) -> dict[str, int]:
+    """{commit: added plus removed lines (a binary file counts one)} over `range_spec`, one process."""
+    out = run(
+        [
+            "--git-dir",
+            str(repo.git_dir),
+            "log",
+            "--numstat",
+            "--no-renames",
+            "--format=commit %H",
+            *DIFF_FLAGS,
+            range_spec,
+        ]
+    )
+    counts: dict[str, int] = {}
+    current = None
+    for line in out.splitlines():
+        if line.startswith("commit "):
+            current = line.split()[1]
+            counts[current] = 0
+        elif line.strip() and current is not None:
+            added, removed, _ = line.split("\t", 2)
+            counts[current] += 1 if added == "-" else int(added) + int(removed)
+    return counts
+
+
+def changed_paths_between(repo: GitDir, old: str, new: str) -> set[str]:
+    """Every path that differs between two commits (no rename pairing: both names count)."""
+    out = run(
+        ["--git-dir", str(repo.git_dir), "diff", "--name-only", "-z", "--no-renames", *DIFF_FLAGS, old, new]
+    )
+    return set(filter(None, out.split("\x00")))
+
+
+def changed_line_count(repo: GitDir, old: str, new: str) -> int:
+    """Added plus removed lines from `old` to `new` (binary files count one each)."""
+    out = run(["--git-dir", str(repo.git_dir), "diff", "--numstat", "--no-renames", *DIFF_FLAGS, old, new])
+    total = 0
+    for line in out.splitlines():
+        added, removed, _ = line.split("\t", 2)
+        total += 1 if added == "-" else int(added) + int(removed)
+    return total

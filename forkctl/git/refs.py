@@ -1,0 +1,56 @@
+"""Refs: resolving them, and moving them with compare-and-swap (a ref is never moved blindly
+unless it is forkctl's own bookkeeping); which names may become branches."""
+
+from __future__ import annotations
+
+from forkctl.errors import BadInput
+from forkctl.git.gitdir import GitDir
+from forkctl.git.runner import try_run
+
+ZERO_SHA = "0" * 40
+
+
+def check_branch_name(name: str) -> str:
+    """`name` when git accepts it as a new branch name and it cannot be mistaken for anything else.
+
+    git's own rule (`check-ref-format --branch`) plus: no `@`, no leading `-`, no `refs/` prefix (which
+    would create refs/heads/refs/heads/...), nothing a shell or terminal would treat specially.
+    """
+    status, out, _ = try_run(["check-ref-format", "--branch", name])
+    if (
+        status != 0
+        or out.strip() != name
+        or name in ("@", "HEAD")
+        or name.startswith(("-", "refs/"))
+        or any(ord(c) < 32 for c in name)
+    ):
+        raise BadInput(
+            f"{name!r} is not a usable branch name",
+            hint="pick a plain name such as farai/main (git check-ref-format --branch NAME must accept it)",
+        )
+    return name
+
+
+class Refs(GitDir):
+    """Reading and moving refs."""
+
+    def ref_sha(self, ref: str) -> str | None:
+        status, out, _ = self.try_git(["rev-parse", "--verify", "--quiet", "--end-of-options", ref])
+        return out.strip() if status == 0 and out.strip() else None
+
+    def branch_sha(self, branch: str) -> str | None:
+        return self.ref_sha(f"refs/heads/{branch}")
+
+    def update_ref(self, ref: str, new: str, old: str | None, reason: str) -> None:
+        """Move `ref` to `new` only if it still points at `old` (ZERO_SHA/None: must not exist)."""
+        self.git(["update-ref", "-m", f"forkctl: {reason}", ref, new, old or ZERO_SHA])
+
+    def set_ref(self, ref: str, new: str, reason: str) -> None:
+        """Point `ref` at `new` whatever it held (for forkctl's own bookkeeping refs in its cache)."""
+        self.git(["update-ref", "-m", f"forkctl: {reason}", ref, new])
+
+    def delete_ref(self, ref: str, old: str) -> None:
+        self.git(["update-ref", "-d", ref, old])
+
+    def set_head(self, ref: str) -> None:
+        self.git(["symbolic-ref", "HEAD", ref])

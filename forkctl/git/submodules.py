@@ -1,0 +1,62 @@
+"""Submodules read from commit objects, never from a checkout (check-pins, bump-bridge): the sections
+of a `.gitmodules` blob, read by git's own config parser, and a `.gitmodules` blob with one value
+changed and every other byte kept."""
+
+from __future__ import annotations
+
+import tempfile
+from dataclasses import dataclass
+from pathlib import Path
+
+from forkctl.git.gitdir import GitDir
+from forkctl.git.objects import ObjectReads, write_blob
+from forkctl.git.runner import GitFailed, run, run_bytes
+
+
+@dataclass(frozen=True)
+class SubmoduleEntry:
+    """One `[submodule "<name>"]` section of a `.gitmodules` blob."""
+
+    name: str
+    path: str | None
+    url: str | None
+    options: dict[str, str]  # every key of the section (path, url, shallow, branch, ...)
+
+
+def parse_gitmodules(repo: GitDir, blob: str) -> list[SubmoduleEntry]:
+    """The sections of a `.gitmodules` blob, read by git's own config parser (`--blob`), in file order."""
+    status, out, err = repo.try_git(["config", "--blob", blob, "--null", "--list"])
+    if status != 0:
+        raise GitFailed(f"cannot parse .gitmodules ({blob})", err, hint="fix the .gitmodules syntax")
+    sections: dict[str, dict[str, str]] = {}
+    for item in out.split("\x00"):
+        if not item:
+            continue
+        key, _, value = item.partition("\n")
+        if not key.startswith("submodule.") or key.count(".") < 2:
+            continue
+        name, variable = key[len("submodule.") :].rsplit(".", 1)
+        sections.setdefault(name, {})[variable.lower()] = value
+    return [
+        SubmoduleEntry(name=name, path=opts.get("path"), url=opts.get("url"), options=opts)
+        for name, opts in sections.items()
+    ]
+
+
+def read_gitmodules(repo: ObjectReads, commit: str) -> list[SubmoduleEntry] | None:
+    """`.gitmodules` of `commit` (no checkout), or None when the commit has none."""
+    entry = repo.tree_entry(commit, ".gitmodules")
+    if entry is None or entry.kind != "blob":
+        return None
+    return parse_gitmodules(repo, entry.sha)
+
+
+def gitmodules_with(repo: GitDir, blob: str, name: str, key: str, value: str) -> str:
+    """A new `.gitmodules` blob: `blob` with `submodule.<name>.<key>` set to `value`, every other
+    line byte for byte (git config edits the file in place, keeping comments and order)."""
+    data = run_bytes(["--git-dir", str(repo.git_dir), "cat-file", "blob", blob])
+    with tempfile.TemporaryDirectory(prefix="forkctl-gitmodules-") as scratch:
+        path = Path(scratch) / "gitmodules"
+        path.write_bytes(data)
+        run(["config", "--file", str(path), f"submodule.{name}.{key}", value])
+        return write_blob(repo, path.read_bytes())

@@ -1,0 +1,86 @@
+"""Files on disk: the scratch worktrees forkctl makes for conflict resolution (apply --continue, port),
+and plain directory trees that `apply --tree` patches in place (no repository at all)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from forkctl.git.gitdir import GitDir
+from forkctl.git.runner import GitFailed, run, try_run
+
+
+class Worktrees(GitDir):
+    """Linked worktrees of this repository, made only for conflict resolution."""
+
+    def add_worktree(self, path: Path, commit: str) -> None:
+        self.git(["worktree", "add", "--detach", str(path), commit])
+
+    def remove_worktree(self, path: Path) -> None:
+        self.try_git(["worktree", "remove", "--force", str(path)])
+        self.try_git(["worktree", "prune"])
+
+
+def checked_out_branches(repo: GitDir) -> dict[str, Path]:
+    """{branch name: worktree path} for every worktree (the main one included) that has one checked out."""
+    out = repo.git(["worktree", "list", "--porcelain"])
+    branches: dict[str, Path] = {}
+    current: Path | None = None
+    for line in out.splitlines():
+        if line.startswith("worktree "):
+            current = Path(line.removeprefix("worktree "))
+        elif line.startswith("branch refs/heads/") and current is not None:
+            branches[line.removeprefix("branch refs/heads/")] = current
+    return branches
+
+
+def worktree_apply_3way(worktree: Path, diff: bytes) -> tuple[bool, str]:
+    """`git apply --3way` in a worktree (its files and index): conflicts are left as markers."""
+    status, out, err = try_run(["apply", "--3way", "--whitespace=nowarn", "-"], cwd=worktree, stdin=diff)
+    return status == 0, "\n".join(part for part in (out.strip(), err.strip()) if part)
+
+
+def worktree_unmerged_paths(worktree: Path) -> list[str]:
+    return run(["diff", "--name-only", "--diff-filter=U"], cwd=worktree).splitlines()
+
+
+def worktree_checkout(worktree: Path, commit: str) -> None:
+    """Point a (forkctl-owned, scratch) worktree at `commit`, discarding whatever it held."""
+    run(["reset", "--quiet", "--hard", commit], cwd=worktree)
+    run(["clean", "-fdq"], cwd=worktree)
+
+
+def worktree_show_tree(worktree: Path, tree: str) -> None:
+    """Put `tree` into a (forkctl-owned, scratch) worktree's index and files; HEAD stays where it is."""
+    run(["read-tree", "--reset", "-u", tree], cwd=worktree)
+
+
+def worktree_write_tree(worktree: Path) -> str:
+    """Stage every file of a worktree (resolutions included) in its own index and write the tree."""
+    run(["add", "-A", "."], cwd=worktree)
+    return run(["write-tree"], cwd=worktree).strip()
+
+
+# --- plain directory trees (no repository) -----------------------------------------------------
+
+
+def _tree_env(tree: Path) -> dict[str, str]:
+    # Stop git from finding a repository above the tree: paths must be taken relative to `tree`.
+    return {"GIT_CEILING_DIRECTORIES": str(tree.resolve().parent)}
+
+
+def tree_apply_check(tree: Path, diff: bytes, include: str, reverse: bool = False) -> tuple[bool, str]:
+    """Would `diff` (restricted to `include`) apply to the files under `tree`? (reverse: un-apply)"""
+    args = ["apply", "--check", f"--include={include}", "--whitespace=nowarn"]
+    if reverse:
+        args.append("--reverse")
+    status, _, err = try_run([*args, "-"], cwd=tree, env=_tree_env(tree), stdin=diff)
+    return status == 0, err
+
+
+def tree_apply(tree: Path, diff: bytes, include: str, reverse: bool = False) -> None:
+    args = ["apply", f"--include={include}", "--whitespace=nowarn"]
+    if reverse:
+        args.append("--reverse")
+    status, _, err = try_run([*args, "-"], cwd=tree, env=_tree_env(tree), stdin=diff)
+    if status != 0:
+        raise GitFailed(f"git apply failed in {tree}", err)
