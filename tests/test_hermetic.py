@@ -172,17 +172,17 @@ def test_absorbed_detection_holds_under_color_always(tmp_path: Path, hostile, mo
 def test_a_url_is_data_never_an_option_or_a_command(tmp_path: Path, hostile_url: str) -> None:
     """A URL from a manifest or a consumer's .gitmodules reaches git only as a repository location."""
     from forkctl.errors import BadInput
-    from forkctl.git import GitRepo, remote
+    from forkctl.git import GitRepo, remote, store
 
     marker = tmp_path / "PWNED"
     url = hostile_url.format(marker=marker)
-    store = GitRepo.init_bare(tmp_path / "store.git")
+    cache_repo = GitRepo.init_bare(tmp_path / "store.git")
     calls = [
         lambda: remote.ls_remote(url),
-        lambda: remote.fetch_sha(store, url, "0" * 40),
-        lambda: remote.fetch_history(store, url),
+        lambda: store.fetch_sha(cache_repo, url, "0" * 40),
+        lambda: store.fetch_history(cache_repo, url),
         lambda: remote.default_branch(url),
-        lambda: remote.push_branch(store, url, "0" * 40, "main"),
+        lambda: remote.push_branch(cache_repo, url, "0" * 40, "main"),
     ]
     for call in calls:
         with pytest.raises(BadInput, match="refusing repository location"):
@@ -197,7 +197,7 @@ def test_a_silent_server_does_not_hang_forkctl(tmp_path: Path, monkeypatch: pyte
     import time
 
     from forkctl.errors import BadInput
-    from forkctl.git import GitRepo, remote
+    from forkctl.git import GitRepo, remote, store
 
     server = socket.socket()
     server.bind(("127.0.0.1", 0))
@@ -217,13 +217,13 @@ def test_a_silent_server_does_not_hang_forkctl(tmp_path: Path, monkeypatch: pyte
     thread.start()
     monkeypatch.setenv("FORKCTL_NETWORK_TIMEOUT", "1")
     port = server.getsockname()[1]
-    store = GitRepo.init_bare(tmp_path / "store.git")
+    cache_repo = GitRepo.init_bare(tmp_path / "store.git")
     try:
         for url in (f"git://127.0.0.1:{port}/repo.git", f"ssh://127.0.0.1:{port}/repo.git"):
             for call in (
                 lambda url=url: remote.ls_remote(url),
-                lambda url=url: remote.fetch_history(store, url),
-                lambda url=url: remote.fetch_sha(store, url, "1" * 40),
+                lambda url=url: store.fetch_history(cache_repo, url),
+                lambda url=url: store.fetch_sha(cache_repo, url, "1" * 40),
             ):
                 started = time.monotonic()
                 # Bounded whatever asks: the fetch itself, or (git 2.39 cannot turn lazy fetches off) a

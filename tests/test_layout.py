@@ -31,7 +31,6 @@ ALLOWED_OVER: dict[str, str] = {
     "forkctl.commands.status:command": "split pending (issue 12)",
     "forkctl.commands.status:onto_report": "split pending (issue 12)",
     "forkctl.commands.validate": "split pending (issue 12)",
-    "forkctl.git.remote": "split pending (issue 12)",
     "forkctl.gpu.evidence": "split pending (issue 12)",
     "forkctl.gpu.evidence:check": "split pending (issue 12)",
     "forkctl.manifest": "split pending (issue 12)",

@@ -9,7 +9,8 @@
   `gitdir` is what they share (the git dir and the way to run git in it).
 - `submodules`: `.gitmodules` and gitlinks read from commit objects.
 - `merge`: three-way, rename-aware merges computed on objects (no checkout), the engine of port.
-- `remote`: URLs, the cache of partial clones, fetch, ls-remote, push.
+- `remote`: URL identity and checks, ls-remote (answers recorded), push.
+- `store`: the cache of partial clones keyed by URL, its fetches, reachability on a URL's branches.
 """
 
 from __future__ import annotations

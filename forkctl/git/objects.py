@@ -19,7 +19,7 @@ EMPTY_TREE = "4b825dc642cb6eb9a060e54bf8d69288fbee4904"
 # honours GIT_NO_LAZY_FETCH; git 2.39 (this project's floor) ignores it and would lazily fetch a missing
 # object (a commit with its whole history, without negotiation), so every transport is also refused
 # for the command (GIT_ALLOW_PROTOCOL wins over any protocol.* setting): the lazy fetch fails at once,
-# without touching the network, and the object reads as missing. The explicit fetches (remote.py)
+# without touching the network, and the object reads as missing. The explicit fetches (store.py)
 # stay the only downloads.
 NO_LAZY_FETCH = {"GIT_NO_LAZY_FETCH": "1", "GIT_ALLOW_PROTOCOL": "forkctl-no-lazy-fetch"}
 FULL_OBJECT_NAME = re.compile(r"[0-9a-f]{40}|[0-9a-f]{64}")
