@@ -15,7 +15,7 @@ from click.testing import CliRunner
 from forkctl.cli import cli
 from forkctl.commands import validate
 from forkctl.errors import BadInput
-from forkctl.gpu import evidence
+from forkctl.gpu import digest, evidence
 from tests.test_evidence import (
     gpu_toolkit,
     host_cuda_devices,
@@ -50,7 +50,7 @@ def make_ep_run(toolkit: Toolkit, tag: str = "sm90-ep4", root: str = evidence.MU
     loaded = load(toolkit)
     base = make_run(loaded, outcomes={EP_NODE: "passed"})
     return msgspec.structs.replace(
-        base, environment=make_environment(tag), gpu_tests=evidence.suite_record(loaded, root)
+        base, environment=make_environment(tag), gpu_tests=digest.suite_record(loaded, root)
     )
 
 
@@ -121,8 +121,8 @@ def test_suite_selection(tmp_path: Path) -> None:
     after_pytest = args[args.index("pytest") + 1 :]
     assert after_pytest[:3] == ["-m", "multigpu", "tests/multigpu"] and "tests/gpu" not in args
     # The default suite's files never include the multi-GPU folder, and the EP suite never tests/gpu.
-    default_files = {p.relative_to(loaded.root).as_posix() for p in evidence.suite_files(loaded)}
-    ep_files = {p.relative_to(loaded.root).as_posix() for p in evidence.suite_files(loaded, "tests/multigpu")}
+    default_files = {p.relative_to(loaded.root).as_posix() for p in digest.suite_files(loaded)}
+    ep_files = {p.relative_to(loaded.root).as_posix() for p in digest.suite_files(loaded, "tests/multigpu")}
     assert not any(f.startswith("tests/multigpu/") for f in default_files)
     assert set(EP_SUITE) <= ep_files and "tests/_helpers.py" in ep_files  # imported by the worker
     assert not any(f.startswith("tests/gpu/") for f in ep_files)

@@ -28,7 +28,7 @@ from forkctl import __version__, report
 from forkctl.cli import verbs
 from forkctl.cli.kit import Context, forkctl_command, output_options
 from forkctl.errors import BadInput
-from forkctl.gpu import evidence, signing
+from forkctl.gpu import digest, evidence, junit, probe, signing
 from forkctl.manifest import Manifest
 from forkctl.ops import patch_dir as treepatch
 from forkctl.report import Level, Problem, Report, Table
@@ -259,7 +259,7 @@ def _run_tests(
             f"no evidence was written\n{finished.tail()}",
             hint="run the same pytest command by hand to see the whole output",
         )
-    return finished, evidence.parse_junit(junit), junit.read_bytes()
+    return finished, junit.parse_junit(junit), junit.read_bytes()
 
 
 def _run_json_script(
@@ -450,7 +450,7 @@ def command(
     series = load_series(manifest)
     _check_signing(manifest, sign_key, unsigned)
     selected, env_suffix = _select_suite(manifest, ep, env_suffix)
-    suite = evidence.suite_record(manifest, selected.root)
+    suite = digest.suite_record(manifest, selected.root)
     folder = evidence.evidence_dir(manifest, out)
     report.info(f"checking for CUDA in {python}")
     _require_cuda(python, selected.gpus)
@@ -521,10 +521,11 @@ def _validate(
     site, how = _patched_copy(series, installed, scratch)
     report.info(how)
     env = _child_env(manifest, site, selected.ep)
-    probe = _run([python, "-c", evidence.PROBE_SCRIPT], timeout=300, env=env)
-    if probe.returncode != 0:
-        raise BadInput(f"the environment probe failed:\n{probe.tail(10)}")
-    environment = evidence.environment_from_probe(probe.output, env_suffix)
+    # The probe's text goes to `-c` (see forkctl.gpu.probe): the target interpreter need not have forkctl.
+    probed = _run([python, "-c", Path(probe.__file__).read_text(encoding="utf-8")], timeout=300, env=env)
+    if probed.returncode != 0:
+        raise BadInput(f"the environment probe failed:\n{probed.tail(10)}")
+    environment = environment_from_probe(probed.output, env_suffix)
     _require_gpu_count(python, environment.gpu_count, selected.gpus)
     report.info(f"running the GPU tests in {selected.root} on {environment.gpu_name} ({environment.tag})")
     finished, tests, junit_bytes = _run_tests(manifest, python, selected, env, scratch, timeout)
@@ -540,7 +541,7 @@ def _validate(
         report.info(f"running the end-to-end MoELayer benchmark at EP={ep}")
         bench["moe_layer"] = _run_layer_bench(manifest, python, env, scratch, timeout, site, ep)
     run = evidence.Run(
-        status=evidence.run_status(tests, finished.returncode or 0),
+        status=junit.run_status(tests, finished.returncode or 0),
         environment=environment,
         gpu_tests=suite,
         tests=tests,
@@ -557,6 +558,15 @@ def _validate(
         signature = signing.sign(path, sign_key)
         report.info(f"signed {path.name} with {sign_key.name}: {signature.name}")
     return _report(manifest, run, path, finished)
+
+
+def environment_from_probe(output: str, tag_suffix: str | None = None) -> evidence.Environment:
+    """Turn the probe's JSON (its last stdout line) into an Environment with its tag."""
+    lines = [line for line in output.strip().splitlines() if line.startswith("{")]
+    if not lines:
+        raise BadInput(f"the environment probe printed no JSON: {output.strip()[-500:]}")
+    data = json.loads(lines[-1])
+    return evidence.Environment(tag=evidence.environment_tag(data["compute_capability"], tag_suffix), **data)
 
 
 def _report(manifest: Manifest, run: evidence.Run, path: Path, finished: Finished) -> Report:
