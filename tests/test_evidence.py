@@ -13,9 +13,8 @@ import msgspec
 import pytest
 
 from forkctl import __version__, manifest
-from forkctl.commands.validate import environment_from_probe
 from forkctl.errors import BadInput
-from forkctl.gpu import digest, evidence, probe
+from forkctl.gpu import digest, evidence, host, probe, validate
 from forkctl.gpu.junit import parse_junit, run_status
 from forkctl.series import load_series
 from tests.toolkit import Toolkit, make_toolkit
@@ -202,11 +201,11 @@ def test_environment_from_probe_output() -> None:
     data = msgspec.to_builtins(make_environment())
     del data["tag"]
     output = "some warning from torch\n" + json.dumps(data) + "\n"
-    env = environment_from_probe(output, "ep4")
+    env = validate.environment_from_probe(output, "ep4")
     assert env.tag == "sm90-ep4"
     assert env.gpu_name == "NVIDIA H200"
     with pytest.raises(BadInput, match="printed no JSON"):
-        environment_from_probe("Traceback ...\nRuntimeError: no CUDA\n")
+        validate.environment_from_probe("Traceback ...\nRuntimeError: no CUDA\n")
 
 
 FAKE_TORCH = {
@@ -230,7 +229,7 @@ def test_the_probe_runs_standalone_in_an_interpreter_without_forkctl(tmp_path: P
     )
     data = json.loads(proc.stdout)
     assert set(data) == set(evidence.Environment.__struct_fields__) - {"tag"}
-    environment = environment_from_probe(proc.stdout)
+    environment = validate.environment_from_probe(proc.stdout)
     assert (environment.tag, environment.gpu_name, environment.gpu_count) == ("sm90", "Fake H200", 2)
     assert (environment.torch, environment.cuda, environment.driver) == ("2.11.0+fake", "13.0", "unknown")
     assert environment.megatron_core == "absent" and environment.transformer_engine == "absent"
@@ -368,16 +367,15 @@ def test_the_gpu_suites_look_for_a_driver_as_validate_does(
 ) -> None:
     """tests/_cuda.py decides the GPU suites' skips without torch on a driverless host: the same look as
     validate's, with and without a driver showing (here: a stand-in nvidia-smi on PATH)."""
-    from forkctl.commands import validate
     from tests import _cuda
 
     assert (_cuda.DRIVER_DEVICE_NODES, _cuda.DRIVER_TOOL) == (
-        validate.DRIVER_DEVICE_NODES,
-        validate.DRIVER_TOOL,
+        host.DRIVER_DEVICE_NODES,
+        host.DRIVER_TOOL,
     )
-    assert _cuda.host_shows_a_gpu_driver() == validate._host_shows_a_gpu_driver()
+    assert _cuda.host_shows_a_gpu_driver() == host.shows_a_gpu_driver()
     monkeypatch.setenv("PATH", with_a_gpu_driver(tmp_path)["PATH"])
-    assert _cuda.host_shows_a_gpu_driver() and validate._host_shows_a_gpu_driver()
+    assert _cuda.host_shows_a_gpu_driver() and host.shows_a_gpu_driver()
 
 
 def fake_installed(site: Path, a_text: str = "def a():\n    return 1\n") -> Path:
@@ -390,30 +388,26 @@ def fake_installed(site: Path, a_text: str = "def a():\n    return 1\n") -> Path
 def test_validate_patches_a_copy_of_the_installed_package(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    from forkctl.commands import validate
-
     toolkit = gpu_toolkit(tmp_path)
     series = load_series(load(toolkit))
     installed = fake_installed(tmp_path / "site-packages")
     monkeypatch.setenv("PYTHONPATH", str(tmp_path / "site-packages"))
-    assert validate._installed_megatron(sys.executable) == installed
+    assert host.installed_megatron(sys.executable) == installed
     scratch = tmp_path / "scratch"
-    site, how = validate._patched_copy(series, installed, scratch)
+    site, how = validate.patched_copy(series, installed, scratch)
     assert "applied 2 patch(es)" in how
     assert (site / "megatron/core/a.py").read_text() == "def a():\n    return 2\n"
     assert (site / "megatron/core/new_2.py").read_text() == "X = 2\n"
     # The installed package itself is never changed.
     assert (installed / "core/a.py").read_text() == "def a():\n    return 1\n"
     assert not (installed / "core/new_2.py").exists()
-    env = validate._child_env(load(toolkit), site)
+    env = validate.child_env(load(toolkit), site)
     assert env["PYTHONPATH"].split(":")[0] == str(site)
     assert env[validate.PATCHED_ENV_VAR] == str(site)
 
 
 def test_validate_refuses_a_package_the_series_does_not_fit(tmp_path: Path) -> None:
-    from forkctl.commands import validate
-
     toolkit = gpu_toolkit(tmp_path)
     installed = fake_installed(tmp_path / "site-packages", a_text="def a():\n    return 'other'\n")
     with pytest.raises(BadInput, match="does not apply to the installed package"):
-        validate._patched_copy(load_series(load(toolkit)), installed, tmp_path / "scratch")
+        validate.patched_copy(load_series(load(toolkit)), installed, tmp_path / "scratch")

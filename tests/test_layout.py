@@ -30,7 +30,6 @@ ALLOWED_OVER: dict[str, str] = {
     "forkctl.commands.port:_report": "split pending (issue 12)",
     "forkctl.commands.status:command": "split pending (issue 12)",
     "forkctl.commands.status:onto_report": "split pending (issue 12)",
-    "forkctl.commands.validate": "split pending (issue 12)",
     "forkctl.git.remote": "split pending (issue 12)",
     "forkctl.git.repo": "split pending (issue 12)",
     "forkctl.git.repo:GitRepo": "split pending (issue 12)",
