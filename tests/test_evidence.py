@@ -14,7 +14,8 @@ import pytest
 
 from forkctl import __version__, manifest
 from forkctl.errors import BadInput
-from forkctl.gpu import evidence
+from forkctl.gpu import digest, evidence, host, probe, validate
+from forkctl.gpu.junit import parse_junit, run_status
 from forkctl.series import load_series
 from tests.toolkit import Toolkit, make_toolkit
 
@@ -80,11 +81,11 @@ def make_run(
         for nodeid, outcome in outcomes.items()
     ]
     exit_code = 1 if any(o in ("failed", "error") for o in outcomes.values()) else 0  # as pytest's
-    status = evidence.run_status(tests, exit_code)
+    status = run_status(tests, exit_code)
     return evidence.Run(
         status=status,
         environment=make_environment(tag),
-        gpu_tests=evidence.suite_record(loaded),
+        gpu_tests=digest.suite_record(loaded),
         tests=tests,
         pytest_exit_code=exit_code,
         started_at=evidence.now(),
@@ -106,7 +107,7 @@ def test_suite_files_are_the_folder_its_conftests_and_what_they_import(tmp_path:
     toolkit = gpu_toolkit(tmp_path)
     (toolkit.root / "tests/gpu/__pycache__").mkdir()
     (toolkit.root / "tests/gpu/__pycache__/test_parity.cpython-312.pyc").write_bytes(b"\0")
-    files = [p.relative_to(toolkit.root).as_posix() for p in evidence.suite_files(load(toolkit))]
+    files = [p.relative_to(toolkit.root).as_posix() for p in digest.suite_files(load(toolkit))]
     assert files == [
         "tests/__init__.py",
         "tests/_fixture.py",
@@ -120,25 +121,25 @@ def test_suite_files_are_the_folder_its_conftests_and_what_they_import(tmp_path:
 
 def test_suite_digest_follows_bytes_and_names(tmp_path: Path) -> None:
     toolkit = gpu_toolkit(tmp_path)
-    first = evidence.suite_record(load(toolkit))
-    assert evidence.suite_record(load(toolkit)) == first
+    first = digest.suite_record(load(toolkit))
+    assert digest.suite_record(load(toolkit)) == first
     # A file outside the suite does not count.
     (toolkit.root / "tests/_unrelated.py").write_text("X = 2\n")
-    assert evidence.suite_record(load(toolkit)).digest == first.digest
+    assert digest.suite_record(load(toolkit)).digest == first.digest
     # One byte of an imported helper does.
     (toolkit.root / "tests/_helpers.py").write_text("def helper():\n    return 2\n")
-    edited = evidence.suite_record(load(toolkit))
+    edited = digest.suite_record(load(toolkit))
     assert edited.digest != first.digest
     assert {k for k in first.files if first.files[k] != edited.files[k]} == {"tests/_helpers.py"}
     # So does a rename with the same bytes.
     (toolkit.root / "tests/gpu/test_parity.py").rename(toolkit.root / "tests/gpu/test_parity2.py")
-    assert evidence.suite_record(load(toolkit)).digest not in {first.digest, edited.digest}
+    assert digest.suite_record(load(toolkit)).digest not in {first.digest, edited.digest}
 
 
 def test_missing_suite_folder_is_bad_input(tmp_path: Path) -> None:
     toolkit = make_toolkit(tmp_path)
     with pytest.raises(BadInput, match="no GPU test suite at tests/gpu/"):
-        evidence.suite_record(load(toolkit))
+        digest.suite_record(load(toolkit))
 
 
 # --- JUnit, environment ---------------------------------------------------------------------------
@@ -173,7 +174,7 @@ def test_parse_junit_from_a_real_pytest_run(tmp_path: Path) -> None:
         text=True,
     )
     assert proc.returncode == 1, proc.stdout
-    outcomes = {t.nodeid: t for t in evidence.parse_junit(junit)}
+    outcomes = {t.nodeid: t for t in parse_junit(junit)}
     assert {k: v.outcome for k, v in outcomes.items()} == {
         "pkg/test_sample.py::test_ok": "passed",
         "pkg/test_sample.py::test_bad": "failed",
@@ -184,10 +185,10 @@ def test_parse_junit_from_a_real_pytest_run(tmp_path: Path) -> None:
     assert outcomes["pkg/test_sample.py::test_ok"].properties == {"rel_l2": "0.0"}
     assert "numbers differ" in (outcomes["pkg/test_sample.py::test_bad"].message or "")
     assert "needs two GPUs" in (outcomes["pkg/test_sample.py::test_skip"].message or "")
-    assert evidence.run_status(list(outcomes.values()), proc.returncode) == "failed"
+    assert run_status(list(outcomes.values()), proc.returncode) == "failed"
     passing = [t for t in outcomes.values() if t.outcome == "passed"]
-    assert evidence.run_status(passing, 0) == "passed"
-    assert evidence.run_status([], 0) == "failed"  # nothing ran: no evidence of anything
+    assert run_status(passing, 0) == "passed"
+    assert run_status([], 0) == "failed"  # nothing ran: no evidence of anything
 
 
 def test_environment_tags() -> None:
@@ -200,11 +201,38 @@ def test_environment_from_probe_output() -> None:
     data = msgspec.to_builtins(make_environment())
     del data["tag"]
     output = "some warning from torch\n" + json.dumps(data) + "\n"
-    env = evidence.environment_from_probe(output, "ep4")
+    env = validate.environment_from_probe(output, "ep4")
     assert env.tag == "sm90-ep4"
     assert env.gpu_name == "NVIDIA H200"
     with pytest.raises(BadInput, match="printed no JSON"):
-        evidence.environment_from_probe("Traceback ...\nRuntimeError: no CUDA\n")
+        validate.environment_from_probe("Traceback ...\nRuntimeError: no CUDA\n")
+
+
+FAKE_TORCH = {
+    "torch/__init__.py": "from torch import cuda, version\n\n__version__ = '2.11.0+fake'\n\n\n"
+    "def zeros(*shape, device=None):\n    return [0] * shape[0]\n",
+    "torch/cuda.py": "def get_device_capability(index):\n    return (9, 0)\n\n\n"
+    "def get_device_name(index):\n    return 'Fake H200'\n\n\ndef device_count():\n    return 2\n",
+    "torch/version.py": "cuda = '13.0'\n",
+}
+
+
+def test_the_probe_runs_standalone_in_an_interpreter_without_forkctl(tmp_path: Path) -> None:
+    """The probe by path, with no site-packages (-S: forkctl is not importable) and a stand-in torch:
+    one JSON object whose keys are the Environment's, which validate turns into a tagged Environment."""
+    write_files(tmp_path / "fake-torch", FAKE_TORCH)
+    env = {"PYTHONPATH": str(tmp_path / "fake-torch"), "PATH": str(tmp_path)}  # no nvidia-smi
+    bare = [sys.executable, "-S"]
+    assert subprocess.run([*bare, "-c", "import forkctl"], cwd=tmp_path, env=env).returncode != 0
+    proc = subprocess.run(
+        [*bare, probe.__file__], cwd=tmp_path, env=env, capture_output=True, text=True, check=True
+    )
+    data = json.loads(proc.stdout)
+    assert set(data) == set(evidence.Environment.__struct_fields__) - {"tag"}
+    environment = validate.environment_from_probe(proc.stdout)
+    assert (environment.tag, environment.gpu_name, environment.gpu_count) == ("sm90", "Fake H200", 2)
+    assert (environment.torch, environment.cuda, environment.driver) == ("2.11.0+fake", "13.0", "unknown")
+    assert environment.megatron_core == "absent" and environment.transformer_engine == "absent"
 
 
 # --- evidence files -------------------------------------------------------------------------------
@@ -339,16 +367,15 @@ def test_the_gpu_suites_look_for_a_driver_as_validate_does(
 ) -> None:
     """tests/_cuda.py decides the GPU suites' skips without torch on a driverless host: the same look as
     validate's, with and without a driver showing (here: a stand-in nvidia-smi on PATH)."""
-    from forkctl.commands import validate
     from tests import _cuda
 
     assert (_cuda.DRIVER_DEVICE_NODES, _cuda.DRIVER_TOOL) == (
-        validate.DRIVER_DEVICE_NODES,
-        validate.DRIVER_TOOL,
+        host.DRIVER_DEVICE_NODES,
+        host.DRIVER_TOOL,
     )
-    assert _cuda.host_shows_a_gpu_driver() == validate._host_shows_a_gpu_driver()
+    assert _cuda.host_shows_a_gpu_driver() == host.shows_a_gpu_driver()
     monkeypatch.setenv("PATH", with_a_gpu_driver(tmp_path)["PATH"])
-    assert _cuda.host_shows_a_gpu_driver() and validate._host_shows_a_gpu_driver()
+    assert _cuda.host_shows_a_gpu_driver() and host.shows_a_gpu_driver()
 
 
 def fake_installed(site: Path, a_text: str = "def a():\n    return 1\n") -> Path:
@@ -361,30 +388,26 @@ def fake_installed(site: Path, a_text: str = "def a():\n    return 1\n") -> Path
 def test_validate_patches_a_copy_of_the_installed_package(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    from forkctl.commands import validate
-
     toolkit = gpu_toolkit(tmp_path)
     series = load_series(load(toolkit))
     installed = fake_installed(tmp_path / "site-packages")
     monkeypatch.setenv("PYTHONPATH", str(tmp_path / "site-packages"))
-    assert validate._installed_megatron(sys.executable) == installed
+    assert host.installed_megatron(sys.executable) == installed
     scratch = tmp_path / "scratch"
-    site, how = validate._patched_copy(series, installed, scratch)
+    site, how = validate.patched_copy(series, installed, scratch)
     assert "applied 2 patch(es)" in how
     assert (site / "megatron/core/a.py").read_text() == "def a():\n    return 2\n"
     assert (site / "megatron/core/new_2.py").read_text() == "X = 2\n"
     # The installed package itself is never changed.
     assert (installed / "core/a.py").read_text() == "def a():\n    return 1\n"
     assert not (installed / "core/new_2.py").exists()
-    env = validate._child_env(load(toolkit), site)
+    env = validate.child_env(load(toolkit), site)
     assert env["PYTHONPATH"].split(":")[0] == str(site)
     assert env[validate.PATCHED_ENV_VAR] == str(site)
 
 
 def test_validate_refuses_a_package_the_series_does_not_fit(tmp_path: Path) -> None:
-    from forkctl.commands import validate
-
     toolkit = gpu_toolkit(tmp_path)
     installed = fake_installed(tmp_path / "site-packages", a_text="def a():\n    return 'other'\n")
     with pytest.raises(BadInput, match="does not apply to the installed package"):
-        validate._patched_copy(load_series(load(toolkit)), installed, tmp_path / "scratch")
+        validate.patched_copy(load_series(load(toolkit)), installed, tmp_path / "scratch")

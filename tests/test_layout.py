@@ -30,9 +30,6 @@ ALLOWED_OVER: dict[str, str] = {
     "forkctl.commands.port:_report": "split pending (issue 12)",
     "forkctl.commands.status:command": "split pending (issue 12)",
     "forkctl.commands.status:onto_report": "split pending (issue 12)",
-    "forkctl.commands.validate": "split pending (issue 12)",
-    "forkctl.gpu.evidence": "split pending (issue 12)",
-    "forkctl.gpu.evidence:check": "split pending (issue 12)",
     "forkctl.manifest": "split pending (issue 12)",
     "forkctl.ops.port": "split pending (issue 12)",
 }

@@ -13,9 +13,8 @@ import pytest
 from click.testing import CliRunner
 
 from forkctl.cli import cli
-from forkctl.commands import validate
 from forkctl.errors import BadInput
-from forkctl.gpu import evidence
+from forkctl.gpu import digest, evidence, host, validate
 from tests.test_evidence import (
     gpu_toolkit,
     host_cuda_devices,
@@ -50,7 +49,7 @@ def make_ep_run(toolkit: Toolkit, tag: str = "sm90-ep4", root: str = evidence.MU
     loaded = load(toolkit)
     base = make_run(loaded, outcomes={EP_NODE: "passed"})
     return msgspec.structs.replace(
-        base, environment=make_environment(tag), gpu_tests=evidence.suite_record(loaded, root)
+        base, environment=make_environment(tag), gpu_tests=digest.suite_record(loaded, root)
     )
 
 
@@ -93,8 +92,8 @@ def test_validate_ep_refuses_too_few_gpus(tmp_path: Path) -> None:
     assert "--ep 4 needs 4 CUDA devices" in proc.stderr and "sees 2" in proc.stderr
     assert not (toolkit.root / "validation").exists()
     with pytest.raises(BadInput, match="sees 2"):
-        validate._require_gpu_count("python", 2, 4)
-    validate._require_gpu_count("python", 2, 2)  # enough GPUs: no error
+        host.require_gpu_count("python", 2, 4)
+    host.require_gpu_count("python", 2, 2)  # enough GPUs: no error
 
 
 def test_ep_and_a_contradicting_suffix_are_refused(tmp_path: Path) -> None:
@@ -111,25 +110,25 @@ def test_ep_and_a_contradicting_suffix_are_refused(tmp_path: Path) -> None:
 def test_suite_selection(tmp_path: Path) -> None:
     """Default validate runs tests/gpu (-m gpu) only; --ep runs tests/multigpu (-m multigpu) with FORKCTL_EP."""
     loaded = load(ep_toolkit(tmp_path))
-    default, suffix = validate._select_suite(loaded, None, None)
+    default, suffix = validate.select_suite(loaded, None, None)
     assert (default.root, default.marker, default.gpus, suffix) == ("tests/gpu", "gpu", 1, None)
-    args = validate._pytest_args("python", default, tmp_path / "junit.xml")
+    args = validate.pytest_args("python", default, tmp_path / "junit.xml")
     assert "tests/gpu" in args and not any("multigpu" in a for a in args)
-    ep, suffix = validate._select_suite(loaded, 4, None)
+    ep, suffix = validate.select_suite(loaded, 4, None)
     assert (ep.root, ep.marker, ep.gpus, suffix) == ("tests/multigpu", "multigpu", 4, "ep4")
-    args = validate._pytest_args("python", ep, tmp_path / "junit.xml")
+    args = validate.pytest_args("python", ep, tmp_path / "junit.xml")
     after_pytest = args[args.index("pytest") + 1 :]
     assert after_pytest[:3] == ["-m", "multigpu", "tests/multigpu"] and "tests/gpu" not in args
     # The default suite's files never include the multi-GPU folder, and the EP suite never tests/gpu.
-    default_files = {p.relative_to(loaded.root).as_posix() for p in evidence.suite_files(loaded)}
-    ep_files = {p.relative_to(loaded.root).as_posix() for p in evidence.suite_files(loaded, "tests/multigpu")}
+    default_files = {p.relative_to(loaded.root).as_posix() for p in digest.suite_files(loaded)}
+    ep_files = {p.relative_to(loaded.root).as_posix() for p in digest.suite_files(loaded, "tests/multigpu")}
     assert not any(f.startswith("tests/multigpu/") for f in default_files)
     assert set(EP_SUITE) <= ep_files and "tests/_helpers.py" in ep_files  # imported by the worker
     assert not any(f.startswith("tests/gpu/") for f in ep_files)
-    env = validate._child_env(loaded, tmp_path / "site", 4)
+    env = validate.child_env(loaded, tmp_path / "site", 4)
     assert env[validate.EP_ENV_VAR] == "4"
     assert {k: env[k] for k in validate.MULTICAST_OFF} == validate.MULTICAST_OFF
-    assert validate.EP_ENV_VAR not in validate._child_env(loaded, tmp_path / "site", None)
+    assert validate.EP_ENV_VAR not in validate.child_env(loaded, tmp_path / "site", None)
 
 
 # --- the gate and sm90-ep4 -----------------------------------------------------------------------

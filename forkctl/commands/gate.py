@@ -6,12 +6,12 @@ import click
 
 from forkctl.cli import verbs
 from forkctl.cli.kit import Context, forkctl_command, output_options
-from forkctl.gpu import evidence
+from forkctl.gpu import gate
 from forkctl.report import Level, Problem, Report, Table
 from forkctl.series import load_series
 
 
-def _env_status(tag: str, verdict: evidence.GateVerdict) -> str:
+def _env_status(tag: str, verdict: gate.GateVerdict) -> str:
     if tag not in verdict.covered:
         return "missing"
     return "passed" if verdict.ok else "covered, see the problems below"
@@ -41,7 +41,7 @@ def command(ctx: Context, extra_required: tuple[str, ...]) -> Report:
     manifest = ctx.manifest()
     series = load_series(manifest)
     required = list(dict.fromkeys([*manifest.validation.require, *extra_required]))
-    verdict = evidence.check(manifest, series, required)
+    verdict = gate.check(manifest, series, required)
     result = Report(command="gate")
     for finding in verdict.problems:
         result.fail(Problem(finding.message, file=finding.file, hint=finding.hint))
