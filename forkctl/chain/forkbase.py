@@ -3,15 +3,19 @@
 {"schema": 1, "fork_repo": "...", "upstream_repo": "...", "upstream_branch": "main", "upstream_base": "<40-hex>"}
 
 The FAR.AI forks already commit this file; forkctl reads it from commit objects and cross-checks it
-against the manifest, so the two records of "our base" cannot silently disagree.
+against the manifest, so the two records of "our base" cannot silently disagree, and `forkctl fork-base
+--write` writes it from the manifest (`updated`, `render`).
 """
 
 from __future__ import annotations
 
 import json
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
+from pathlib import Path
 
 from forkctl.errors import BadInput
+from forkctl.files import atomic_write
+from forkctl.git.worktree import has_uncommitted_changes
 from forkctl.manifest import FULL_SHA_RE, Manifest
 
 FORK_BASE_FILE = ".fork-base.json"
@@ -90,3 +94,93 @@ def cross_check(fork_base: ForkBase, manifest: Manifest) -> list[str]:
             f"upstream_branch is {fork_base.upstream_branch!r} but the manifest says {manifest.upstream.branch!r}"
         )
     return problems
+
+
+def from_manifest(manifest: Manifest) -> ForkBase:
+    """The record the manifest implies: its fork, its upstream, the branch it follows and the pinned base."""
+    return ForkBase(
+        fork_repo=manifest.fork.repo,
+        upstream_repo=manifest.upstream.repo,
+        upstream_branch=manifest.upstream.branch,
+        upstream_base=manifest.upstream.base,
+    )
+
+
+def updated(current: ForkBase | None, manifest: Manifest) -> ForkBase:
+    """The record to write: the manifest's values, keeping the file's own spelling of a repository that
+    names the same one (a URL or another case for `owner/name`), so a rewrite changes only what differs."""
+    wanted = from_manifest(manifest)
+    if current is None:
+        return wanted
+    return replace(
+        wanted,
+        fork_repo=current.fork_repo if _same_name(current.fork_repo, wanted.fork_repo) else wanted.fork_repo,
+        upstream_repo=(
+            current.upstream_repo
+            if _same_name(current.upstream_repo, wanted.upstream_repo)
+            else wanted.upstream_repo
+        ),
+    )
+
+
+def as_dict(record: ForkBase) -> dict[str, object]:
+    return {
+        "schema": 1,
+        "fork_repo": record.fork_repo,
+        "upstream_repo": record.upstream_repo,
+        "upstream_branch": record.upstream_branch,
+        "upstream_base": record.upstream_base,
+    }
+
+
+def render(record: ForkBase) -> bytes:
+    """Schema 1 as the file holds it: the keys in schema order, two-space indent, a final newline."""
+    return (json.dumps(as_dict(record), indent=2) + "\n").encode("utf-8")
+
+
+@dataclass(frozen=True)
+class FileState:
+    """`.fork-base.json` in a working tree, against what the manifest implies."""
+
+    path: Path
+    exists: bool
+    problems: list[str]  # one sentence per disagreement; ["missing"] when there is no file
+    wanted: bytes  # what --write would leave there
+    current_bytes: bytes | None
+
+    @property
+    def up_to_date(self) -> bool:
+        return self.exists and not self.problems
+
+
+def inspect(worktree: Path, manifest: Manifest) -> FileState:
+    """Read and judge the file (BadInput when it exists but is not schema 1: --write then replaces it)."""
+    if not FULL_SHA_RE.match(manifest.upstream.base):
+        raise BadInput(
+            f"the manifest base {manifest.upstream.base!r} is not a full 40-hex commit SHA",
+            hint=f"write the full SHA in upstream.base: {FORK_BASE_FILE} records it whole",
+        )
+    path = worktree / FORK_BASE_FILE
+    if not path.is_file():
+        return FileState(path, False, [f"{FORK_BASE_FILE} is missing"], render(from_manifest(manifest)), None)
+    raw = path.read_bytes()
+    try:
+        current: ForkBase | None = parse(raw, str(path))
+    except BadInput as exc:
+        return FileState(path, True, [exc.message], render(from_manifest(manifest)), raw)
+    problems = cross_check(current, manifest)
+    return FileState(path, True, problems, render(updated(current, manifest)), raw)
+
+
+def write(state: FileState, worktree: Path) -> bool:
+    """Write the record when the file differs; False when it already holds it. Uncommitted changes to the
+    file are the user's work: refused, never overwritten."""
+    if state.up_to_date or state.current_bytes == state.wanted:
+        return False  # a file that agrees is left as it is, its formatting included
+    if state.exists and has_uncommitted_changes(worktree, FORK_BASE_FILE):
+        raise BadInput(
+            f"{state.path} has uncommitted changes; forkctl will not overwrite them",
+            hint=f"commit or stash your change to {FORK_BASE_FILE}, then run `forkctl fork-base --write` again",
+        )
+    atomic_write(state.path, state.wanted)
+    return True

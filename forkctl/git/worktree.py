@@ -84,3 +84,15 @@ def tree_apply(tree: Path, diff: bytes, include: str, reverse: bool = False) -> 
     status, _, err = try_run([*args, "-"], cwd=tree, env=_tree_env(tree), stdin=diff)
     if status != 0:
         raise GitFailed(f"git apply failed in {tree}", err)
+
+
+def has_uncommitted_changes(worktree: Path, relpath: str) -> bool:
+    """Whether `relpath` in the worktree differs from HEAD: modified, staged, added, or untracked.
+
+    The path is a literal pathspec, so a name with glob characters never matches other files.
+    """
+    out = run(
+        ["status", "--porcelain=v1", "-z", "--untracked-files=all", "--", f":(literal){relpath}"],
+        cwd=worktree,
+    )
+    return bool(out.strip("\0"))
