@@ -36,7 +36,6 @@ ALLOWED_OVER: dict[str, str] = {
     "forkctl.git.repo:GitRepo": "split pending (issue 12)",
     "forkctl.gpu.evidence": "split pending (issue 12)",
     "forkctl.gpu.evidence:check": "split pending (issue 12)",
-    "forkctl.manifest": "split pending (issue 12)",
     "forkctl.ops.port": "split pending (issue 12)",
 }
 
