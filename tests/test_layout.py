@@ -27,16 +27,12 @@ ALLOWED_OVER: dict[str, str] = {
     "forkctl.commands.apply:_outcome_report": "split pending (issue 12)",
     "forkctl.commands.demo:_report": "split pending (issue 12)",
     "forkctl.commands.export:command": "split pending (issue 12)",
-    "forkctl.commands.port:_report": "split pending (issue 12)",
-    "forkctl.commands.status:command": "split pending (issue 12)",
-    "forkctl.commands.status:onto_report": "split pending (issue 12)",
     "forkctl.commands.validate": "split pending (issue 12)",
     "forkctl.git.remote": "split pending (issue 12)",
     "forkctl.git.repo": "split pending (issue 12)",
     "forkctl.git.repo:GitRepo": "split pending (issue 12)",
     "forkctl.gpu.evidence": "split pending (issue 12)",
     "forkctl.gpu.evidence:check": "split pending (issue 12)",
-    "forkctl.ops.port": "split pending (issue 12)",
 }
 
 # The presentation and the entry points: the core may not import them.
