@@ -22,6 +22,7 @@ from forkctl.git import GitRepo, remote
 from forkctl.manifest import Manifest
 from forkctl.ops import apply as applying
 from forkctl.ops import patch_dir as treepatch
+from forkctl.ops.state import ConflictReport, State
 from forkctl.report import Problem, Report, Table
 from forkctl.series import load_series
 
@@ -100,6 +101,42 @@ def _store(manifest: Manifest, repo_path: Path | None, url: str | None, revs: li
     return remote.object_store(repo_path, url or manifest.upstream.url, revs)
 
 
+def _stopped(result: Report, state: State, conflict: ConflictReport, rows: list[list[str]]) -> None:
+    """An apply stopped on a conflict: the row, the data, and the way on."""
+    name = Path(state.files[state.conflict_index]).name
+    rows.append([name, "-", "conflict"])
+    result.data |= {
+        "head": None,
+        "conflict": {
+            "file": state.files[state.conflict_index],
+            "subject": conflict.patch.subject,
+            "parent": conflict.parent,
+            "paths": conflict.paths,
+            "message": conflict.message,
+            "worktree": str(conflict.worktree),
+        },
+    }
+    result.fail(
+        Problem(
+            f"{name} ({conflict.patch.subject}) does not apply on {conflict.parent[:12]}: conflicts in "
+            f"{', '.join(conflict.paths) or '(see git output)'}\n{conflict.message}",
+            file=state.files[state.conflict_index],
+            hint=f"resolve the files in {conflict.worktree}, then run forkctl apply --continue; "
+            "or forkctl apply --abort to leave everything as it was",
+        )
+    )
+    result.exit_code = EXIT_CHECK_FAILED
+
+
+def _branch_line(state: State) -> str:
+    """What happened to the branch: moved (old tip shown), already there, or created."""
+    if state.old_tip and state.old_tip != state.head:
+        return f"moved {state.branch} from {state.old_tip} (old tip) to {state.head}"
+    if state.old_tip == state.head:
+        return f"{state.branch} already at {state.head}"
+    return f"created {state.branch} at {state.head}"
+
+
 def _outcome_report(outcome: applying.Outcome, repo: GitRepo) -> Report:
     state = outcome.state
     result = Report(command="apply")
@@ -120,39 +157,10 @@ def _outcome_report(outcome: applying.Outcome, repo: GitRepo) -> Report:
         "reproducible": not any(step.resolved for step in state.steps),
     }
     if outcome.conflict is not None:
-        conflict = outcome.conflict
-        name = Path(state.files[state.conflict_index]).name
-        rows.append([name, "-", "conflict"])
-        result.data |= {
-            "head": None,
-            "conflict": {
-                "file": state.files[state.conflict_index],
-                "subject": conflict.patch.subject,
-                "parent": conflict.parent,
-                "paths": conflict.paths,
-                "message": conflict.message,
-                "worktree": str(conflict.worktree),
-            },
-        }
-        result.fail(
-            Problem(
-                f"{name} ({conflict.patch.subject}) does not apply on {conflict.parent[:12]}: conflicts in "
-                f"{', '.join(conflict.paths) or '(see git output)'}\n{conflict.message}",
-                file=state.files[state.conflict_index],
-                hint=f"resolve the files in {conflict.worktree}, then run forkctl apply --continue; "
-                "or forkctl apply --abort to leave everything as it was",
-            )
-        )
-        result.exit_code = EXIT_CHECK_FAILED
+        _stopped(result, state, outcome.conflict, rows)
     else:
         result.data |= {"head": state.head, "old_tip": state.old_tip}
-        if state.old_tip and state.old_tip != state.head:
-            result.lines.append(f"moved {state.branch} from {state.old_tip} (old tip) to {state.head}")
-        elif state.old_tip == state.head:
-            result.lines.append(f"{state.branch} already at {state.head}")
-        else:
-            result.lines.append(f"created {state.branch} at {state.head}")
-        result.lines.append(state.head)
+        result.lines += [_branch_line(state), state.head]
     result.tables.insert(
         0,
         Table(
