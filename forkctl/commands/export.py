@@ -10,7 +10,7 @@ from forkctl.cli import verbs
 from forkctl.cli.kit import Context, forkctl_command, output_options, toolkit_locked
 from forkctl.errors import EXIT_CHECK_FAILED
 from forkctl.git import remote
-from forkctl.ops import export as exporting
+from forkctl.ops import export
 from forkctl.ops.export import Difference, ExportedPatch
 from forkctl.report import Problem, Report, Table
 
@@ -97,13 +97,13 @@ def command(ctx: Context, branch: str | None, repo_path: Path | None, check: boo
     branch = branch or manifest.fork.branch
     repo = remote.object_store(repo_path, manifest.upstream.url, [manifest.upstream.base])
     base = repo.resolve_commit(manifest.upstream.base) or manifest.upstream.base
-    exported = exporting.render(repo, manifest, exporting.branch_commits(repo, base, branch))
-    difference = exporting.compare(manifest, exported)
+    exported = export.render(repo, manifest, export.branch_commits(repo, base, branch))
+    difference = export.compare(manifest, exported)
     result = _report(branch, base, check, exported, difference)
     if check:
         _check(result, branch, difference)
         return result
-    exporting.write(manifest, exported, difference)
+    export.write(manifest, exported, difference)
     result.lines.append(
         f"wrote {len(difference.changed)} file(s), removed {len(difference.stale)} stale file(s)"
         + (": " + ", ".join(difference.stale) if difference.stale else "")

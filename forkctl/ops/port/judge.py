@@ -12,7 +12,7 @@ from forkctl import git
 from forkctl.errors import BadInput
 from forkctl.git import GitRepo, remote
 from forkctl.git.merge import MergeMessage, MergeResult, cherry_pick
-from forkctl.ops import replay as build
+from forkctl.ops import replay
 from forkctl.series import Patch, Series
 
 
@@ -180,10 +180,10 @@ def old_series(
 ) -> tuple[list[str | None], str | None]:
     """apply(old base, series): the old commit of each patch (None past a failure) and the old head.
     When `branch_tip` already is that (the usual case: the branch forkctl built), it is taken as is."""
-    reused = build.built_by_apply(repo, old_base, series.patches, branch_tip) if branch_tip else None
+    reused = replay.built_by_apply(repo, old_base, series.patches, branch_tip) if branch_tip else None
     if reused is not None:
         return list(reused), reused[-1] if reused else old_base
-    old = build.build_series(repo, old_base, series.patches)
+    old = replay.build_series(repo, old_base, series.patches)
     commits: list[str | None] = [a.commit for a in old.applied]
     commits += [None] * (len(series.patches) - len(commits))
     return commits, (old.head if old.complete else None)

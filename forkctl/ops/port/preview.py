@@ -8,7 +8,7 @@ from dataclasses import dataclass
 
 from forkctl import git
 from forkctl.git import GitRepo
-from forkctl.ops import replay as build
+from forkctl.ops import replay
 from forkctl.ops.port.judge import Judge, Verdict, old_series
 from forkctl.series import Patch, Series
 
@@ -39,7 +39,7 @@ def preview(
     entries: list[PreviewEntry] = []
     last = len(series.patches) if upto is None else upto + 1
     judge.know_provenance(series.patches[:last])
-    commits = build.Commits(repo)
+    commits = replay.Commits(repo)
     for position, patch in enumerate(series.patches[:last]):
         verdict = judge.judge(position, patch, head, head_tree)
         plain = False

@@ -14,8 +14,7 @@ from forkctl import git, locking
 from forkctl.errors import BadInput
 from forkctl.git import GitRepo
 from forkctl.manifest import Manifest
-from forkctl.ops import export as exporting
-from forkctl.ops import replay as build
+from forkctl.ops import export, replay
 from forkctl.ops import state as session
 from forkctl.ops.apply import refuse_checked_out
 from forkctl.ops.port import transaction
@@ -30,11 +29,11 @@ class PortOutcome:
     state: session.State
     conflict: session.ConflictReport | None = None
     range_diff: str = ""
-    exported: list[exporting.ExportedPatch] | None = None
+    exported: list[export.ExportedPatch] | None = None
 
 
 def _message(patch: Patch, old_commit: str | None) -> str:
-    return exporting.with_provenance(patch.message, old_commit) if old_commit else patch.message
+    return export.with_provenance(patch.message, old_commit) if old_commit else patch.message
 
 
 def _absorbed(state: session.State, position: int, patch: Patch, verdict: Verdict, **extra: Any) -> None:
@@ -60,7 +59,7 @@ def _run(
     judge = _judge(repo, state)
     judge.know_provenance(series.patches[start:])
     head, head_tree = state.head, None
-    commits = build.Commits(repo)  # written together, before anything names them
+    commits = replay.Commits(repo)  # written together, before anything names them
     for position in range(start, len(series.patches)):
         patch = series.patches[position]
         verdict = judge.judge(position, patch, head, head_tree)

@@ -13,7 +13,7 @@ from forkctl import git
 from forkctl.files import atomic_write, remove_temporaries
 from forkctl.git import GitRepo
 from forkctl.manifest import Manifest, plain
-from forkctl.ops import export as exporting
+from forkctl.ops import export
 from forkctl.ops import state as session
 
 FINISHING = "finishing"  # state.extra["phase"] once the files may be half written
@@ -68,12 +68,10 @@ def _restore_backup(state: session.State) -> None:
             atomic_write(Path(original), Path(copy).read_bytes())
 
 
-def finish(
-    repo: GitRepo, manifest: Manifest, state: session.State
-) -> tuple[list[exporting.ExportedPatch], str]:
+def finish(repo: GitRepo, manifest: Manifest, state: session.State) -> tuple[list[export.ExportedPatch], str]:
     """Write the ported series and move the branch: (the exported patches, the range-diff old vs new)."""
     commits = [step.commit for step in state.steps if step.commit]
-    exported = exporting.render(repo, manifest, commits)
+    exported = export.render(repo, manifest, commits)
     resumed = is_finishing(state)
     if not resumed:
         state.extra["phase"] = FINISHING
@@ -82,10 +80,10 @@ def finish(
         session.save(repo, state)
     else:
         remove_temporaries(Path(original) for original in _backed_up(state))  # a kill mid-write
-    exporting.write(
+    export.write(
         manifest,
         exported,
-        exporting.compare(manifest, exported),
+        export.compare(manifest, exported),
         {("upstream", "base"): state.base, ("dropped",): _dropped_entries(state)},
     )
     if resumed:
