@@ -23,7 +23,7 @@ branch last); `preview` judges the series on a target moving nothing (`status --
 
 from __future__ import annotations
 
-from forkctl.ops.port.judge import Verdict, resolve_endpoints
+from forkctl.ops.port.judge import resolve_endpoints
 from forkctl.ops.port.preview import FirstBreak, PreviewEntry, first_break, preview
 from forkctl.ops.port.run import PortOutcome, abort, resume, skip, start
 
@@ -31,7 +31,6 @@ __all__ = [
     "FirstBreak",
     "PortOutcome",
     "PreviewEntry",
-    "Verdict",
     "abort",
     "first_break",
     "preview",
