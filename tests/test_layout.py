@@ -24,14 +24,7 @@ ALLOWED_OVER: dict[str, str] = {
     "forkctl.chain.pins:_match_patches": "split pending (issue 12)",
     "forkctl.chain.pins:chain_report": "split pending (issue 12)",
     "forkctl.chain.pins:diagnose_fork_pin": "split pending (issue 12)",
-    "forkctl.commands.apply:_outcome_report": "split pending (issue 12)",
     "forkctl.commands.demo:_report": "split pending (issue 12)",
-    "forkctl.commands.export:command": "split pending (issue 12)",
-    "forkctl.commands.port:_report": "split pending (issue 12)",
-    "forkctl.commands.status:command": "split pending (issue 12)",
-    "forkctl.commands.status:onto_report": "split pending (issue 12)",
-    "forkctl.manifest": "split pending (issue 12)",
-    "forkctl.ops.port": "split pending (issue 12)",
 }
 
 # The presentation and the entry points: the core may not import them.

@@ -20,13 +20,13 @@ from forkctl.cli.kit import Context, forkctl_command, output_options, toolkit_lo
 from forkctl.errors import EXIT_CHECK_FAILED, BadInput
 from forkctl.git import GitRepo, remote
 from forkctl.manifest import Manifest
-from forkctl.ops import apply as applying
-from forkctl.ops import patch_dir as treepatch
+from forkctl.ops import apply, patch_dir
+from forkctl.ops.state import ConflictReport, State
 from forkctl.report import Problem, Report, Table
 from forkctl.series import load_series
 
 
-def _tree_report(tree_plan: treepatch.TreePlan, reverse: bool, changed: list[str]) -> Report:
+def _tree_report(tree_plan: patch_dir.TreePlan, reverse: bool, changed: list[str]) -> Report:
     result = Report(command="apply")
     rows = []
     patches_json = []
@@ -65,21 +65,21 @@ def _apply_tree(ctx: Context, tree: Path, include: str, reverse: bool) -> Report
     if not tree.is_dir():
         raise BadInput(f"{tree} is not a directory", hint="pass the folder that contains megatron/")
     series = load_series(ctx.manifest())
-    finished = treepatch.recover(tree)  # an earlier run killed mid-swap is completed first
-    tree_plan = treepatch.plan(tree, series.patches, include, reverse=reverse)
-    changed = [p.path.name for p in treepatch.execute(tree_plan, reverse=reverse)]
+    finished = patch_dir.recover(tree)  # an earlier run killed mid-swap is completed first
+    tree_plan = patch_dir.plan(tree, series.patches, include, reverse=reverse)
+    changed = [p.path.name for p in patch_dir.execute(tree_plan, reverse=reverse)]
     result = _tree_report(tree_plan, reverse, changed)
     if finished:
         result.lines.append(f"finished the swap of an earlier apply --tree that was interrupted in {tree}")
-    trivial = [v.patch.path.name for v in tree_plan.verdicts if v.status == treepatch.PatchStatus.NO_PATHS]
+    trivial = [v.patch.path.name for v in tree_plan.verdicts if v.status == patch_dir.PatchStatus.NO_PATHS]
     if trivial:
         result.lines.append(f"no path matches {include} in: {', '.join(trivial)} (counted as applied)")
     verb = "took out" if reverse else "applied"
     if changed:
         result.lines.append(f"{verb} {len(changed)} patch(es) to {tree}")
-    elif tree_plan.state == treepatch.TreeState.PARTIAL:
-        carried = [v.patch.path.name for v in tree_plan.verdicts if v.status == treepatch.PatchStatus.APPLIED]
-        missing = [v.patch.path.name for v in tree_plan.verdicts if v.status != treepatch.PatchStatus.APPLIED]
+    elif tree_plan.state == patch_dir.TreeState.PARTIAL:
+        carried = [v.patch.path.name for v in tree_plan.verdicts if v.status == patch_dir.PatchStatus.APPLIED]
+        missing = [v.patch.path.name for v in tree_plan.verdicts if v.status != patch_dir.PatchStatus.APPLIED]
         missing = [name for name in missing if name not in trivial]
         result.fail(
             Problem(
@@ -100,7 +100,43 @@ def _store(manifest: Manifest, repo_path: Path | None, url: str | None, revs: li
     return remote.object_store(repo_path, url or manifest.upstream.url, revs)
 
 
-def _outcome_report(outcome: applying.Outcome, repo: GitRepo) -> Report:
+def _stopped(result: Report, state: State, conflict: ConflictReport, rows: list[list[str]]) -> None:
+    """An apply stopped on a conflict: the row, the data, and the way on."""
+    name = Path(state.files[state.conflict_index]).name
+    rows.append([name, "-", "conflict"])
+    result.data |= {
+        "head": None,
+        "conflict": {
+            "file": state.files[state.conflict_index],
+            "subject": conflict.patch.subject,
+            "parent": conflict.parent,
+            "paths": conflict.paths,
+            "message": conflict.message,
+            "worktree": str(conflict.worktree),
+        },
+    }
+    result.fail(
+        Problem(
+            f"{name} ({conflict.patch.subject}) does not apply on {conflict.parent[:12]}: conflicts in "
+            f"{', '.join(conflict.paths) or '(see git output)'}\n{conflict.message}",
+            file=state.files[state.conflict_index],
+            hint=f"resolve the files in {conflict.worktree}, then run forkctl apply --continue; "
+            "or forkctl apply --abort to leave everything as it was",
+        )
+    )
+    result.exit_code = EXIT_CHECK_FAILED
+
+
+def _branch_line(state: State) -> str:
+    """What happened to the branch: moved (old tip shown), already there, or created."""
+    if state.old_tip and state.old_tip != state.head:
+        return f"moved {state.branch} from {state.old_tip} (old tip) to {state.head}"
+    if state.old_tip == state.head:
+        return f"{state.branch} already at {state.head}"
+    return f"created {state.branch} at {state.head}"
+
+
+def _outcome_report(outcome: apply.Outcome, repo: GitRepo) -> Report:
     state = outcome.state
     result = Report(command="apply")
     rows = [
@@ -120,39 +156,10 @@ def _outcome_report(outcome: applying.Outcome, repo: GitRepo) -> Report:
         "reproducible": not any(step.resolved for step in state.steps),
     }
     if outcome.conflict is not None:
-        conflict = outcome.conflict
-        name = Path(state.files[state.conflict_index]).name
-        rows.append([name, "-", "conflict"])
-        result.data |= {
-            "head": None,
-            "conflict": {
-                "file": state.files[state.conflict_index],
-                "subject": conflict.patch.subject,
-                "parent": conflict.parent,
-                "paths": conflict.paths,
-                "message": conflict.message,
-                "worktree": str(conflict.worktree),
-            },
-        }
-        result.fail(
-            Problem(
-                f"{name} ({conflict.patch.subject}) does not apply on {conflict.parent[:12]}: conflicts in "
-                f"{', '.join(conflict.paths) or '(see git output)'}\n{conflict.message}",
-                file=state.files[state.conflict_index],
-                hint=f"resolve the files in {conflict.worktree}, then run forkctl apply --continue; "
-                "or forkctl apply --abort to leave everything as it was",
-            )
-        )
-        result.exit_code = EXIT_CHECK_FAILED
+        _stopped(result, state, outcome.conflict, rows)
     else:
         result.data |= {"head": state.head, "old_tip": state.old_tip}
-        if state.old_tip and state.old_tip != state.head:
-            result.lines.append(f"moved {state.branch} from {state.old_tip} (old tip) to {state.head}")
-        elif state.old_tip == state.head:
-            result.lines.append(f"{state.branch} already at {state.head}")
-        else:
-            result.lines.append(f"created {state.branch} at {state.head}")
-        result.lines.append(state.head)
+        result.lines += [_branch_line(state), state.head]
     result.tables.insert(
         0,
         Table(
@@ -215,7 +222,7 @@ def _refuse_ignored_options(tree: Path | None, **given: bool) -> None:
 @click.option("--reverse", is_flag=True, help="With --tree: take the series back out, last patch first.")
 @click.option(
     "--include",
-    default=treepatch.DEFAULT_INCLUDE,
+    default=patch_dir.DEFAULT_INCLUDE,
     show_default=True,
     help="With --tree: only paths matching this glob are patched (others are ignored).",
 )
@@ -253,7 +260,7 @@ def command(
     _refuse_ignored_options(
         tree,
         reverse=reverse,
-        include=include != treepatch.DEFAULT_INCLUDE,
+        include=include != patch_dir.DEFAULT_INCLUDE,
         base=base_rev is not None,
         repo=repo_path is not None,
         upstream_url=upstream_url is not None,
@@ -270,7 +277,7 @@ def command(
     if abort or resume:
         repo = _store(manifest, repo_path, upstream_url, [])
         if abort:
-            state = applying.abort(repo)
+            state = apply.abort(repo)
             branch = state.branch if state else None
             result = Report(command="apply", data={"aborted": True, "branch": branch})
             result.lines.append(
@@ -279,15 +286,15 @@ def command(
                 else "aborted: the state file was unreadable; removed it and the scratch worktree, no ref moved"
             )
             return result
-        return _outcome_report(applying.resume(repo, manifest, load_series(manifest)), repo)
+        return _outcome_report(apply.resume(repo, manifest, load_series(manifest)), repo)
     if base_rev is None:
         raise BadInput(
             "nothing to apply to", hint="pass --base SHA (the manifest's base), --tree PATH, or --continue"
         )
     repo = _store(manifest, repo_path, upstream_url, [base_rev, manifest.upstream.base])
-    base = applying.resolve_base(repo, base_rev, manifest)
+    base = apply.resolve_base(repo, base_rev, manifest)
     series = load_series(manifest)
     target = manifest.fork.branch if branch is None else branch
     with report.progress(f"applying {len(series.patches)} patches", len(series.patches)) as advance:
-        outcome = applying.start(repo, manifest, series, base, target, force, on_patch=advance)
+        outcome = apply.start(repo, manifest, series, base, target, force, on_patch=advance)
     return _outcome_report(outcome, repo)

@@ -10,39 +10,14 @@ from forkctl.cli import verbs
 from forkctl.cli.kit import Context, forkctl_command, output_options, toolkit_locked
 from forkctl.errors import EXIT_CHECK_FAILED
 from forkctl.git import remote
-from forkctl.ops import export as exporting
+from forkctl.ops import export
+from forkctl.ops.export import Difference, ExportedPatch
 from forkctl.report import Problem, Report, Table
 
 
-@click.command("export", short_help=verbs.summary("export"))
-@click.option("--from", "branch", help="Branch to export (default: manifest fork.branch).")
-@click.option(
-    "--repo",
-    "repo_path",
-    type=click.Path(path_type=Path, file_okay=False, exists=True),
-    help="The repository holding the branch (default: forkctl's cache clone of upstream.url).",
-)
-@click.option("--check", is_flag=True, help="Change nothing; exit 1 when the files differ from the branch.")
-@output_options()
-@forkctl_command
-@toolkit_locked
-def command(ctx: Context, branch: str | None, repo_path: Path | None, check: bool) -> Report:
-    """Export the branch's commits after the base as patches/<series>/NNNN-<slug>.patch.
-
-    \b
-    Byte-stable (zero commit, full index, no stat, no signature): an unchanged branch changes no byte,
-    and export -> apply -> export round-trips. Each file carries a provenance line naming the commit it
-    came from (a commit made by forkctl apply keeps the line it was applied with). The manifest's
-    `series:` list is rewritten in order, comments kept. Files of the old series that the branch no
-    longer has are deleted (and listed); other files under patches/ are never touched.
-    """
-    manifest = ctx.manifest()
-    branch = branch or manifest.fork.branch
-    repo = remote.object_store(repo_path, manifest.upstream.url, [manifest.upstream.base])
-    base = repo.resolve_commit(manifest.upstream.base) or manifest.upstream.base
-    commits = exporting.branch_commits(repo, base, branch)
-    exported = exporting.render(repo, manifest, commits)
-    difference = exporting.compare(manifest, exported)
+def _report(
+    branch: str, base: str, check: bool, exported: list[ExportedPatch], difference: Difference
+) -> Report:
     result = Report(command="export")
     rows = [
         [
@@ -77,30 +52,62 @@ def command(ctx: Context, branch: str | None, repo_path: Path | None, check: boo
         "stale": difference.stale,
         "manifest_changed": difference.manifest_differs,
     }
-    dirty = bool(difference.changed or difference.stale or difference.manifest_differs)
+    return result
+
+
+def _check(result: Report, branch: str, difference: Difference) -> None:
+    """--check: every file export would write or remove is a problem (exit 1); else say they match."""
+    for file in difference.changed:
+        result.fail(Problem("differs from what export would write", file=file, hint="run forkctl export"))
+    for file in difference.stale:
+        result.fail(
+            Problem(f"listed, but {branch} no longer has this patch", file=file, hint="run forkctl export")
+        )
+    if difference.manifest_differs and not (difference.changed or difference.stale):
+        result.fail(Problem("the manifest's series list differs from the branch", hint="run forkctl export"))
+    if difference.dirty:
+        result.exit_code = EXIT_CHECK_FAILED
+    else:
+        result.lines.append(f"patch files match {branch}")
+
+
+@click.command("export", short_help=verbs.summary("export"))
+@click.option("--from", "branch", help="Branch to export (default: manifest fork.branch).")
+@click.option(
+    "--repo",
+    "repo_path",
+    type=click.Path(path_type=Path, file_okay=False, exists=True),
+    help="The repository holding the branch (default: forkctl's cache clone of upstream.url).",
+)
+@click.option("--check", is_flag=True, help="Change nothing; exit 1 when the files differ from the branch.")
+@output_options()
+@forkctl_command
+@toolkit_locked
+def command(ctx: Context, branch: str | None, repo_path: Path | None, check: bool) -> Report:
+    """Export the branch's commits after the base as patches/<series>/NNNN-<slug>.patch.
+
+    \b
+    Byte-stable (zero commit, full index, no stat, no signature): an unchanged branch changes no byte,
+    and export -> apply -> export round-trips. Each file carries a provenance line naming the commit it
+    came from (a commit made by forkctl apply keeps the line it was applied with). The manifest's
+    `series:` list is rewritten in order, comments kept. Files of the old series that the branch no
+    longer has are deleted (and listed); other files under patches/ are never touched.
+    """
+    manifest = ctx.manifest()
+    branch = branch or manifest.fork.branch
+    repo = remote.object_store(repo_path, manifest.upstream.url, [manifest.upstream.base])
+    base = repo.resolve_commit(manifest.upstream.base) or manifest.upstream.base
+    exported = export.render(repo, manifest, export.branch_commits(repo, base, branch))
+    difference = export.compare(manifest, exported)
+    result = _report(branch, base, check, exported, difference)
     if check:
-        for file in difference.changed:
-            result.fail(Problem("differs from what export would write", file=file, hint="run forkctl export"))
-        for file in difference.stale:
-            result.fail(
-                Problem(
-                    f"listed, but {branch} no longer has this patch", file=file, hint="run forkctl export"
-                )
-            )
-        if difference.manifest_differs and not (difference.changed or difference.stale):
-            result.fail(
-                Problem("the manifest's series list differs from the branch", hint="run forkctl export")
-            )
-        if dirty:
-            result.exit_code = EXIT_CHECK_FAILED
-        else:
-            result.lines.append(f"patch files match {branch}")
+        _check(result, branch, difference)
         return result
-    exporting.write(manifest, exported, difference)
+    export.write(manifest, exported, difference)
     result.lines.append(
         f"wrote {len(difference.changed)} file(s), removed {len(difference.stale)} stale file(s)"
         + (": " + ", ".join(difference.stale) if difference.stale else "")
-        if dirty
+        if difference.dirty
         else f"patch files already match {branch}: nothing written"
     )
     return result

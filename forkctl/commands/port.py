@@ -11,33 +11,55 @@ from forkctl.cli import verbs
 from forkctl.cli.kit import Context, forkctl_command, output_options, toolkit_locked
 from forkctl.errors import EXIT_CHECK_FAILED, BadInput
 from forkctl.git import GitRepo, remote
-from forkctl.ops import port as porting
+from forkctl.ops import port
+from forkctl.ops.state import ConflictReport, State, Step
 from forkctl.report import Problem, Report, Table
 from forkctl.series import load_series
 
 
-def _report(outcome: porting.PortOutcome) -> Report:
+def _step_row(step: Step) -> list[str]:
+    """(patch, result, evidence) for one patch the port handled."""
+    name = Path(step.file).name
+    if step.absorbed:
+        evidence = step.absorbed
+        upstream = (evidence.get("upstream_commit") or "")[:12]
+        label = "skipped" if evidence["reason"] == "skipped" else "absorbed"
+        return [name, label, f"{evidence['reason']} {upstream}".strip()]
+    if step.partial:
+        needed, total = step.partial["still_needed"], step.partial["changed_lines"]
+        return [name, "applied (partial)", f"{step.commit} ({needed} of {total} lines still needed)"]
+    return [name, "resolved" if step.resolved else "applied", step.commit or ""]
+
+
+def _stopped(result: Report, state: State, conflict: ConflictReport, rows: list[list[str]]) -> None:
+    """A port stopped on a conflict: the row, the data, git's words and the way on."""
+    file = state.files[state.conflict_index]
+    rows.append([Path(file).name, "conflict", ", ".join(conflict.paths)])
+    result.data["conflict"] = {
+        "file": file,
+        "subject": conflict.patch.subject,
+        "paths": conflict.paths,
+        "message": conflict.message,
+        "worktree": str(conflict.worktree),
+    }
+    if conflict.message:
+        result.lines.append("git says:\n" + conflict.message.rstrip())
+    result.fail(
+        Problem(
+            f"{conflict.patch.subject} conflicts on {conflict.parent[:12]} in {', '.join(conflict.paths)}",
+            file=file,
+            hint=f"resolve in {conflict.worktree}, then forkctl port --continue; "
+            "or drop the patch with forkctl port --skip; or forkctl port --abort",
+        )
+    )
+    result.exit_code = EXIT_CHECK_FAILED
+
+
+def _report(outcome: port.PortOutcome) -> Report:
     state = outcome.state
     result = Report(command="port")
-    rows = []
-    for step in state.steps:
-        if step.absorbed:
-            evidence = step.absorbed
-            upstream = (evidence.get("upstream_commit") or "")[:12]
-            label = "skipped" if evidence["reason"] == "skipped" else "absorbed"
-            rows.append([Path(step.file).name, label, f"{evidence['reason']} {upstream}".strip()])
-        elif step.partial:
-            needed, total = step.partial["still_needed"], step.partial["changed_lines"]
-            rows.append(
-                [
-                    Path(step.file).name,
-                    "applied (partial)",
-                    f"{step.commit} ({needed} of {total} lines still needed)",
-                ]
-            )
-        else:
-            rows.append([Path(step.file).name, "resolved" if step.resolved else "applied", step.commit or ""])
-    data = {
+    rows = [_step_row(step) for step in state.steps]
+    result.data = {
         "old_base": state.extra["old_base"],
         "new_base": state.base,
         "branch": state.branch,
@@ -54,34 +76,14 @@ def _report(outcome: porting.PortOutcome) -> Report:
         "backport": bool(state.extra.get("backport")),
     }
     if outcome.conflict is not None:
-        conflict = outcome.conflict
-        rows.append([Path(state.files[state.conflict_index]).name, "conflict", ", ".join(conflict.paths)])
-        data["conflict"] = {
-            "file": state.files[state.conflict_index],
-            "subject": conflict.patch.subject,
-            "paths": conflict.paths,
-            "message": conflict.message,
-            "worktree": str(conflict.worktree),
-        }
-        if conflict.message:
-            result.lines.append("git says:\n" + conflict.message.rstrip())
-        result.fail(
-            Problem(
-                f"{conflict.patch.subject} conflicts on {conflict.parent[:12]} in {', '.join(conflict.paths)}",
-                file=state.files[state.conflict_index],
-                hint=f"resolve in {conflict.worktree}, then forkctl port --continue; "
-                "or drop the patch with forkctl port --skip; or forkctl port --abort",
-            )
-        )
-        result.exit_code = EXIT_CHECK_FAILED
+        _stopped(result, state, outcome.conflict, rows)
     else:
-        data["head"] = state.head
-        data["range_diff"] = outcome.range_diff
+        result.data["head"] = state.head
+        result.data["range_diff"] = outcome.range_diff
         result.lines.append(f"{state.branch} = {state.base[:12]} + series at {state.head}")
         result.lines.append("manifest: base updated, dropped patches recorded, patch files re-exported")
         if outcome.range_diff:
             result.lines.append("range-diff old series vs new:\n" + outcome.range_diff.rstrip())
-    result.data = data
     result.tables.append(
         Table(title=f"port onto {state.base[:12]}", columns=["patch", "result", "evidence"], rows=rows)
     )
@@ -142,7 +144,7 @@ def command(
             raise BadInput("--onto/--backport start a port; they do not go with --continue/--skip/--abort")
         repo = remote.object_store(repo_path, manifest.upstream.url, [])
         if abort:
-            state = porting.abort(repo)
+            state = port.abort(repo)
             return Report(
                 command="port",
                 data={"aborted": True},
@@ -153,21 +155,16 @@ def command(
                 ],
             )
         if skip:
-            return _report(porting.skip(repo, manifest, lambda: load_series(manifest), _who(repo)))
-        return _report(porting.resume(repo, manifest, lambda: load_series(manifest)))
+            return _report(port.skip(repo, manifest, lambda: load_series(manifest), _who(repo)))
+        return _report(port.resume(repo, manifest, lambda: load_series(manifest)))
     if onto is None:
         raise BadInput("no new base", hint="pass --onto SHA")
-    repo = remote.object_store(repo_path, manifest.upstream.url, [onto, manifest.upstream.base])
-    new_base = repo.resolve_commit(onto)
-    old_base = repo.resolve_commit(manifest.upstream.base)
-    if new_base is None or old_base is None:
-        missing = onto if new_base is None else manifest.upstream.base
-        raise BadInput(
-            f"unknown commit {missing!r} in {repo.git_dir}", hint="fetch upstream, or check the SHA"
-        )
+    repo, new_base, old_base = port.resolve_endpoints(
+        repo_path, manifest.upstream.url, onto, manifest.upstream.base
+    )
     series = load_series(manifest)
     with report.progress(f"porting {len(series.patches)} patches", len(series.patches)) as advance:
-        outcome = porting.start(
+        outcome = port.start(
             repo,
             manifest,
             series,

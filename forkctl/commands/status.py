@@ -12,10 +12,10 @@ from forkctl.cli.kit import Context, forkctl_command, output_options
 from forkctl.errors import BadInput
 from forkctl.manifest import Manifest, plain
 from forkctl.report import Problem, Report, Table
-from forkctl.series import load_series
+from forkctl.series import Patch, Series, load_series
 
 if TYPE_CHECKING:
-    from forkctl.ops import port as porting
+    from forkctl.ops.port import FirstBreak, PreviewEntry
 
 
 @click.command("status", short_help=verbs.summary("status"))
@@ -52,42 +52,38 @@ def command(ctx: Context, repo: Path | None, onto: str | None, first_break: bool
     if onto is not None:
         return onto_report(manifest, repo, onto, first_break)
     series = load_series(manifest)
-    verdicts: dict[int, str | None] = {}
+    verdicts: list[str | None] | None = None
     if repo is not None:
-        from forkctl.git import GitRepo
-        from forkctl.ops import replay as build  # the plain table needs no git objects: import them only here
+        from forkctl.ops import replay  # the plain table needs no git objects: import them only here
 
-        upstream = GitRepo(repo)
-        base = upstream.resolve_commit(manifest.upstream.base)
-        if base is None:
-            raise BadInput(
-                f"{repo} does not have the base commit {manifest.upstream.base}",
-                hint="fetch upstream into that clone first (git fetch origin)",
-            )
-        for position, (_, message) in enumerate(build.check_series(upstream, base, series.patches)):
-            verdicts[position] = message
-    rows = []
-    patches_json = []
+        verdicts = replay.check_in_clone(repo, manifest.upstream.base, series.patches)
+    return _series_report(manifest, series, verdicts)
+
+
+def _patch_json(manifest: Manifest, position: int, patch: Patch, status: str, error: str | None) -> dict:
+    return {
+        "order": position + 1,
+        "file": str(patch.path.relative_to(manifest.root)),
+        "subject": patch.subject,
+        "author": f"{patch.author_name} <{patch.author_email}>",
+        "date": patch.date.isoformat(),
+        "provenance": patch.provenance,
+        "paths": patch.paths,
+        "patch_id": patch.patch_id,
+        "status": status,
+        **({"apply_error": error} if error else {}),
+    }
+
+
+def _series_report(manifest: Manifest, series: Series, verdicts: list[str | None] | None) -> Report:
+    """The series table; `verdicts` (per patch None or git's message) when checked on the base."""
+    rows, patches_json = [], []
     for position, patch in enumerate(series.patches):
-        status = "parsed"
-        if repo is not None:
-            status = "applies" if verdicts[position] is None else "conflict"
+        error = verdicts[position] if verdicts is not None else None
+        status = "parsed" if verdicts is None else "applies" if error is None else "conflict"
         provenance = " <- ".join(sha[:12] for sha in reversed(patch.provenance)) or "(none)"
         rows.append([f"{position + 1:04d}", patch.subject, provenance, f"{len(patch.paths)}", status])
-        patches_json.append(
-            {
-                "order": position + 1,
-                "file": str(patch.path.relative_to(manifest.root)),
-                "subject": patch.subject,
-                "author": f"{patch.author_name} <{patch.author_email}>",
-                "date": patch.date.isoformat(),
-                "provenance": patch.provenance,
-                "paths": patch.paths,
-                "patch_id": patch.patch_id,
-                "status": status,
-                **({"apply_error": verdicts[position]} if verdicts.get(position) else {}),
-            }
-        )
+        patches_json.append(_patch_json(manifest, position, patch, status, error))
     result = Report(command="status")
     result.data = {
         "upstream": manifest.upstream.repo,
@@ -114,17 +110,17 @@ def command(ctx: Context, repo: Path | None, onto: str | None, first_break: bool
         )
     if not series.patches:
         result.lines.append("the series is empty")
-    conflicts = [p for p, m in verdicts.items() if m is not None]
-    for position in conflicts:
-        result.lines.append(
-            f"{series.patches[position].path.name} does not apply on the base: {verdicts[position]}"
-        )
+    conflicts = [
+        (patch, m) for patch, m in zip(series.patches, verdicts or [], strict=False) if m is not None
+    ]
+    for patch, message in conflicts:
+        result.lines.append(f"{patch.path.name} does not apply on the base: {message}")
     if conflicts:
         result.ok = False
     return result
 
 
-def _verdict_text(entry: porting.PreviewEntry) -> tuple[str, str]:
+def _verdict_text(entry: PreviewEntry) -> tuple[str, str]:
     """(result, evidence) columns for one previewed patch."""
     verdict = entry.verdict
     if verdict.kind == "absorbed":
@@ -138,67 +134,72 @@ def _verdict_text(entry: porting.PreviewEntry) -> tuple[str, str]:
     return "conflicts", ", ".join(verdict.merged.conflicted)
 
 
-def onto_report(manifest: Manifest, repo_path: Path | None, onto: str, with_first_break: bool) -> Report:
-    from forkctl.git import remote
-    from forkctl.ops import port as porting
+def _first_break_json(found: FirstBreak) -> dict:
+    return {
+        "commit": found.commit,
+        "subject": found.subject,
+        "author": found.author,
+        "date": found.date,
+        "files": found.files,
+        "commits_tested": found.tested,
+    }
 
-    repo = remote.object_store(repo_path, manifest.upstream.url, [onto, manifest.upstream.base])
-    target, base = repo.resolve_commit(onto), repo.resolve_commit(manifest.upstream.base)
-    if target is None or base is None:
-        missing = onto if target is None else manifest.upstream.base
-        raise BadInput(
-            f"unknown commit {missing!r} in {repo.git_dir}", hint="fetch upstream, or check the SHA"
+
+def _preview_item(
+    result: Report, manifest: Manifest, entry: PreviewEntry, target: str, found: FirstBreak | None
+) -> tuple[dict, list[str]]:
+    """One previewed patch: its JSON item and table row; a conflict adds git's words and a problem."""
+    verdict_name, evidence = _verdict_text(entry)
+    item: dict = {
+        "order": entry.position + 1,
+        "file": str(entry.patch.path.relative_to(manifest.root)),
+        "subject": entry.patch.subject,
+        "result": verdict_name,
+        "reason": entry.verdict.reason or None,
+        "upstream_commit": entry.verdict.upstream_commit,
+    }
+    if entry.verdict.kind == "applied" and entry.verdict.detail:
+        item["partial"] = entry.verdict.detail
+    if entry.verdict.kind == "conflict":
+        merged = entry.verdict.merged
+        assert merged is not None
+        item["conflict"] = {"paths": merged.conflicted, "messages": [m.text for m in merged.messages]}
+        result.lines.append(f"{entry.patch.path.name}:\n  " + merged.text().replace("\n", "\n  "))
+        if found is not None:
+            item["first_break"] = _first_break_json(found)
+            evidence += f"; first broken by {found.commit[:12]} {found.subject!r}"
+            result.lines.append(
+                f"{entry.patch.path.name} first breaks at {found.commit[:12]} {found.subject!r} "
+                f"by {found.author}, {found.date}; files: {', '.join(found.files[:10])}"
+                + (" ..." if len(found.files) > 10 else "")
+            )
+        result.fail(
+            Problem(
+                f"{entry.patch.subject} would conflict on {target[:12]} in {evidence}",
+                file=item["file"],
+                hint=f"read the upstream change named above, then forkctl port --onto {target[:12]} "
+                "and resolve in the scratch worktree it opens",
+            )
         )
+    return item, [f"{entry.position + 1:04d}", entry.patch.subject, verdict_name, evidence]
+
+
+def onto_report(manifest: Manifest, repo_path: Path | None, onto: str, with_first_break: bool) -> Report:
+    from forkctl.ops import port
+
+    repo, target, base = port.resolve_endpoints(
+        repo_path, manifest.upstream.url, onto, manifest.upstream.base
+    )
     series = load_series(manifest)
-    entries = porting.preview(repo, series, base, target)
     result = Report(command="status")
     rows, patches_json = [], []
-    for entry in entries:
-        verdict_name, evidence = _verdict_text(entry)
-        item: dict = {
-            "order": entry.position + 1,
-            "file": str(entry.patch.path.relative_to(manifest.root)),
-            "subject": entry.patch.subject,
-            "result": verdict_name,
-            "reason": entry.verdict.reason or None,
-            "upstream_commit": entry.verdict.upstream_commit,
-        }
-        if entry.verdict.kind == "applied" and entry.verdict.detail:
-            item["partial"] = entry.verdict.detail
-        if entry.verdict.kind == "conflict":
-            merged = entry.verdict.merged
-            assert merged is not None
-            item["conflict"] = {"paths": merged.conflicted, "messages": [m.text for m in merged.messages]}
-            result.lines.append(f"{entry.patch.path.name}:\n  " + merged.text().replace("\n", "\n  "))
-            if with_first_break:
-                found = porting.first_break(repo, series, base, target, entry.position)
-                if found is not None:
-                    item["first_break"] = {
-                        "commit": found.commit,
-                        "subject": found.subject,
-                        "author": found.author,
-                        "date": found.date,
-                        "files": found.files,
-                        "commits_tested": found.tested,
-                    }
-                    evidence += f"; first broken by {found.commit[:12]} {found.subject!r}"
-                    result.lines.append(
-                        f"{entry.patch.path.name} first breaks at {found.commit[:12]} {found.subject!r} "
-                        f"by {found.author}, {found.date}; files: {', '.join(found.files[:10])}"
-                        + (" ..." if len(found.files) > 10 else "")
-                    )
-        if entry.verdict.kind == "conflict":
-            result.fail(
-                Problem(
-                    f"{entry.patch.subject} would conflict on {target[:12]} in {evidence}",
-                    file=item["file"],
-                    hint=f"read the upstream change named above, then forkctl port --onto {target[:12]} "
-                    "and resolve in the scratch worktree it opens",
-                )
-            )
-        rows.append([f"{entry.position + 1:04d}", entry.patch.subject, verdict_name, evidence])
+    for entry in port.preview(repo, series, base, target):
+        found = None
+        if with_first_break and entry.verdict.kind == "conflict":
+            found = port.first_break(repo, series, base, target, entry.position)
+        item, row = _preview_item(result, manifest, entry, target, found)
         patches_json.append(item)
-    conflicts = [e for e in entries if e.verdict.kind == "conflict"]
+        rows.append(row)
     result.data = {
         "base": base,
         "onto": target,
@@ -213,6 +214,4 @@ def onto_report(manifest: Manifest, repo_path: Path | None, onto: str, with_firs
             rows=rows,
         )
     )
-    if conflicts:
-        result.ok = False
-    return result
+    return result  # a conflict already failed the report (result.fail)

@@ -13,7 +13,7 @@ from forkctl import git, locking
 from forkctl.errors import BadInput
 from forkctl.git import GitRepo
 from forkctl.manifest import Manifest
-from forkctl.ops import replay as build
+from forkctl.ops import replay
 from forkctl.ops import state as session
 from forkctl.series import Series
 
@@ -62,13 +62,13 @@ def _run(
     state: session.State,
     start: int,
     parent: str,
-    built: build.BuildResult | None = None,
+    built: replay.BuildResult | None = None,
     on_patch: Callable[[str], None] | None = None,
 ) -> Outcome:
     """Build patches[start:] onto `parent` via the fast path (unless `built` already holds that build);
     stop in the worktree on a conflict."""
     if built is None:
-        built = build.build_series(
+        built = replay.build_series(
             repo, state.base, series.patches, start=start, parent=parent, on_patch=on_patch
         )
     for applied, file in zip(built.applied, state.files[start:], strict=False):
@@ -111,14 +111,14 @@ def start(
     )
     # Build first (objects only, no ref moves yet); the result decides whether an existing branch may stay.
     # A branch that already is apply(base, series) is recognised without building it again.
-    existing = build.built_by_apply(repo, base, series.patches, old_tip) if old_tip else None
+    existing = replay.built_by_apply(repo, base, series.patches, old_tip) if old_tip else None
     if existing is not None:
-        built = build.BuildResult(
+        built = replay.BuildResult(
             base=base,
-            applied=[build.AppliedPatch(p, c) for p, c in zip(series.patches, existing, strict=True)],
+            applied=[replay.AppliedPatch(p, c) for p, c in zip(series.patches, existing, strict=True)],
         )
     else:
-        built = build.build_series(repo, base, series.patches, on_patch=on_patch)
+        built = replay.build_series(repo, base, series.patches, on_patch=on_patch)
     if old_tip is not None and not force and not (built.complete and built.head == old_tip):
         raise BadInput(
             f"branch {branch} already exists at {old_tip[:12]} and is not apply(base, series)",
@@ -146,10 +146,10 @@ def resume(repo: GitRepo, manifest: Manifest, series: Series) -> Outcome:
 
 
 @locking.repository_locked
-def abort(repo: GitRepo, operation: str = "apply") -> session.State | None:
+def abort(repo: GitRepo) -> session.State | None:
     """Undo a stopped apply; None when the state was unreadable (then only forkctl's scratch is removed)."""
     try:
-        state = session.require(repo, operation)
+        state = session.require(repo, "apply")
     except session.CorruptState:
         session.discard(repo)
         return None

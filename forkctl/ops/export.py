@@ -138,6 +138,11 @@ class Difference:
     stale: list[str]  # files of the old series that the new one no longer has
     manifest_differs: bool
 
+    @property
+    def dirty(self) -> bool:
+        """Would export write anything?"""
+        return bool(self.changed or self.stale or self.manifest_differs)
+
 
 def compare(manifest: Manifest, exported: list[ExportedPatch]) -> Difference:
     changed = [

@@ -11,6 +11,7 @@ import codecs
 import re
 from collections.abc import Callable
 from dataclasses import dataclass, field
+from pathlib import Path
 
 from forkctl.errors import BadInput
 from forkctl.git import GitRepo, Identity
@@ -221,3 +222,15 @@ def check_series(repo: GitRepo, base: str, patches: list[Patch]) -> list[tuple[P
             ok, message = index.apply(patch.diff)
             verdicts.append((patch, None if ok else message.strip()))
     return verdicts
+
+
+def check_in_clone(clone: Path, base_rev: str, patches: list[Patch]) -> list[str | None]:
+    """check_series in a clone of upstream that must have the base: per patch None or git's message."""
+    repo = GitRepo(clone)
+    base = repo.resolve_commit(base_rev)
+    if base is None:
+        raise BadInput(
+            f"{clone} does not have the base commit {base_rev}",
+            hint="fetch upstream into that clone first (git fetch origin)",
+        )
+    return [message for _, message in check_series(repo, base, patches)]

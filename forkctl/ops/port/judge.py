@@ -1,0 +1,203 @@
+"""The per-patch judge of a port: absorbed (by which rule and upstream commit), applied (clean or
+partial), or conflict; and the old series every judgement starts from.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from forkctl import git
+from forkctl.errors import BadInput
+from forkctl.git import GitRepo, remote
+from forkctl.git.merge import MergeMessage, MergeResult, cherry_pick
+from forkctl.ops import replay
+from forkctl.series import Patch, Series
+
+
+@dataclass(frozen=True)
+class Verdict:
+    """What happens to one patch on a given head."""
+
+    kind: str  # "applied", "absorbed" or "conflict"
+    reason: str = ""  # for absorbed: the rule; for applied: "clean" or "partial"
+    upstream_commit: str | None = None
+    tree: str | None = None  # applied: the new tree
+    merged: MergeResult | None = None
+    detail: dict[str, Any] = field(default_factory=dict)
+
+
+class Judge:
+    """Decides each patch's fate on a target; holds what is computed once per (old base, target).
+
+    What can be asked for the whole series at once is (patch-ids, provenance, line counts, the paths
+    upstream changed): per patch a clean port costs two git processes (the stand-in commit and the
+    merge), where one per question made a 100-patch port spawn 1,700 processes.
+    """
+
+    def __init__(self, repo: GitRepo, old_base: str, target: str, old_commits: list[str | None]) -> None:
+        self.repo = repo
+        self.old_base = old_base
+        self.target = target
+        self.old_commits = old_commits
+        self._ids: dict[bool, dict[str, str]] = {}
+        self._old_zero_ids: dict[str, str] | None = None
+        self._old_line_counts: dict[str, int] | None = None
+        self._upstream_paths: set[str] | None = None
+        self._provenance: dict[str, str | None] = {}
+        self._ancestry: dict[str, bool] = {}
+
+    def upstream_ids(self, zero_context: bool) -> dict[str, str]:
+        if zero_context not in self._ids:
+            self._ids[zero_context] = git.patch_ids_in_range(
+                self.repo, f"{self.old_base}..{self.target}", zero_context=zero_context
+            )
+        return self._ids[zero_context]
+
+    @property
+    def _old_range(self) -> str | None:
+        built = [c for c in self.old_commits if c is not None]
+        return f"{self.old_base}..{built[-1]}" if built else None
+
+    def old_zero_context_id(self, old: str) -> str:
+        """The zero-context patch-id of an old series commit (all of them computed in one go)."""
+        if self._old_zero_ids is None:
+            spec = self._old_range
+            self._old_zero_ids = git.commit_patch_ids(self.repo, spec, zero_context=True) if spec else {}
+        return self._old_zero_ids.get(old, "")
+
+    def old_changed_lines(self, old: str) -> int:
+        if self._old_line_counts is None:
+            spec = self._old_range
+            self._old_line_counts = git.changed_lines_per_commit(self.repo, spec) if spec else {}
+        return self._old_line_counts[old]
+
+    def upstream_touched(self, paths: list[str]) -> bool:
+        """Did upstream change any of `paths` between the old base and the target?"""
+        if self._upstream_paths is None:
+            self._upstream_paths = git.changed_paths_between(self.repo, self.old_base, self.target)
+        return any(path in self._upstream_paths for path in paths)
+
+    def resolve_provenance(self, names: list[str]) -> dict[str, str | None]:
+        missing = [name for name in names if name not in self._provenance]
+        if missing:
+            self._provenance.update(self.repo.resolve_commits(missing))
+        return {name: self._provenance[name] for name in names}
+
+    def parent_of(self, position: int, base: str) -> str | None:
+        """The old commit the patch at `position` was built on (`base` for the first)."""
+        if self.old_commits[position] is None:
+            return None
+        return self.old_commits[position - 1] if position > 0 else base
+
+    def absorbed_by_identity(self, position: int, patch: Patch) -> Verdict | None:
+        if patch.patch_id and patch.patch_id in self.upstream_ids(False):
+            return Verdict("absorbed", "patch-id", self.upstream_ids(False)[patch.patch_id])
+        old = self.old_commits[position]
+        if old is not None:
+            zero = self.old_zero_context_id(old)
+            if zero and zero in self.upstream_ids(True):
+                return Verdict("absorbed", "patch-id-zero-context", self.upstream_ids(True)[zero])
+        resolved = self.resolve_provenance(list(patch.provenance))
+        contained = self._in_target([sha for sha in resolved.values() if sha])
+        for origin in reversed(patch.provenance):
+            full = resolved[origin]
+            if full and full in contained:
+                return Verdict("absorbed", "provenance", full)
+        return None
+
+    def know_provenance(self, patches: list[Patch]) -> None:
+        """Resolve every provenance SHA of the series, and which the target contains: two processes
+        for the whole series (what is not asked here is asked patch by patch)."""
+        resolved = self.resolve_provenance([name for patch in patches for name in patch.provenance])
+        self._in_target([sha for sha in resolved.values() if sha])
+
+    def _in_target(self, commits: list[str]) -> set[str]:
+        """Those of `commits` that the target contains (each asked once, the unknown ones together)."""
+        unknown = sorted({sha for sha in commits if sha not in self._ancestry})
+        if unknown:
+            inside = self.repo.ancestors_among(unknown, self.target)
+            self._ancestry.update({sha: sha in inside for sha in unknown})
+        return {sha for sha in commits if self._ancestry[sha]}
+
+    def judge(self, position: int, patch: Patch, head: str, head_tree: str | None = None) -> Verdict:
+        found = self.absorbed_by_identity(position, patch)
+        if found is not None:
+            return found
+        head_tree = head_tree or self.repo.commit_info(head).tree
+        old, parent = self.old_commits[position], self.parent_of(position, self.old_base)
+        if old is not None and parent is not None:
+            # The old commits were built by forkctl: committer date = the patch's date.
+            merged = cherry_pick(
+                self.repo, old, parent, head, onto_tree=head_tree, date=patch.date.isoformat()
+            )
+        else:
+            merged = self._apply_3way(patch, head_tree)
+        if merged.clean:
+            if merged.tree == head_tree:
+                return Verdict(
+                    "absorbed", "empty", git.last_commit_touching(self.repo, self._range, patch.paths)
+                )
+            return self._applied(merged, head_tree, old, parent, patch)
+        with self.repo.private_index(head_tree) as index:
+            if git.index_apply_check(index, patch.diff, reverse=True):
+                evidence = git.last_commit_touching(self.repo, self._range, patch.paths)
+                return Verdict("absorbed", "reverse-applies", evidence)
+        return Verdict("conflict", merged=merged)
+
+    @property
+    def _range(self) -> str:
+        return f"{self.old_base}..{self.target}"
+
+    def _applied(
+        self, merged: MergeResult, head_tree: str, old: str | None, parent: str | None, patch: Patch
+    ) -> Verdict:
+        """Applied; "partial" when the ported change is smaller than the original (upstream had some).
+        When upstream left every file of the patch alone, the port is the same change: nothing to count."""
+        if old is None or parent is None or not self.upstream_touched(patch.paths):
+            return Verdict("applied", "clean", tree=merged.tree, merged=merged)
+        before = self.old_changed_lines(old)
+        after = git.changed_line_count(self.repo, head_tree, merged.tree)
+        if after < before:
+            detail = {"changed_lines": before, "still_needed": after}
+            return Verdict("applied", "partial", tree=merged.tree, merged=merged, detail=detail)
+        return Verdict("applied", "clean", tree=merged.tree, merged=merged)
+
+    def _apply_3way(self, patch: Patch, head_tree: str) -> MergeResult:
+        """No old commit to cherry-pick (the series does not build on its base): apply with --3way."""
+        with self.repo.private_index(head_tree) as index:
+            ok, message = index.apply(patch.diff)
+            if not ok:
+                ok, message = index.apply_3way(patch.diff, head_tree)
+            tree = index.write_tree() if ok else head_tree
+        messages = [] if ok else [MergeMessage(kind="apply", paths=list(patch.paths), text=message.strip())]
+        return MergeResult(tree=tree, clean=ok, conflicted=[] if ok else list(patch.paths), messages=messages)
+
+
+def old_series(
+    repo: GitRepo, old_base: str, series: Series, branch_tip: str | None = None
+) -> tuple[list[str | None], str | None]:
+    """apply(old base, series): the old commit of each patch (None past a failure) and the old head.
+    When `branch_tip` already is that (the usual case: the branch forkctl built), it is taken as is."""
+    reused = replay.built_by_apply(repo, old_base, series.patches, branch_tip) if branch_tip else None
+    if reused is not None:
+        return list(reused), reused[-1] if reused else old_base
+    old = replay.build_series(repo, old_base, series.patches)
+    commits: list[str | None] = [a.commit for a in old.applied]
+    commits += [None] * (len(series.patches) - len(commits))
+    return commits, (old.head if old.complete else None)
+
+
+def resolve_endpoints(
+    repo_path: Path | None, url: str, target: str, old_base: str
+) -> tuple[GitRepo, str, str]:
+    """The object store holding both ends of a port, with the target and the old base as full SHAs."""
+    repo = remote.object_store(repo_path, url, [target, old_base])
+    new, old = repo.resolve_commit(target), repo.resolve_commit(old_base)
+    if new is None or old is None:
+        missing = target if new is None else old_base
+        raise BadInput(
+            f"unknown commit {missing!r} in {repo.git_dir}", hint="fetch upstream, or check the SHA"
+        )
+    return repo, new, old

@@ -1,0 +1,101 @@
+"""What a port onto a target would do, moving nothing (`status --onto`): each patch's verdict, and by
+bisection the upstream commit on which a patch first stops porting.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from forkctl import git
+from forkctl.git import GitRepo
+from forkctl.ops import replay
+from forkctl.ops.port.judge import Judge, Verdict, old_series
+from forkctl.series import Patch, Series
+
+
+@dataclass(frozen=True)
+class PreviewEntry:
+    position: int
+    patch: Patch
+    verdict: Verdict
+    plain: bool = False  # applies with plain `git apply` (no 3-way needed)
+
+
+def preview(
+    repo: GitRepo,
+    series: Series,
+    old_base: str,
+    target: str,
+    upto: int | None = None,
+    old_commits: list[str | None] | None = None,
+) -> list[PreviewEntry]:
+    """Judge every patch (or the first `upto` + 1) on `target` as port would. Objects only: no ref, file or
+    manifest moves. A conflicting patch is left out of the head the later patches are judged on.
+    `old_commits`: apply(old base, series), when the caller already has it."""
+    if old_commits is None:
+        old_commits, _ = old_series(repo, old_base, series)
+    judge = Judge(repo, old_base, target, old_commits)
+    head, head_tree = target, repo.commit_info(target).tree
+    entries: list[PreviewEntry] = []
+    last = len(series.patches) if upto is None else upto + 1
+    judge.know_provenance(series.patches[:last])
+    commits = replay.Commits(repo)
+    for position, patch in enumerate(series.patches[:last]):
+        verdict = judge.judge(position, patch, head, head_tree)
+        plain = False
+        if verdict.kind == "applied":
+            with repo.private_index(head_tree) as index:
+                plain = git.index_apply_check(index, patch.diff)
+            assert verdict.tree is not None
+            head, head_tree = commits.make(head, verdict.tree, patch), verdict.tree
+        entries.append(PreviewEntry(position=position, patch=patch, verdict=verdict, plain=plain))
+    commits.flush()
+    return entries
+
+
+@dataclass(frozen=True)
+class FirstBreak:
+    """The first upstream commit (first-parent order) in base..target on which a patch stops porting."""
+
+    commit: str
+    subject: str
+    author: str
+    date: str
+    files: list[str]
+    tested: int  # how many candidate commits bisection had to judge
+
+
+def first_break(
+    repo: GitRepo, series: Series, old_base: str, target: str, position: int
+) -> FirstBreak | None:
+    """Bisect old_base..target (first parent) for the first commit where patch `position` conflicts."""
+    candidates = repo.rev_list(f"{old_base}..{target}", "--first-parent")
+    old_commits, _ = old_series(repo, old_base, series)  # the same for every candidate
+    tested = 0
+
+    def breaks(commit: str) -> bool:
+        nonlocal tested
+        tested += 1
+        entries = preview(repo, series, old_base, commit, upto=position, old_commits=old_commits)
+        return entries[-1].verdict.kind == "conflict"
+
+    if not candidates or not breaks(candidates[-1]):
+        return None
+    low, high = -1, len(candidates) - 1  # candidates[high] breaks; low is the last known good (-1: base)
+    while high - low > 1:
+        middle = (low + high) // 2
+        if breaks(candidates[middle]):
+            high = middle
+        else:
+            low = middle
+    culprit = repo.commit_info(candidates[high])
+    parent = culprit.parents[0] if culprit.parents else git.EMPTY_TREE
+    files = repo.changed_paths(parent, culprit.sha)
+    return FirstBreak(
+        commit=culprit.sha,
+        subject=culprit.subject,
+        author=f"{culprit.author.name} <{culprit.author.email}>",
+        date=culprit.author.date,
+        files=files,
+        tested=tested,
+    )

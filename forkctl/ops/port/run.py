@@ -1,0 +1,199 @@
+"""The port itself: judge each patch on the new base plus the patches already ported, commit what
+applies, record what was absorbed; stop on a conflict in the scratch worktree (--continue, --skip,
+--abort); write the result as one transaction.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+from datetime import UTC, datetime
+from typing import Any
+
+from forkctl import git, locking
+from forkctl.errors import BadInput
+from forkctl.git import GitRepo
+from forkctl.manifest import Manifest
+from forkctl.ops import export, replay
+from forkctl.ops import state as session
+from forkctl.ops.apply import refuse_checked_out
+from forkctl.ops.port import transaction
+from forkctl.ops.port.judge import Judge, Verdict, old_series
+from forkctl.series import Patch, Series
+
+OnPatch = Callable[[str], None]  # told each patch's subject as it is done (a progress bar)
+
+
+@dataclass
+class PortOutcome:
+    state: session.State
+    conflict: session.ConflictReport | None = None
+    range_diff: str = ""
+    exported: list[export.ExportedPatch] | None = None
+
+
+def _message(patch: Patch, old_commit: str | None) -> str:
+    return export.with_provenance(patch.message, old_commit) if old_commit else patch.message
+
+
+def _absorbed(state: session.State, position: int, patch: Patch, verdict: Verdict, **extra: Any) -> None:
+    evidence: dict[str, Any] = {
+        "subject": patch.subject,
+        "file": state.files[position],
+        "reason": verdict.reason,
+        "upstream_commit": verdict.upstream_commit,
+        "base": state.base,
+        "provenance": patch.provenance,
+        **extra,
+    }
+    state.steps.append(session.Step(file=state.files[position], commit=None, absorbed=evidence))
+
+
+def _judge(repo: GitRepo, state: session.State) -> Judge:
+    return Judge(repo, state.extra["old_base"], state.base, state.extra["old_commits"])
+
+
+def _run(
+    repo: GitRepo, series: Series, state: session.State, start: int, on_patch: OnPatch | None = None
+) -> session.ConflictReport | None:
+    judge = _judge(repo, state)
+    judge.know_provenance(series.patches[start:])
+    head, head_tree = state.head, None
+    commits = replay.Commits(repo)  # written together, before anything names them
+    for position in range(start, len(series.patches)):
+        patch = series.patches[position]
+        verdict = judge.judge(position, patch, head, head_tree)
+        if on_patch:
+            on_patch(patch.subject)
+        if verdict.kind == "absorbed":
+            _absorbed(state, position, patch, verdict)
+            continue
+        if verdict.kind == "applied":
+            assert verdict.tree is not None
+            message = _message(patch, state.extra["old_commits"][position])
+            head, head_tree = commits.make(head, verdict.tree, patch, message), verdict.tree
+            partial = verdict.detail if verdict.reason == "partial" else None
+            state.steps.append(session.Step(file=state.files[position], commit=head, partial=partial))
+            continue
+        commits.flush()
+        return session.open_conflict(repo, state, position, patch, head, verdict.merged)
+    commits.flush()
+    return None
+
+
+def _finish(repo: GitRepo, manifest: Manifest, state: session.State) -> PortOutcome:
+    exported, shown = transaction.finish(repo, manifest, state)
+    return PortOutcome(state=state, range_diff=shown, exported=exported)
+
+
+@locking.repository_locked
+def start(
+    repo: GitRepo,
+    manifest: Manifest,
+    series: Series,
+    old_base: str,
+    new_base: str,
+    branch: str,
+    backport: bool = False,
+    on_patch: OnPatch | None = None,
+) -> PortOutcome:
+    git.check_branch_name(branch)
+    session.refuse_if_in_progress(repo)
+    session.remove_leftovers(repo)
+    refuse_checked_out(repo, branch)
+    descends = repo.is_ancestor(old_base, new_base)
+    if not descends and not backport:
+        raise BadInput(
+            f"{new_base[:12]} does not descend from the current base {old_base[:12]}",
+            hint="to carry the series to an older line (e.g. a release branch), pass --backport",
+        )
+    old_tip = repo.branch_sha(branch)
+    old_commits, old_head = old_series(repo, old_base, series, old_tip)
+    state = session.State(
+        operation="port",
+        manifest=str(manifest.path),
+        base=new_base,
+        series_digest=series.digest,
+        files=[entry.file for entry in manifest.series],
+        branch=branch,
+        force=True,
+        old_tip=old_tip,
+        worktree=str(session.worktree_path(repo)),
+        extra={
+            "old_base": old_base,
+            "old_commits": old_commits,
+            "old_head": old_head,
+            "backport": not descends,
+        },
+    )
+    conflict = _run(repo, series, state, 0, on_patch)
+    if conflict is not None:
+        return PortOutcome(state=state, conflict=conflict)
+    return _finish(repo, manifest, state)
+
+
+def _resumable(repo: GitRepo, series: Series) -> session.State:
+    state = session.require(repo, "port")
+    if series.digest != state.series_digest:
+        raise BadInput("the patch series changed since the port stopped", hint="run forkctl port --abort")
+    return state
+
+
+@locking.repository_locked
+def resume(repo: GitRepo, manifest: Manifest, load_series: Callable[[], Series]) -> PortOutcome:
+    """Go on after a conflict was resolved, or finish a port that was killed while writing its results
+    (then the series files may be half rewritten: they are not read, the state has everything)."""
+    state = session.require(repo, "port")
+    if transaction.is_finishing(state):
+        return _finish(repo, manifest, state)
+    series = load_series()
+    state = _resumable(repo, series)
+    index = state.conflict_index
+    patch = series.patches[index]
+    message = _message(patch, state.extra["old_commits"][index])
+    commit = session.commit_resolution(repo, state, patch, message)
+    state.steps.append(session.Step(file=state.files[index], commit=commit, resolved=True))
+    return _go_on(repo, manifest, series, state, index)
+
+
+@locking.repository_locked
+def skip(repo: GitRepo, manifest: Manifest, load_series: Callable[[], Series], who: str) -> PortOutcome:
+    """Drop the conflicting patch on purpose: recorded under `dropped:` as skipped, by whom and when."""
+    if transaction.is_finishing(session.require(repo, "port")):
+        raise BadInput("the port is writing its results; nothing to skip", hint="run forkctl port --continue")
+    series = load_series()
+    state = _resumable(repo, series)
+    index = state.conflict_index
+    when = datetime.now(UTC).replace(microsecond=0).isoformat()
+    _absorbed(
+        state, index, series.patches[index], Verdict("absorbed", "skipped"), skipped_by=who, skipped_at=when
+    )
+    return _go_on(repo, manifest, series, state, index)
+
+
+def _go_on(
+    repo: GitRepo, manifest: Manifest, series: Series, state: session.State, index: int
+) -> PortOutcome:
+    state.conflict_index, state.conflict_parent, state.conflict_paths = -1, "", []
+    session.save(repo, state)
+    conflict = _run(repo, series, state, index + 1)
+    if conflict is not None:
+        return PortOutcome(state=state, conflict=conflict)
+    return _finish(repo, manifest, state)
+
+
+@locking.repository_locked
+def abort(repo: GitRepo) -> session.State | None:
+    """Undo a stopped or interrupted port: files and manifest restored, the branch put back.
+
+    None when the state was unreadable: only forkctl's scratch is removed (a port moves the branch last,
+    and only after its state, with the backups, was written in full, so no ref needs moving back)."""
+    try:
+        state = session.require(repo, "port")
+    except session.CorruptState:
+        session.discard(repo)
+        return None
+    if transaction.is_finishing(state):
+        transaction.undo(repo, state)
+    session.clear(repo)
+    return state
