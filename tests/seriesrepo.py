@@ -76,6 +76,7 @@ def write_manifest(root: Path, base: str, url: str, files: list[str]) -> Path:
             "repo": "AlignmentResearch/Megatron-LM",
             "url": "https://github.com/AlignmentResearch/Megatron-LM.git",
             "branch": "farai/main",
+            "tree_include": "megatron/**",
         },
         "series": [{"file": f} for f in files],
         "dropped": [],

@@ -7,6 +7,7 @@ import shutil
 from pathlib import Path
 
 import pytest
+import yaml
 from click.testing import CliRunner
 
 from forkctl.cli import cli
@@ -231,3 +232,20 @@ def test_a_journal_half_written_by_a_killed_run_is_cleaned_up(setup: SeriesSetup
     (site / "megatron/core/.a.py.forkctl-new").write_text("half\n")
     assert _apply(setup, "--tree", str(site))[0] == 0
     assert _snapshot(site) == _snapshot(reference)
+
+
+def test_the_manifest_names_what_a_tree_takes_and_every_path_by_default(
+    setup: SeriesSetup, tmp_path: Path
+) -> None:
+    # The fixture's manifest says fork.tree_include: megatron/** (as this repository's does): the
+    # readme-only patch is left out. Without the key, a tree takes every path of the series.
+    data = yaml.safe_load(setup.manifest.read_text())
+    assert data["fork"].pop("tree_include") == "megatron/**"
+    setup.manifest.write_text(yaml.safe_dump(data, sort_keys=False))
+    site = _site(setup, tmp_path)
+    (site / "README.md").write_bytes((setup.upstream.path / "README.md").read_bytes())
+    code, result = _apply(setup, "--tree", str(site))
+    assert code == 0, result
+    statuses = {p["file"]: p["status"] for p in result["patches"]}
+    assert statuses["0003-docs-readme-only.patch"] != "no-matching-paths"
+    assert (site / "README.md").read_bytes() != (setup.upstream.path / "README.md").read_bytes()

@@ -220,3 +220,29 @@ def test_a_manifest_error_under_github_is_an_annotation_on_its_file_and_line(
     ]
     assert "## forkctl lint: error" in summary.read_text()
     assert "unknown key 'upstrem'" in summary.read_text()
+
+
+def test_what_is_specific_to_a_fork_has_defaults_any_fork_can_use(tmp_path: Path) -> None:
+    manifest = load(_write(tmp_path, VALID))
+    assert manifest.fork.tree_include == "**"
+    assert manifest.fork.bump_branch_prefix == "forkctl/bump-"
+    assert manifest.validation.multigpu_tests == "tests/multigpu"
+    assert manifest.validation.benchmark is None and manifest.validation.layer_benchmark is None
+
+
+@pytest.mark.parametrize(
+    ("section", "line", "needle"),
+    [
+        ("fork:\n  tree_include: ''\n", "tree_include", "the glob is empty"),
+        ("fork:\n  bump_branch_prefix: --force\n", "bump_branch_prefix", "cannot start a branch name"),
+        ("validation:\n  benchmark_rows: 8k,32k\n", "benchmark_rows", "not a comma-separated list"),
+        ("validation:\n  benchmark: /abs/bench.py\n", "benchmark", "is absolute"),
+    ],
+)
+def test_fork_specific_settings_are_checked(tmp_path: Path, section: str, line: str, needle: str) -> None:
+    key = section.partition(":\n")[0]
+    text = VALID.replace(f"{key}:\n", section, 1) if f"\n{key}:\n" in VALID else VALID + section
+    path = _write(tmp_path, text)
+    code, out = _lint(path)
+    lineno = text.splitlines().index(next(x for x in text.splitlines() if x.strip().startswith(line))) + 1
+    assert code == 2 and needle in out and f"manifest.yaml:{lineno}" in out, out

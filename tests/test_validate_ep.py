@@ -44,7 +44,7 @@ def ep_toolkit(tmp_path: Path) -> Toolkit:
     return toolkit
 
 
-def make_ep_run(toolkit: Toolkit, tag: str = "sm90-ep4", root: str = evidence.MULTIGPU_TESTS) -> evidence.Run:
+def make_ep_run(toolkit: Toolkit, tag: str = "sm90-ep4", root: str = "tests/multigpu") -> evidence.Run:
     """A run of the multi-GPU suite as `validate --ep 4` records it."""
     loaded = load(toolkit)
     base = make_run(loaded, outcomes={EP_NODE: "passed"})

@@ -47,6 +47,7 @@ def manifest_dict(base: str, files: list[str]) -> dict:
             "repo": "AlignmentResearch/Megatron-LM",
             "url": "https://github.com/AlignmentResearch/Megatron-LM.git",
             "branch": "farai/main",
+            "tree_include": "megatron/**",
         },
         "series": [{"file": f} for f in files],
         "dropped": [],

@@ -63,7 +63,9 @@ def _tree_report(tree_plan: patch_dir.TreePlan, reverse: bool, changed: list[str
 
 def _apply_tree(ctx: Context, tree: Path, include: str, reverse: bool) -> Report:
     if not tree.is_dir():
-        raise BadInput(f"{tree} is not a directory", hint="pass the folder that contains megatron/")
+        raise BadInput(
+            f"{tree} is not a directory", hint="pass the folder that holds the package the series patches"
+        )
     series = load_series(ctx.manifest())
     finished = patch_dir.recover(tree)  # an earlier run killed mid-swap is completed first
     tree_plan = patch_dir.plan(tree, series.patches, include, reverse=reverse)
@@ -222,9 +224,9 @@ def _refuse_ignored_options(tree: Path | None, **given: bool) -> None:
 @click.option("--reverse", is_flag=True, help="With --tree: take the series back out, last patch first.")
 @click.option(
     "--include",
-    default=patch_dir.DEFAULT_INCLUDE,
-    show_default=True,
-    help="With --tree: only paths matching this glob are patched (others are ignored).",
+    metavar="GLOB",
+    help="With --tree: only paths matching this glob are patched, others ignored (default: the "
+    "manifest's fork.tree_include, ** when unset).",
 )
 @output_options()
 @forkctl_command
@@ -233,7 +235,7 @@ def command(
     ctx: Context,
     tree: Path | None,
     reverse: bool,
-    include: str,
+    include: str | None,
     base_rev: str | None,
     repo_path: Path | None,
     upstream_url: str | None,
@@ -260,7 +262,7 @@ def command(
     _refuse_ignored_options(
         tree,
         reverse=reverse,
-        include=include != patch_dir.DEFAULT_INCLUDE,
+        include=include is not None,
         base=base_rev is not None,
         repo=repo_path is not None,
         upstream_url=upstream_url is not None,
@@ -270,7 +272,7 @@ def command(
         abort=abort,
     )
     if tree is not None:
-        return _apply_tree(ctx, tree, include, reverse)
+        return _apply_tree(ctx, tree, include or ctx.manifest().fork.tree_include, reverse)
     if resume and abort:
         raise BadInput("--continue and --abort exclude each other", hint="pass one of them")
     manifest = ctx.manifest()

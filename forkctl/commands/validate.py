@@ -16,7 +16,6 @@ import msgspec
 from forkctl import report
 from forkctl.cli import verbs
 from forkctl.cli.kit import Context, forkctl_command, output_options
-from forkctl.gpu import evidence
 from forkctl.gpu import validate as gpu_validate
 from forkctl.manifest import Manifest
 from forkctl.report import Level, Problem, Report, Table
@@ -54,15 +53,14 @@ from forkctl.series import load_series
     "--ep",
     type=click.IntRange(min=1),
     metavar="N",
-    help=f"Run the expert-parallel suite ({evidence.MULTIGPU_TESTS}, torchrun on N GPUs) instead of the "
+    help="Run the expert-parallel suite (the manifest's validation.multigpu_tests, torchrun on N GPUs) instead of the "
     "single-GPU one, and record it as the environment sm90-epN. Needs N CUDA devices; the benchmark is "
     "the end-to-end MoELayer arm at EP=N (skip it with --quick).",
 )
 @click.option(
     "--bench-rows",
-    default=gpu_validate.DEFAULT_BENCH_ROWS,
-    show_default=True,
-    help="Routed-row counts the benchmark measures (comma separated).",
+    help="Routed-row counts the benchmark measures (comma separated; default: the manifest's "
+    "validation.benchmark_rows).",
 )
 @click.option(
     "--keep", is_flag=True, help="Keep the scratch folder (patched package, JUnit XML) for debugging."
@@ -90,7 +88,7 @@ def command(
     python: str,
     env_suffix: str | None,
     ep: int | None,
-    bench_rows: str,
+    bench_rows: str | None,
     keep: bool,
     sign_key: Path | None,
     unsigned: bool,

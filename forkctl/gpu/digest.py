@@ -71,7 +71,7 @@ def _require_suite_dir(manifest: Manifest, suite: str) -> Path:
 def suite_files(manifest: Manifest, root: str | None = None) -> list[Path]:
     """Every file a GPU test suite consists of (see the module's docstring), sorted by relative path.
 
-    `root` is the suite folder (default `validation.gpu_tests`; MULTIGPU_TESTS for the EP suite).
+    `root` is the suite folder (default `validation.gpu_tests`; `validation.multigpu_tests` for the EP suite).
     """
     suite = root or manifest.validation.gpu_tests
     repo = manifest.root

@@ -4,7 +4,7 @@ Evidence is bound to exactly what it tested:
 - the series digest (`Series.digest`: sha256 over the base SHA and every patch file's bytes, in order);
 - the GPU test-suite digest (`forkctl.gpu.digest`: the files under the suite folder, the conftest
   files pytest loads above them, and the repository modules they import). The folder depends on the
-  environment: `validation.gpu_tests` for a single-GPU tag such as `sm90`, MULTIGPU_TESTS for an
+  environment: `validation.gpu_tests` for a single-GPU tag such as `sm90`, `validation.multigpu_tests` for an
   expert-parallel tag such as `sm90-ep4` (`forkctl validate --ep 4`); each run records its folder;
 - the environment (GPU, compute capability, driver, torch, CUDA, cuBLAS, megatron-core, TE), summarised
   in a tag such as `sm90` that the manifest's `validation.require` lists.
@@ -39,7 +39,6 @@ MAX_EVIDENCE_BYTES = 16 << 20  # one run's evidence is a few kilobytes; a runawa
 
 Outcome = Literal["passed", "failed", "error", "skipped"]
 # The multi-GPU suite (`forkctl validate --ep N`) and the tag suffix its runs carry (sm90-ep4).
-MULTIGPU_TESTS = "tests/multigpu"
 EP_TAG = re.compile(r"-ep(\d+)$")
 
 
@@ -76,7 +75,7 @@ class Environment(_Model):
 
 
 class SuiteRecord(_Model):
-    root: str  # the suite folder the run covered: validation.gpu_tests, or MULTIGPU_TESTS for -epN tags
+    root: str  # the suite folder the run covered: validation.gpu_tests, or validation.multigpu_tests for -epN tags
     digest: str
     files: dict[str, str]  # relative path -> sha256 of its bytes
 
@@ -130,7 +129,8 @@ def ep_size(tag: str) -> int | None:
 
 def suite_root(manifest: Manifest, tag: str) -> str:
     """The test folder whose run an environment's evidence must come from."""
-    return MULTIGPU_TESTS if ep_size(tag) is not None else manifest.validation.gpu_tests
+    validation = manifest.validation
+    return validation.multigpu_tests if ep_size(tag) is not None else validation.gpu_tests
 
 
 def validate_command(tag: str) -> str:

@@ -24,7 +24,6 @@ from forkctl.errors import BadInput
 from forkctl.gpu import host, probe, process, signing
 from forkctl.gpu.digest import suite_record
 from forkctl.gpu.evidence import (
-    MULTIGPU_TESTS,
     Environment,
     Run,
     SuiteRecord,
@@ -52,9 +51,6 @@ MULTICAST_OFF = {
     "TORCH_SYMM_MEM_DISABLE_MULTICAST": "1",
     "NVSHMEM_DISABLE_NVLS": "1",
 }
-BENCH_SCRIPT = "bench/grouped_gemm.py"
-LAYER_BENCH_SCRIPT = "bench/moe_layer.py"  # the end-to-end arm: a full MoELayer with LoRA, at EP=1 or N
-DEFAULT_BENCH_ROWS = "8192,32768,131072"
 DEFAULT_TIMEOUT_S = 300
 # pytest exit codes that mean the tests ran to the end (0 all passed, 1 some failed).
 PYTEST_COMPLETED = {0, 1}
@@ -72,7 +68,7 @@ class Options:
     timeout: int = DEFAULT_TIMEOUT_S  # seconds for each stage
     env_suffix: str | None = None  # names a topology in the environment tag (sm90-NAME)
     ep: int | None = None  # run the expert-parallel suite on this many GPUs
-    bench_rows: str = DEFAULT_BENCH_ROWS
+    bench_rows: str | None = None  # default: the manifest's validation.benchmark_rows
     keep: bool = False  # keep the scratch folder
     sign_key: Path | None = None
     unsigned: bool = False  # record without signing although the manifest lists allowed signers
@@ -159,12 +155,12 @@ def check_signing(manifest: Manifest, sign_key: Path | None, unsigned: bool) -> 
 
 
 def select_suite(manifest: Manifest, ep: int | None, env_suffix: str | None) -> tuple[Suite, str | None]:
-    """The suite and the environment-tag suffix: --ep N runs tests/multigpu and tags the run epN."""
+    """The suite and the environment-tag suffix: --ep N runs validation.multigpu_tests and tags the run epN."""
     if ep is None:
         if env_suffix is not None and ep_size(f"-{env_suffix}") is not None:
             raise BadInput(
                 f"--env-suffix {env_suffix} names an expert-parallel run, but the single-GPU suite would run",
-                hint=f"use --ep {ep_size('-' + env_suffix)} to run {MULTIGPU_TESTS}",
+                hint=f"use --ep {ep_size('-' + env_suffix)} to run {manifest.validation.multigpu_tests}",
             )
         return Suite(manifest.validation.gpu_tests, "gpu"), env_suffix
     suffix = f"ep{ep}"
@@ -173,7 +169,7 @@ def select_suite(manifest: Manifest, ep: int | None, env_suffix: str | None) -> 
             f"--ep {ep} records the run as {suffix}, but --env-suffix {env_suffix} asks for another tag",
             hint=f"drop --env-suffix (--ep {ep} implies {suffix})",
         )
-    return Suite(MULTIGPU_TESTS, "multigpu", ep), suffix
+    return Suite(manifest.validation.multigpu_tests, "multigpu", ep), suffix
 
 
 def patched_copy(series: Series, installed: Path, scratch: Path) -> tuple[Path, str]:
@@ -307,23 +303,32 @@ def _run_tests(job: _Job, env: dict[str, str]) -> tuple[process.Finished, list[T
 
 def _benchmarks(job: _Job, env: dict[str, str], site: Path, plot: Path) -> dict[str, Any]:
     """The grouped-GEMM benchmark (single-GPU suite only) and the end-to-end MoELayer one, unless --quick."""
-    skipped = "--quick" if job.selected.ep is None else "--ep: the grouped-GEMM benchmark runs on one GPU"
+    validation = job.manifest.validation
+    if validation.benchmark is None:
+        skipped = "no validation.benchmark in the manifest"
+    else:
+        skipped = "--quick" if job.selected.ep is None else "--ep: the grouped-GEMM benchmark runs on one GPU"
     bench: dict[str, Any] = {"status": "skipped", "detail": skipped}
     if job.options.quick:
         return bench
-    if job.selected.ep is None:
-        job.progress("running the grouped-GEMM benchmark")
+    if job.selected.ep is None and validation.benchmark is not None:
+        job.progress(f"running the benchmark {validation.benchmark}")
         job.folder.mkdir(parents=True, exist_ok=True)
         out = job.scratch / "bench.json"
-        args = ["--out", str(out), "--rows", job.options.bench_rows, "--plot", str(plot)]
-        bench = _run_json_script(job, env, BENCH_SCRIPT, args, out)
+        rows = job.options.bench_rows or validation.benchmark_rows
+        args = ["--out", str(out), "--rows", rows, "--plot", str(plot)]
+        bench = _run_json_script(job, env, validation.benchmark, args, out)
+    if validation.layer_benchmark is None:
+        return bench
     ep = job.selected.ep or 1
     job.progress(f"running the end-to-end MoELayer benchmark at EP={ep}")
     # bench/moe_layer.py starts torchrun itself for EP > 1; it exits 1 when the arms disagree, with the
     # figures written, so they are kept.
     out = job.scratch / f"moe-layer-ep{ep}.json"
     args = ["--megatron", str(site), "--ep", str(ep), "--out", str(out)]
-    bench["moe_layer"] = _run_json_script(job, env, LAYER_BENCH_SCRIPT, args, out, json_on_failure=True)
+    bench["moe_layer"] = _run_json_script(
+        job, env, validation.layer_benchmark, args, out, json_on_failure=True
+    )
     return bench
 
 

@@ -58,6 +58,17 @@ class Fork(_Model):
     # Upstreams that take contributions under the DCO (Megatron-LM does) want every patch signed off by
     # its author: then `forkctl lint` refuses a patch without `Signed-off-by: <its author>`.
     require_signoff: bool = False
+    # `apply --tree` patches a plain directory (e.g. site-packages): only the series' paths matching this
+    # glob go there (a fork whose package is `megatron/` sets `megatron/**`, leaving its tests out).
+    tree_include: str = "**"
+    # The branch forkctl creates in each consumer to move its pin: `<prefix><fork-head sha12>`.
+    bump_branch_prefix: str = "forkctl/bump-"
+
+    def __post_init__(self) -> None:
+        if not self.tree_include.strip():
+            raise FieldError("tree_include", "the glob is empty; use ** for every path")
+        if not self.bump_branch_prefix.strip() or self.bump_branch_prefix.startswith("-"):
+            raise FieldError("bump_branch_prefix", f"{self.bump_branch_prefix!r} cannot start a branch name")
 
 
 class SeriesEntry(_Model):
@@ -114,6 +125,13 @@ class Consumer(_Model):
 class Validation(_Model):
     evidence_dir: str = "validation"
     gpu_tests: str = "tests/gpu"
+    # The expert-parallel suite `validate --ep N` runs with torchrun (tags such as sm90-ep2).
+    multigpu_tests: str = "tests/multigpu"
+    # Benchmarks `validate` runs after the tests (not with --quick), each a script of this repository that
+    # writes JSON to --out: a microbenchmark over routed-row counts, and an end-to-end layer arm. Unset: skipped.
+    benchmark: str | None = None
+    benchmark_rows: str = "8192,32768,131072"
+    layer_benchmark: str | None = None
     require: list[str] = msgspec.field(default_factory=list)
     # Who may sign GPU evidence: git's allowed-signers lines, `<principal> <key-type> <base64-key>`.
     # When set, forkctl gate refuses evidence without a valid signature by one of these keys.
@@ -122,6 +140,15 @@ class Validation(_Model):
     def __post_init__(self) -> None:
         _check_relpath("evidence_dir", self.evidence_dir)
         _check_relpath("gpu_tests", self.gpu_tests)
+        _check_relpath("multigpu_tests", self.multigpu_tests)
+        for key in ("benchmark", "layer_benchmark"):
+            if getattr(self, key) is not None:
+                _check_relpath(key, getattr(self, key))
+        rows = self.benchmark_rows.split(",")
+        if not all(row.strip().isdigit() and int(row) > 0 for row in rows):
+            raise FieldError(
+                "benchmark_rows", f"{self.benchmark_rows!r} is not a comma-separated list of row counts"
+            )
         if self.allowed_signers:
             from forkctl.gpu.signing import check_allowed_signers
 

@@ -22,7 +22,7 @@ from forkctl.errors import BadInput
 from forkctl.files import atomic_write, remove_temporaries
 from forkctl.series import Patch
 
-DEFAULT_INCLUDE = "megatron/**"
+DEFAULT_INCLUDE = "**"  # every path; the manifest's fork.tree_include narrows it
 
 
 class TreeState(StrEnum):
