@@ -18,7 +18,7 @@ import re
 import sys
 from collections.abc import Iterator
 from dataclasses import dataclass, field
-from enum import StrEnum
+from forkctl.compat import StrEnum
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, TextIO
 

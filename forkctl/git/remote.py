@@ -15,7 +15,7 @@ import json
 import os
 import re
 from dataclasses import dataclass
-from datetime import UTC, datetime
+from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any
 from urllib.parse import urlsplit
@@ -234,7 +234,7 @@ def _listing_file(url: str) -> Path:
 def _record_listing(url: str, refs: dict[str, str]) -> None:
     path = _listing_file(url)
     path.parent.mkdir(parents=True, exist_ok=True)
-    stamp = datetime.now(UTC).isoformat(timespec="seconds")
+    stamp = datetime.now(timezone.utc).isoformat(timespec="seconds")
     atomic_write_text(path, json.dumps({"listed_at": stamp, "refs": refs}, sort_keys=True) + "\n")
 
 

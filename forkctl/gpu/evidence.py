@@ -21,7 +21,7 @@ from __future__ import annotations
 import hashlib
 import json
 import re
-from datetime import UTC, datetime
+from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any, Literal
 
@@ -164,7 +164,7 @@ def patch_records(manifest: Manifest, series: Series) -> list[PatchRecord]:
 
 
 def now() -> datetime:
-    return datetime.now(UTC).replace(microsecond=0)
+    return datetime.now(timezone.utc).replace(microsecond=0)
 
 
 # --- reading and writing evidence files ----------------------------------------------------------

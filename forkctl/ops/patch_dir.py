@@ -14,10 +14,10 @@ import os
 import shutil
 import tempfile
 from dataclasses import dataclass
-from enum import StrEnum
 from pathlib import Path
 
 from forkctl import git
+from forkctl.compat import StrEnum
 from forkctl.errors import BadInput
 from forkctl.files import atomic_write, remove_temporaries
 from forkctl.series import Patch

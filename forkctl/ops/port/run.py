@@ -7,7 +7,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass
-from datetime import UTC, datetime
+from datetime import datetime, timezone
 from typing import Any
 
 from forkctl import git, locking
@@ -164,7 +164,7 @@ def skip(repo: GitRepo, manifest: Manifest, load_series: Callable[[], Series], w
     series = load_series()
     state = _resumable(repo, series)
     index = state.conflict_index
-    when = datetime.now(UTC).replace(microsecond=0).isoformat()
+    when = datetime.now(timezone.utc).replace(microsecond=0).isoformat()
     _absorbed(
         state, index, series.patches[index], Verdict("absorbed", "skipped"), skipped_by=who, skipped_at=when
     )
