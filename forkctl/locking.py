@@ -11,6 +11,7 @@ import os
 import time
 from collections.abc import Callable, Iterator
 from pathlib import Path
+from typing import ParamSpec, TypeVar
 
 from forkctl.errors import BadInput
 
@@ -61,7 +62,11 @@ def toolkit(manifest_path: Path, cache: Path) -> contextlib.AbstractContextManag
     return held(cache / "locks" / f"toolkit-{key}.lock", f"the patch series of {manifest_path}")
 
 
-def repository_locked[**P, R](func: Callable[P, R]) -> Callable[P, R]:
+P = ParamSpec("P")
+R = TypeVar("R")
+
+
+def repository_locked(func: Callable[P, R]) -> Callable[P, R]:
     """For an operation whose first argument is a GitRepo: hold that repository's lock while it runs."""
 
     @functools.wraps(func)

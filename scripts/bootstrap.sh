@@ -7,16 +7,17 @@ cd "$(dirname "$0")/.."
 
 UV_VERSION="0.13.9"
 
-find_python312() {
-    local candidate
+# find_python 3.N: the first interpreter of exactly that version among the usual places (never downloaded).
+find_python() {
+    local version=$1 candidate
     for candidate in \
-        "${FORKCTL_PYTHON:-}" \
-        "$(command -v python3.12 2>/dev/null || true)" \
-        "${PYENV_ROOT:-$HOME/.pyenv}"/versions/3.12*/bin/python3.12 \
-        /root/.pyenv/versions/3.12*/bin/python3.12 \
-        /usr/local/bin/python3.12 /usr/bin/python3.12 /opt/python3.12/bin/python3.12; do
+        "$( [ "$version" = 3.12 ] && echo "${FORKCTL_PYTHON:-}" )" \
+        "$(command -v "python$version" 2>/dev/null || true)" \
+        "${PYENV_ROOT:-$HOME/.pyenv}"/versions/"$version".*/bin/python"$version" \
+        /root/.pyenv/versions/"$version".*/bin/python"$version" \
+        /usr/local/bin/python"$version" /usr/bin/python"$version" /opt/python"$version"/bin/python"$version"; do
         [ -n "$candidate" ] && [ -x "$candidate" ] || continue
-        if "$candidate" -c 'import sys; sys.exit(0 if sys.version_info[:2] == (3, 12) else 1)' 2>/dev/null; then
+        if "$candidate" -c "import sys; sys.exit(0 if '%d.%d' % sys.version_info[:2] == '$version' else 1)" 2>/dev/null; then
             echo "$candidate"
             return 0
         fi
@@ -24,7 +25,7 @@ find_python312() {
     return 1
 }
 
-if ! PYTHON=$(find_python312); then
+if ! PYTHON=$(find_python 3.12); then
     cat >&2 <<'MSG'
 bootstrap: error: no Python 3.12 found.
   forkctl needs Python 3.12 (megatron-core 0.19.2 requires >= 3.12) and does not download one.
@@ -67,4 +68,21 @@ else
     "$UV" sync --frozen --python "$PYTHON" --quiet
 fi
 .venv/bin/python -m compileall -q forkctl >/dev/null
+
+# The CLI installs on Python 3.10-3.13 (only the patch tests need 3.12). tests/test_pythons.py runs the
+# CLI's own tests under every other such Python this machine has, each in a small venv holding the
+# locked runtime dependencies and the dev tools, built here once per lock.
+for version in 3.10 3.11 3.13; do
+    other=$(find_python "$version") || continue
+    dir=.venv-pythons/$version
+    if [ ! -f "$dir/.stamp" ] || [ uv.lock -nt "$dir/.stamp" ]; then
+        echo "bootstrap: Python $version at $other: installing the CLI's locked dependencies into $dir" >&2
+        rm -rf "$dir"
+        "$UV" venv --quiet --python "$other" "$dir"
+        "$UV" export --frozen --no-hashes --no-emit-project --no-default-groups --group dev --quiet \
+            >"$dir/requirements.txt"
+        "$UV" pip install --quiet --python "$dir/bin/python" --compile-bytecode -r "$dir/requirements.txt"
+        touch "$dir/.stamp"
+    fi
+done
 echo "bootstrap: environment ready in .venv" >&2

@@ -9,6 +9,7 @@ import subprocess
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
+from typing import TypeVar
 
 # How the project stores patches: byte-stable format-patch output.
 FORMAT_PATCH = ("format-patch", "--zero-commit", "--no-signature", "--full-index", "--no-stat")
@@ -95,7 +96,10 @@ def _link_or_copy(src: str, dst: str) -> None:
         shutil.copy2(src, dst)
 
 
-def built_once[T](tmp: Path, name: str, build: Callable[[Path], T]) -> T:
+T = TypeVar("T")
+
+
+def built_once(tmp: Path, name: str, build: Callable[[Path], T]) -> T:
     """`build(folder)` for the test whose tmp dir is `tmp`: built once per process, restored for each test.
 
     What the builders make records its own absolute location (file:// URLs in manifests, in committed

@@ -5,7 +5,7 @@ number of git processes per patch."""
 from __future__ import annotations
 
 import os
-from datetime import UTC, datetime, timedelta, timezone
+from datetime import datetime, timedelta, timezone
 from pathlib import Path
 
 import pytest
@@ -22,7 +22,7 @@ IDENTITIES = [
     ("O'Brien, Pat (ML infra)", "pat+fork@example.com"),
     ("李小龙", "li@example.cn"),
 ]
-ZONES = [UTC, timezone(timedelta(hours=5, minutes=30)), timezone(timedelta(hours=-8))]
+ZONES = [timezone.utc, timezone(timedelta(hours=5, minutes=30)), timezone(timedelta(hours=-8))]
 MESSAGES = [
     "subject\n",
     "feat(moe): a subject\n\nbody line\n\n(cherry picked from commit " + "a" * 40 + ")\n",
@@ -55,7 +55,7 @@ def test_commits_made_in_memory_equal_commit_tree(tmp_path: Path) -> None:
     [(" padded name ", "a@b.c"), ("name.", "a@b.c"), ("A <x> B", "a@b.c"), ("A", "<a@b.c>"), ("", "a@b.c")],
 )
 def test_identities_git_would_rewrite_are_left_to_git(name: str, email: str) -> None:
-    when = datetime(2026, 1, 1, tzinfo=UTC)
+    when = datetime(2026, 1, 1, tzinfo=timezone.utc)
     assert commit_object("b" * 40, [], "m\n", name, email, when) is None
 
 

@@ -1,0 +1,75 @@
+"""The CLI installs and runs on Python 3.10-3.13: its own tests, run under every such Python here.
+
+Only the patch tests need 3.12 (megatron-core 0.19.2); the CLI needs click, msgspec, PyYAML and rich.
+`make setup` (scripts/bootstrap.sh) builds a small venv per other Python found on this machine under
+`.venv-pythons/<version>` with the locked dependencies; each run below is a real pytest process of that
+interpreter over the CLI's tests, with this checkout's `forkctl` first on its path.
+"""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parent.parent
+OTHER_VERSIONS = [v for v in ("3.10", "3.11", "3.12", "3.13") if v != f"{sys.version_info[0]}.{sys.version_info[1]}"]
+
+# Every verb's entry, the manifest, series reading, the error contract, apply/export/port on real
+# repositories and the pin checks: what a consumer's CI or a maintainer runs. Nothing here imports torch.
+CLI_TESTS = [
+    "tests/test_cli_startup.py",
+    "tests/test_manifest.py",
+    "tests/test_lint_status.py",
+    "tests/test_no_traceback.py",
+    "tests/test_apply.py",
+    "tests/test_export.py",
+    "tests/test_check_pins.py",
+    "tests/test_bump_bridge.py",
+]
+
+
+def _interpreter_on_this_machine(version: str) -> bool:
+    # The same places scripts/bootstrap.sh looks; a version the machine lacks is not a failure.
+    probe = subprocess.run(
+        [
+            "bash",
+            "-c",
+            f'source <(sed -n "/^find_python()/,/^}}/p" scripts/bootstrap.sh); find_python {version}',
+        ],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+    )
+    return probe.returncode == 0
+
+
+@pytest.mark.parametrize("version", OTHER_VERSIONS)
+def test_the_cli_suite_passes_under(version: str, tmp_path: Path) -> None:
+    if not _interpreter_on_this_machine(version):
+        pytest.skip(f"no Python {version} on this machine")
+    python = ROOT / ".venv-pythons" / version / "bin" / "python"
+    assert python.exists(), f"Python {version} is here but has no CLI environment: run `make setup`"
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("PYTEST_", "GIT_"))}
+    env["PYTHONPATH"] = str(ROOT)
+    env["PYTHONDONTWRITEBYTECODE"] = "1"
+    result = subprocess.run(
+        [str(python), "-m", "pytest", "-q", "-p", "no:cacheprovider", "-x", *CLI_TESTS],
+        cwd=ROOT,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=600,
+    )
+    assert result.returncode == 0, f"Python {version}:\n{result.stdout[-6000:]}\n{result.stderr[-2000:]}"
+    reported = subprocess.run(
+        [str(python), "-c", "import sys, forkctl; print('%d.%d' % sys.version_info[:2], forkctl.__file__)"],
+        env=env,
+        capture_output=True,
+        text=True,
+    )
+    version_seen, module_file = reported.stdout.split()
+    assert version_seen == version and Path(module_file).is_relative_to(ROOT / "forkctl")
