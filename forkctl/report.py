@@ -18,10 +18,10 @@ import re
 import sys
 from collections.abc import Iterator
 from dataclasses import dataclass, field
-from forkctl.compat import StrEnum
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, TextIO
 
+from forkctl.compat import StrEnum
 from forkctl.errors import EXIT_BAD_INPUT, EXIT_CHECK_FAILED, EXIT_OK, ForkctlError
 from forkctl.redact import clean, clean_data
 

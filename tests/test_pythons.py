@@ -16,7 +16,9 @@ from pathlib import Path
 import pytest
 
 ROOT = Path(__file__).resolve().parent.parent
-OTHER_VERSIONS = [v for v in ("3.10", "3.11", "3.12", "3.13") if v != f"{sys.version_info[0]}.{sys.version_info[1]}"]
+OTHER_VERSIONS = [
+    v for v in ("3.10", "3.11", "3.12", "3.13") if v != f"{sys.version_info[0]}.{sys.version_info[1]}"
+]
 
 # Every verb's entry, the manifest, series reading, the error contract, apply/export/port on real
 # repositories and the pin checks: what a consumer's CI or a maintainer runs. Nothing here imports torch.
