@@ -142,3 +142,18 @@ def test_no_command_imports_another_command() -> None:
             if target.startswith("forkctl.commands.") and not target.startswith(own)
         ]
     assert not crossings, crossings
+
+
+@pytest.mark.parametrize("package", ["chain", "demo", "report"])
+def test_no_two_classes_of_a_package_share_a_name(package: str) -> None:
+    # Two `Finding` classes in one package once made a reader (and a grep) take one for the other.
+    seen: dict[str, str] = {}
+    clashes = []
+    for path in sorted((PACKAGE / package).rglob("*.py")):
+        for node in ast.walk(ast.parse(path.read_text())):
+            if isinstance(node, ast.ClassDef):
+                where = f"{path.relative_to(PACKAGE.parent)}:{node.lineno}"
+                if node.name in seen:
+                    clashes.append(f"{node.name}: {seen[node.name]} and {where}")
+                seen.setdefault(node.name, where)
+    assert not clashes, clashes
