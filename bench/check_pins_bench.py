@@ -6,7 +6,7 @@ each (NeMo-RL with the shallow Bridge submodule plus Automodel and Gym), all ser
 remotes that answer like GitHub (partial clone, reachable-SHA wants). Every chain passes; each arm must
 reach that verdict. Timed, median of --runs runs:
 
-- forkctl core: pins.check_chain on uninitialised submodules, cold cache (what CI pays), and warm (the
+- forkctl core: check_chain on uninitialised submodules, cold cache (what CI pays), and warm (the
   cache of a previous run, as on a maintainer's machine);
 - forkctl CLI: `python -m forkctl check-pins`, cold and warm cache, process start included;
 - the alternatives, each from nothing: `git clone` NeMo-RL + `git submodule update --init --recursive`
@@ -43,7 +43,8 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
 from forkctl import manifest as manifest_mod  # noqa: E402
-from forkctl.chain import pins  # noqa: E402
+from forkctl.chain.checks import check_chain  # noqa: E402
+from forkctl.chain.sources import Source  # noqa: E402
 from forkctl.git import GitRepo, runner  # noqa: E402
 from forkctl.ops import replay as build  # noqa: E402
 from forkctl.series import parse_patch  # noqa: E402
@@ -228,7 +229,7 @@ def reset(chain: BenchChain) -> None:
 
 def forkctl_core(chain: BenchChain) -> bool:
     manifest = manifest_mod.load(chain.manifest)
-    result = pins.check_chain(manifest, [pins.Source(c) for c in manifest.consumers])
+    result = check_chain(manifest, [Source(c) for c in manifest.consumers])
     return result.ok
 
 

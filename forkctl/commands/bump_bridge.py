@@ -13,11 +13,13 @@ from pathlib import Path
 import click
 
 from forkctl import report
-from forkctl.chain import pins
+from forkctl.chain.bump import apply_step, plan_bump, push_steps
+from forkctl.chain.forkhead import fork_context
 from forkctl.cli import verbs
 from forkctl.cli.kit import Context, forkctl_command, output_options
 from forkctl.errors import BadInput
 from forkctl.report import Report
+from forkctl.report.chain import bump_json, bump_lines, chain_report
 
 
 def _through_index(manifest, through: str | None) -> int:  # type: ignore[no-untyped-def]
@@ -91,41 +93,33 @@ def command(
     if not manifest.consumers:
         raise BadInput("the manifest lists no consumers", hint="add consumers: to manifest.yaml")
     last = _through_index(manifest, through)
-    fork = pins.fork_context(manifest, upstream_repo, report.info)
+    fork = fork_context(manifest, upstream_repo, report.info)
     if fork_commit and not fork.head.startswith(fork_commit.lower()):
         raise BadInput(
             f"refusing {fork_commit}: it is not the reproducible fork head {fork.head[:12]} = "
             f"{manifest.upstream.repo}@{fork.base[:12]} + {len(fork.patches)} patches, so it fails the fork-link check",
             hint="leave out --fork-commit to pin the reproducible head (forkctl check-pins explains the difference)",
         )
-    plan = pins.plan_bump(manifest, fork, last, _local_clones(last, bridge_repo, through_repo), report.info)
+    plan = plan_bump(manifest, fork, last, _local_clones(last, bridge_repo, through_repo), report.info)
     steps = plan.steps
-    out = pins.chain_report("bump-bridge", manifest, plan.check)
-    described = []
-    for step in steps:
-        url_note = (
-            f"; .gitmodules url {step.url_changed[0]} -> {step.url_changed[1]}" if step.url_changed else ""
-        )
-        described.append(
-            f"{step.consumer.name}: {step.branch} = {step.commit[:12]} on {step.consumer.branch} "
-            f"{step.parent[:12]}: {step.gitlink} {(step.old or '-')[:12]} -> {step.new[:12]}{url_note}"
-        )
+    out = chain_report("bump-bridge", manifest, plan.check)
+    described = bump_lines(steps)
     if not out.ok:
         out.lines = [
             *described,
             "the bumped chain does not pass check-pins: no branch was created",
             *out.lines,
         ]
-        out.data["steps"] = _steps_json(steps, created=False, pushed=False)
+        out.data["steps"] = bump_json(steps, created=False, pushed=False)
         return out
     if dry_run:
         out.lines = ["dry run: no ref was changed; the plan:", *described, *out.lines]
-        out.data["steps"] = _steps_json(steps, created=False, pushed=False)
+        out.data["steps"] = bump_json(steps, created=False, pushed=False)
         return out
     for step in steps:
-        pins.apply_step(step)
+        apply_step(step)
     if push:
-        pins.push_steps(steps, report.info)
+        push_steps(steps, report.info)
         tail = ["pushed the new branches; open pull requests from them"]
     else:
         tail = [
@@ -133,24 +127,5 @@ def command(
         ]
         tail.append("(or rerun with --push)")
     out.lines = ["created:", *described, *out.lines, *tail]
-    out.data["steps"] = _steps_json(steps, created=True, pushed=push)
+    out.data["steps"] = bump_json(steps, created=True, pushed=push)
     return out
-
-
-def _steps_json(steps: list[pins.BumpStep], created: bool, pushed: bool) -> list[dict]:
-    return [
-        {
-            "consumer": step.consumer.name,
-            "repo": str(step.repo.git_dir),
-            "branch": step.branch,
-            "parent": step.parent,
-            "commit": step.commit,
-            "gitlink": step.gitlink,
-            "old": step.old,
-            "new": step.new,
-            "gitmodules_url": list(step.url_changed) if step.url_changed else None,
-            "created": created,
-            "pushed": pushed,
-        }
-        for step in steps
-    ]

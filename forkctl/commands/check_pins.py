@@ -13,10 +13,12 @@ from pathlib import Path
 import click
 
 from forkctl import report
-from forkctl.chain import pins
+from forkctl.chain.checks import check_chain
+from forkctl.chain.sources import default_sources
 from forkctl.cli import verbs
 from forkctl.cli.kit import Context, forkctl_command, output_options
 from forkctl.report import Report
+from forkctl.report.chain import chain_report
 
 
 @click.command("check-pins", short_help=verbs.summary("check-pins"))
@@ -50,6 +52,6 @@ def command(
     pinned SHA is reachable from a branch or tag of its URL. Reads commit objects only (uninitialised and
     shallow submodules are fine). Exit 0 all good, 1 a link fails, 2 bad input or an unreadable repo."""
     manifest = ctx.manifest()
-    sources = pins.default_sources(manifest, list(consumers), Path.cwd())
-    result = pins.check_chain(manifest, sources, upstream_repo, progress=report.info, fork_location=fork_repo)
-    return pins.chain_report("check-pins", manifest, result)
+    sources = default_sources(manifest, list(consumers), Path.cwd())
+    result = check_chain(manifest, sources, upstream_repo, progress=report.info, fork_location=fork_repo)
+    return chain_report("check-pins", manifest, result)

@@ -14,12 +14,13 @@ from typing import Any
 import click
 
 from forkctl import report
-from forkctl.chain import pins
+from forkctl.chain.model import ChainResult
 from forkctl.cli import verbs
 from forkctl.cli.kit import Context, forkctl_command, output_options
 from forkctl.demo import chain as demochain
 from forkctl.errors import BadInput
 from forkctl.report import Report, Table
+from forkctl.report.chain import chain_report, text_diagram
 
 
 def _workdir(keep: Path | None) -> tuple[Path, tempfile.TemporaryDirectory[str] | None]:
@@ -32,20 +33,20 @@ def _workdir(keep: Path | None) -> tuple[Path, tempfile.TemporaryDirectory[str] 
     return keep.resolve(), None
 
 
-def _check_json(result: pins.ChainResult, manifest: Any) -> dict[str, Any]:
-    data = pins.chain_report("check-pins", manifest, result).data
+def _check_json(result: ChainResult, manifest: Any) -> dict[str, Any]:
+    data = chain_report("check-pins", manifest, result).data
     kinds = sorted({f["kind"] for link in data["links"] for f in link["findings"] if f["status"] != "OK"})
     return {"ok": result.ok, "failure_kinds": kinds, "links": data["links"]}
 
 
-def _tables(prefix: str, result: pins.ChainResult, manifest: Any) -> list[Table]:
-    tables = pins.chain_report("check-pins", manifest, result).tables
+def _tables(prefix: str, result: ChainResult, manifest: Any) -> list[Table]:
+    tables = chain_report("check-pins", manifest, result).tables
     return [
         Table(f"{prefix}: {t.title}", t.columns, t.rows) for t in tables if not t.title.startswith("fork")
     ]
 
 
-def _first_failure(result: pins.ChainResult) -> str:
+def _first_failure(result: ChainResult) -> str:
     for link in result.links:
         failure = link.first_failure()
         if failure is not None:
@@ -87,38 +88,53 @@ def _report(chain: demochain.DemoChain, flow: demochain.Flow, kept: bool) -> Rep
     out = Report(command="demo")
     out.tables += _tables("before", flow.first, manifest)
     out.tables += _tables("after", flow.final, manifest)
+    out.lines += _story(chain, flow)
+    verdict = _verdict(flow)
+    out.ok = flow.final.ok
+    if kept:
+        out.lines.append(f"the demo chain is kept in {chain.root} (toolkit: {chain.toolkit})")
+    out.lines.append(verdict)
+    out.data = _data(chain, flow, kept, verdict)
+    return out
+
+
+def _story(chain: demochain.DemoChain, flow: demochain.Flow) -> list[str]:
+    """What was built, then each step of the flow, then the final chain."""
+    manifest = chain.manifest
     version = chain.package.version or "(unknown version)"
-    out.lines.append(
+    lines = [
         f"upstream: megatron-core {version} from {chain.package.megatron} -> base {chain.base[:12]}; "
         f"fork {manifest.fork.branch} = apply({len(flow.fork.patches)} patches) = {flow.fork.head[:12]}"
-    )
+    ]
     first_state = "OK" if flow.first.ok else "FAILED"
-    out.lines.append(
+    lines.append(
         f"1. check-pins on {manifest.consumers[0].branch}: {first_state}: {_first_failure(flow.first)}"
     )
     for step in flow.steps:
         url_note = f", .gitmodules url -> {step.url_changed[1]}" if step.url_changed else ""
-        out.lines.append(
+        lines.append(
             f"2. bump-bridge: {step.consumer.name} {step.branch} = {step.commit[:12]}: {step.gitlink} "
             f"{(step.old or '-')[:12]} -> {step.new[:12]}{url_note}"
         )
     final_state = "OK" if flow.final.ok else "FAILED"
-    out.lines.append(f"3. check-pins on {flow.branch}: {final_state}")
-    out.lines += pins.text_diagram(manifest, flow.final)
+    lines.append(f"3. check-pins on {flow.branch}: {final_state}")
+    return lines + text_diagram(manifest, flow.final)
+
+
+def _verdict(flow: demochain.Flow) -> str:
     if flow.final.ok and not flow.first.ok:
-        verdict = (
+        return (
             f"demo: OK: the chain was pinning the unpatched base; after one bump every consumer pins "
             f"apply(series, base) = {flow.fork.head[:12]}"
         )
-    elif flow.final.ok:
-        verdict = "demo: OK: the final check passes (the first check already passed too)"
-    else:
-        verdict = f"demo: FAILED: after the bump check-pins still fails: {_first_failure(flow.final)}"
-        out.ok = False
-    if kept:
-        out.lines.append(f"the demo chain is kept in {chain.root} (toolkit: {chain.toolkit})")
-    out.lines.append(verdict)
-    out.data = {
+    if flow.final.ok:
+        return "demo: OK: the final check passes (the first check already passed too)"
+    return f"demo: FAILED: after the bump check-pins still fails: {_first_failure(flow.final)}"
+
+
+def _data(chain: demochain.DemoChain, flow: demochain.Flow, kept: bool, verdict: str) -> dict[str, Any]:
+    manifest = chain.manifest
+    return {
         "workdir": str(chain.root) if kept else None,
         "megatron_core": {"version": chain.package.version, "path": str(chain.package.megatron)},
         "base": chain.base,
@@ -145,4 +161,3 @@ def _report(chain: demochain.DemoChain, flow: demochain.Flow, kept: bool) -> Rep
         "final_check": _check_json(flow.final, manifest),
         "verdict": verdict,
     }
-    return out

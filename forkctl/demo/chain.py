@@ -17,7 +17,7 @@ import importlib.metadata
 import os
 import shutil
 import sys
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -26,15 +26,17 @@ import yaml
 
 from forkctl import git
 from forkctl import manifest as manifest_mod
-from forkctl.chain import pins
+from forkctl.chain.bump import BumpPlan, BumpStep, apply_step, plan_bump, push_steps
+from forkctl.chain.checks import check_chain
+from forkctl.chain.forkhead import ForkContext, fork_context
+from forkctl.chain.model import ChainResult, Progress
+from forkctl.chain.sources import Source
 from forkctl.errors import BadInput
 from forkctl.git import GitRepo, Identity, remote
 from forkctl.manifest import Manifest, plain
 from forkctl.ops import apply as applying
 from forkctl.ops import replay as build
 from forkctl.series import load_series
-
-Progress = Callable[[str], None]
 
 # Fixed identities and dates: the demo's commits (bumps included) are the same on every machine.
 UPSTREAM_ID = Identity("Megatron-LM (demo upstream)", "upstream@demo.invalid", "2026-08-08T00:00:00+00:00")
@@ -338,42 +340,40 @@ def build_chain(root: Path, real: Manifest, package: Package, progress: Progress
 
 @dataclass
 class Flow:
-    fork: pins.ForkContext
-    first: pins.ChainResult
-    steps: list[pins.BumpStep]
-    bump_check: pins.ChainResult
-    final: pins.ChainResult
+    fork: ForkContext
+    first: ChainResult
+    steps: list[BumpStep]
+    bump_check: ChainResult
+    final: ChainResult
     branch: str
 
 
-def bump_and_push(manifest: Manifest, fork: pins.ForkContext, progress: Progress) -> pins.BumpPlan:
-    """bump-bridge --through <last consumer> --push, through the pins core: plan every consumer's
+def bump_and_push(manifest: Manifest, fork: ForkContext, progress: Progress) -> BumpPlan:
+    """bump-bridge --through <last consumer> --push, through the chain core: plan every consumer's
     commit, check the planned chain (it must pass), then create and push the branches (never forced)."""
-    plan = pins.plan_bump(manifest, fork, len(manifest.consumers) - 1, {}, progress)
+    plan = plan_bump(manifest, fork, len(manifest.consumers) - 1, {}, progress)
     if plan.check.ok:
         for step in plan.steps:
-            pins.apply_step(step)
-        pins.push_steps(plan.steps, progress)
+            apply_step(step)
+        push_steps(plan.steps, progress)
     return plan
 
 
 def run_flow(chain: DemoChain, progress: Progress) -> Flow:
     manifest = chain.manifest
-    fork = pins.fork_context(manifest, None, progress)
+    fork = fork_context(manifest, None, progress)
     if fork.head != chain.fork_head:  # two builds of one function must agree, or nothing else matters
         raise BadInput(
             f"check-pins built {fork.head[:12]} but the apply core built {chain.fork_head[:12]}",
             hint="apply(series, base) is not reproducible here: report this as a forkctl bug",
         )
     progress("step 1: check-pins on the consumers' branches as they are")
-    first = pins.check_chain(
-        manifest, [pins.Source(c) for c in manifest.consumers], progress=progress, fork=fork
-    )
+    first = check_chain(manifest, [Source(c) for c in manifest.consumers], progress=progress, fork=fork)
     progress(f"step 2: bump-bridge --through {manifest.consumers[-1].name} --push")
     plan = bump_and_push(manifest, fork, progress)
     if not plan.check.ok:
         return Flow(fork, first, plan.steps, plan.check, plan.check, plan.branch)
     progress(f"step 3: check-pins on the pushed {plan.branch} branches")
-    bumped = [pins.Source(c, rev=plan.branch) for c in manifest.consumers]
-    final = pins.check_chain(manifest, bumped, progress=progress, fork=fork)
+    bumped = [Source(c, rev=plan.branch) for c in manifest.consumers]
+    final = check_chain(manifest, bumped, progress=progress, fork=fork)
     return Flow(fork, first, plan.steps, plan.check, final, plan.branch)

@@ -1,6 +1,7 @@
 """The report layer: one result model, rendered as text, JSON, or GitHub annotations + step summary.
 
-Commands build a `Report` and return it; only this module writes to the terminal. Progress for long
+Commands build a `Report` and return it; only this package writes to the terminal (its submodules,
+such as `chain`, build the `Report` of one area). Progress for long
 work goes to stderr (so `--json` on stdout stays parseable).
 
 rich draws tables, colours and progress bars only for a terminal, and is imported only then: output to

@@ -1,0 +1,201 @@
+"""Moving the chain: the consumer commits that pin the fork head, one gitlink each.
+
+Each commit is made in a private index (the gitlink changed, `.gitmodules` pointed at the fork when it
+still names upstream), never in a user's index or worktree. A plan makes the commits (objects only) and
+checks the chain they make; applying it creates the branches, pushing it pushes them, never forced.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+
+from forkctl import git
+from forkctl.chain.checks import check_chain
+from forkctl.chain.forkhead import ForkContext
+from forkctl.chain.model import ChainResult, Progress
+from forkctl.chain.sources import Source, branch_to_bump
+from forkctl.errors import BadInput
+from forkctl.git import GitRepo, SubmoduleEntry, remote
+from forkctl.manifest import Consumer, Manifest
+from forkctl.redact import without_credentials
+
+BUMP_BRANCH_PREFIX = "forkctl/bump-megatron-"
+
+
+@dataclass
+class BumpStep:
+    """One consumer commit that moves one gitlink."""
+
+    consumer: Consumer
+    repo: GitRepo
+    push_url: str
+    parent: str  # the consumer branch head the new branch starts from
+    gitlink: str
+    old: str | None
+    new: str
+    commit: str
+    branch: str
+    url_changed: tuple[str, str] | None  # (old, new) .gitmodules URL when it pointed upstream
+    existing: str | None  # what the branch points at already (None: it does not exist)
+
+
+@dataclass
+class BumpPlan:
+    """Every consumer's new commit up to the last one bumped, and the check of the chain they make."""
+
+    branch: str
+    steps: list[BumpStep]
+    check: ChainResult
+
+
+def _gitlink_and_module(
+    source: Source, repo: GitRepo, parent: str
+) -> tuple[git.TreeEntry, git.TreeEntry, SubmoduleEntry]:
+    """(gitlink entry, .gitmodules entry, its submodule for the gitlink) at the consumer's `parent`."""
+    consumer = source.consumer
+    entries = repo.tree_entries(parent, [consumer.gitlink, ".gitmodules"])
+    entry = entries.get(consumer.gitlink)
+    if entry is None or entry.kind != "commit":
+        raise BadInput(
+            f"{consumer.name}@{parent[:12]} has no gitlink at {consumer.gitlink}",
+            hint="fix consumers[].gitlink in the manifest",
+        )
+    modules_entry = entries.get(".gitmodules")
+    if modules_entry is not None and modules_entry.kind != "blob":
+        modules_entry = None
+    if modules_entry is not None and source.local is None:
+        # The cache's .gitmodules: the one file a bump reads, fetched explicitly (no lazy fetch).
+        remote.fetch_objects(repo, source.fetch_url, [modules_entry.sha])
+    modules = git.parse_gitmodules(repo, modules_entry.sha) if modules_entry else []
+    module = next((m for m in modules if m.path == consumer.gitlink), None)
+    if module is None or modules_entry is None:
+        raise BadInput(f"{consumer.name}@{parent[:12]}: .gitmodules has no entry for {consumer.gitlink}")
+    return entry, modules_entry, module
+
+
+def bump_step(
+    source: Source,
+    repo: GitRepo,
+    parent: str,
+    new: str,
+    target_url: str,
+    target_upstream: str | None,
+    branch: str,
+    message_body: str,
+) -> BumpStep:
+    """Make (but do not reference) the commit that moves the consumer's gitlink to `new`."""
+    consumer = source.consumer
+    entry, modules_entry, module = _gitlink_and_module(source, repo, parent)
+    url_changed = None
+    info = repo.commit_info(parent)
+    tree_sha = info.tree
+    with repo.private_index(tree_sha) as index:
+        git.index_set_entry(index, "160000", new, consumer.gitlink)
+        if (
+            module.url
+            and target_upstream
+            and remote.same_repo(remote.resolve_relative_url(module.url, consumer.url), target_upstream)
+        ):
+            # Credentials in a manifest URL are for fetching; they never go into a consumer's history.
+            public_url = without_credentials(target_url)
+            blob = git.gitmodules_with(repo, modules_entry.sha, module.name, "url", public_url)
+            git.index_set_entry(index, modules_entry.mode, blob, ".gitmodules")
+            url_changed = (without_credentials(module.url), public_url)
+        tree = index.write_tree()
+    old = entry.sha
+    subject = f"build: pin {consumer.gitlink} at {new[:12]} (forkctl bump)"
+    lines = [subject, "", f"{consumer.gitlink}: {old} -> {new}", ""]
+    if url_changed:
+        lines += [f".gitmodules submodule.{module.name}.url: {url_changed[0]} -> {url_changed[1]}", ""]
+    message = "\n".join(lines) + message_body
+    commit = git.commit_with_identity(repo, tree, [parent], message)
+    existing = repo.ref_sha(f"refs/heads/{branch}")
+    return BumpStep(
+        consumer,
+        repo,
+        source.fetch_url,
+        parent,
+        consumer.gitlink,
+        old,
+        new,
+        commit,
+        branch,
+        url_changed,
+        existing,
+    )
+
+
+def series_description(manifest: Manifest, fork: ForkContext) -> str:
+    lines = [
+        f"The fork head {fork.head} is {manifest.upstream.repo}@{fork.base}",
+        f"+ {len(fork.patches)} patches:",
+    ]
+    lines += [f"  {i:>2}. {patch.subject}" for i, patch in enumerate(fork.patches, start=1)]
+    return "\n".join(lines) + "\n"
+
+
+def plan_bump(
+    manifest: Manifest,
+    fork: ForkContext,
+    last: int,
+    local_repos: dict[int, Path | None],
+    progress: Progress,
+) -> BumpPlan:
+    """Plan consumers 0..last: each pins the new commit of the one before it (the first pins the fork
+    head). Commits are made (objects only, no ref moves); then the planned chain is checked, with the
+    planned commits counted as reachable because they are not pushed yet."""
+    branch = f"{BUMP_BRANCH_PREFIX}{fork.head[:12]}"
+    body = series_description(manifest, fork)
+    steps: list[BumpStep] = []
+    sources: list[Source] = []
+    new_pin, target_url, target_upstream = fork.head, manifest.fork.url, manifest.upstream.url
+    for index in range(last + 1):
+        consumer = manifest.consumers[index]
+        source = Source(consumer, local=local_repos.get(index))
+        repo, head = branch_to_bump(source, progress)
+        progress(f"{consumer.name}: moving {consumer.gitlink} to {new_pin[:12]} on {branch}")
+        step = bump_step(source, repo, head, new_pin, target_url, target_upstream, branch, body)
+        steps.append(step)
+        sources.append(
+            Source(
+                consumer,
+                local=repo.git_dir,
+                rev=step.commit,
+                url=source.fetch_url,
+                label=f"new branch {branch}",
+            )
+        )
+        body = f"It pins {consumer.name} {step.commit} ({branch}), which pins the fork head.\n\n" + body
+        new_pin, target_url, target_upstream = step.commit, consumer.url, consumer.upstream_url
+    pending: dict[str, list[str]] = {}
+    for step in steps:
+        pending.setdefault(remote.normalise_url(step.consumer.url), []).append(step.commit)
+    check = check_chain(manifest, sources, progress=progress, pending=pending, fork=fork)
+    return BumpPlan(branch=branch, steps=steps, check=check)
+
+
+def apply_step(step: BumpStep) -> None:
+    """Create the step's branch (compare-and-swap: it must not exist, or already be this commit)."""
+    if step.existing == step.commit:
+        return
+    if step.existing is not None:
+        raise BadInput(
+            f"branch {step.branch} already exists in {step.repo.path} at {step.existing[:12]}",
+            hint=f"delete it (git branch -D {step.branch}) or pass another --fork-commit",
+        )
+    step.repo.update_ref(f"refs/heads/{step.branch}", step.commit, None, f"bump {step.gitlink}")
+
+
+def push_step(step: BumpStep, protected: set[str]) -> None:
+    """Push the new branch, never forced, never onto a protected (default or consumer) branch."""
+    if step.branch in protected:
+        raise BadInput(f"refusing to push to {step.branch}: it is the default or consumer branch")
+    remote.push_branch(step.repo, step.push_url, step.commit, step.branch)
+
+
+def push_steps(steps: list[BumpStep], progress: Progress) -> None:
+    """Push every new branch, never forced, never onto the consumer's own or default branch."""
+    for step in steps:
+        progress(f"pushing {step.branch} to {step.push_url}")
+        push_step(step, {step.consumer.branch, remote.default_branch(step.push_url) or "main"})

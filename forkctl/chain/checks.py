@@ -1,0 +1,258 @@
+"""Checking the chain: every link pins what it should, and a fresh recursive clone can fetch it.
+
+Nearest consumer first. Gitlinks and `.gitmodules` are read from commit objects (`ls-tree`,
+`config --blob`), never from a checkout, so shallow and uninitialised submodules are fine. Each check of
+a link is one function that adds its findings to the link: where the gitlink is, its `.gitmodules` URL,
+reachability (reachable.py), `.fork-base.json`, and the pin itself: the fork head (forklink.py) or a
+commit of the previous consumer that itself passes (checked as a link of its own).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from forkctl import git
+from forkctl.chain import forkbase
+from forkctl.chain.forkhead import ForkContext, fork_context
+from forkctl.chain.forklink import check_fork_pin, fork_branch_notes
+from forkctl.chain.model import ChainResult, LinkResult, Progress, Status
+from forkctl.chain.reachable import CommitGraphs, check_reachable
+from forkctl.chain.sources import Remotes, Source, Store, commit_to_check
+from forkctl.errors import BadInput
+from forkctl.git import GitRepo, SubmoduleEntry, remote
+from forkctl.manifest import Consumer, Manifest
+
+
+@dataclass(frozen=True)
+class PinTarget:
+    """What a consumer's gitlink must pin: the fork (nearest consumer), else the previous consumer."""
+
+    name: str  # "fork", or the previous consumer's name
+    url: str
+    upstream_url: str | None
+    likely: tuple[str, ...]  # the branches a pin is usually on (asked first for reachability)
+
+
+def pin_target(manifest: Manifest, sources: list[Source], index: int) -> PinTarget:
+    if index == 0:
+        fork = manifest.fork
+        return PinTarget("fork", fork.url, manifest.upstream.url, (fork.branch, fork.mirror_branch))
+    previous = sources[index - 1].consumer
+    return PinTarget(previous.name, previous.url, previous.upstream_url, (previous.branch,))
+
+
+@dataclass
+class Checker:
+    """One walk of the chain: each consumer commit is checked once, however many links pin it."""
+
+    manifest: Manifest
+    fork: ForkContext
+    sources: list[Source]
+    progress: Progress
+    # Branch tips that `bump-bridge` is about to push: {normalised url: [sha]}; count as reachable.
+    pending: dict[str, list[str]] = field(default_factory=dict)
+    fork_location: str | None = None  # --fork-repo: a clone or URL of the fork (default: manifest URL)
+    _results: dict[tuple[int, str], LinkResult] = field(default_factory=dict)
+    _stores: dict[int, Store] = field(default_factory=dict)
+
+    def __post_init__(self) -> None:
+        self.remotes = Remotes(self.progress)
+        self.graphs = CommitGraphs(self.manifest, self.fork.upstream_url, self.remotes)
+
+    def store(self, index: int) -> Store:
+        if index not in self._stores:
+            self._stores[index] = self.sources[index].store()
+        return self._stores[index]
+
+    def run(self) -> ChainResult:
+        for index, source in enumerate(self.sources):
+            commit, role = commit_to_check(source, self.store(index), self.remotes)
+            self.check(index, commit, role)
+        links = sorted(self._results.values(), key=lambda link: link.index)
+        notes = fork_branch_notes(self.manifest, self.fork, self.remotes, self.fork_location)
+        return ChainResult(self.fork.base, self.fork.head, self.fork.patches, links, notes)
+
+    def check(self, index: int, commit: str, role: str) -> LinkResult:
+        """The link of consumer `index` at `commit`, every check run on it (once per commit)."""
+        key = (index, commit)
+        if key in self._results:
+            return self._results[key]
+        consumer = self.sources[index].consumer
+        repo = self.store(index).repo_with(commit)
+        if repo is None:
+            raise BadInput(f"cannot read commit {commit[:12]} of {consumer.name}")
+        target = pin_target(self.manifest, self.sources, index)
+        link = LinkResult(consumer.name, index, commit, role, consumer.gitlink, target.name)
+        self._results[key] = link
+        self.progress(f"checking {consumer.name}@{commit[:12]} ({role})")
+        entries = repo.tree_entries(commit, [".gitmodules", forkbase.FORK_BASE_FILE, consumer.gitlink])
+        files = {path: e.sha for path, e in entries.items() if e.kind == "blob"}
+        self.store(index).ensure_blobs(repo, list(files.values()))
+        modules = git.parse_gitmodules(repo, files[".gitmodules"]) if ".gitmodules" in files else []
+        gitlink_path, module = locate_gitlink(repo, commit, consumer, modules, target, link, entries)
+        if gitlink_path is None:
+            return link
+        entry = entries.get(gitlink_path) or repo.tree_entry(commit, gitlink_path)
+        assert entry is not None
+        link.pinned = entry.sha
+        url = check_url(module, consumer, target, link)
+        if url is not None:
+            check_reachable(link, url, entry.sha, target.likely, self.graphs, self.pending)
+        check_fork_base(repo, files.get(forkbase.FORK_BASE_FILE), commit, link, self.manifest)
+        if index == 0:
+            check_fork_pin(link, entry.sha, url, self.fork, self.graphs)
+        else:
+            self._check_consumer_pin(index, entry.sha, url, link)
+        return link
+
+    def _check_consumer_pin(self, index: int, pinned: str, url: str | None, link: LinkResult) -> None:
+        """A pin of the previous consumer passes when the commit it pins passes (checked as its link)."""
+        previous = self.store(index - 1)
+        extra = tuple(u for u in (url,) if u and not remote.same_repo(u, previous.url))
+        if previous.repo_with(pinned, extra) is None:
+            link.add(
+                "nested",
+                Status.MISMATCH,
+                "unreadable",
+                f"pins {self.sources[index - 1].consumer.name}@{pinned[:12]}, which cannot be fetched",
+                "pin a pushed commit",
+            )
+            return
+        inner = self.check(index - 1, pinned, f"pinned by {link.consumer}")
+        failure = inner.first_failure()
+        if failure is None:
+            link.add("nested", Status.OK, "ok", f"pins {inner.consumer}@{pinned[:12]}, which passes")
+        else:
+            link.add(
+                "nested",
+                Status.MISMATCH,
+                "pins-failing-commit",
+                f"pins {inner.consumer}@{pinned[:12]}, which itself fails: {failure.message}",
+                f"fix {inner.consumer} first, then bump this pin (forkctl bump-bridge --through {link.consumer})",
+            )
+
+
+def _absolute(url: str, consumer: Consumer) -> str:
+    return remote.resolve_relative_url(url, consumer.url)
+
+
+def locate_gitlink(
+    repo: GitRepo,
+    commit: str,
+    consumer: Consumer,
+    modules: list[SubmoduleEntry],
+    target: PinTarget,
+    link: LinkResult,
+    entries: dict[str, git.TreeEntry],
+) -> tuple[str | None, SubmoduleEntry | None]:
+    """The gitlink path: the manifest's, or (nested submodules move) the one whose URL is the target."""
+    entry = entries.get(consumer.gitlink)
+    path = consumer.gitlink if entry is not None and entry.kind == "commit" else None
+    if path is None:
+        wanted = [u for u in (target.url, target.upstream_url) if u]
+        for module in modules:
+            if (
+                module.url
+                and module.path
+                and any(remote.same_repo(_absolute(module.url, consumer), u) for u in wanted)
+            ):
+                found = repo.tree_entry(commit, module.path)
+                if found is not None and found.kind == "commit":
+                    path = module.path
+                    link.gitlink = path
+                    link.add(
+                        "gitlink",
+                        Status.OK,
+                        "moved",
+                        f"no gitlink at {consumer.gitlink}; found the submodule by URL at {path}",
+                    )
+                    break
+    if path is None:
+        link.add(
+            "gitlink",
+            Status.MISMATCH,
+            "no-gitlink",
+            f"has no gitlink at {consumer.gitlink} and no submodule whose URL is {target.url}",
+            f"add the submodule at {consumer.gitlink}, or fix consumers[].gitlink in the manifest",
+        )
+        return None, None
+    module = next((m for m in modules if m.path == path), None)
+    return path, module
+
+
+def check_url(
+    module: SubmoduleEntry | None, consumer: Consumer, target: PinTarget, link: LinkResult
+) -> str | None:
+    """Add the `url` finding: `.gitmodules` names the target for the gitlink. The absolute URL, or None
+    when there is no entry (then nothing can be fetched, and reachability is not asked)."""
+    if module is None or not module.url:
+        link.add(
+            "url",
+            Status.MISMATCH,
+            "no-gitmodules-entry",
+            f".gitmodules has no entry with path = {link.gitlink}: a fresh clone cannot fetch the pin",
+            f"add [submodule] path = {link.gitlink}, url = {target.url}",
+        )
+        return None
+    url = _absolute(module.url, consumer)
+    link.url = url
+    if remote.same_repo(url, target.url):
+        link.add("url", Status.OK, "ok", f".gitmodules url is {module.url}")
+    elif target.upstream_url and remote.same_repo(url, target.upstream_url):
+        link.add(
+            "url",
+            Status.MISMATCH,
+            "url-upstream",
+            f".gitmodules url for {link.gitlink} still points upstream ({module.url}), not at {target.url}",
+            f"git config -f .gitmodules submodule.{module.name}.url {target.url} (forkctl bump-bridge does it)",
+        )
+    else:
+        link.add(
+            "url",
+            Status.MISMATCH,
+            "url-other",
+            f".gitmodules url for {link.gitlink} is {module.url}, expected {target.url}",
+            f"git config -f .gitmodules submodule.{module.name}.url {target.url}",
+        )
+    return url
+
+
+def check_fork_base(
+    repo: GitRepo, blob: str | None, commit: str, link: LinkResult, manifest: Manifest
+) -> None:
+    """Add the `fork-base` finding when the commit carries a .fork-base.json: it agrees with the manifest."""
+    if blob is None:
+        return
+    raw = repo.blob_bytes(blob)
+    try:
+        recorded = forkbase.parse(raw, f"{link.consumer}@{commit[:12]}:{forkbase.FORK_BASE_FILE}")
+    except BadInput as exc:
+        link.add("fork-base", Status.MISMATCH, "fork-base-invalid", exc.message, exc.hint or "")
+        return
+    problems = forkbase.cross_check(recorded, manifest)
+    if problems:
+        link.add(
+            "fork-base",
+            Status.MISMATCH,
+            "fork-base-mismatch",
+            f"{forkbase.FORK_BASE_FILE} disagrees with the manifest: {'; '.join(problems)}",
+            f"rewrite {forkbase.FORK_BASE_FILE} from the manifest (upstream_base "
+            f"{manifest.upstream.base[:12]}), or fix the manifest",
+        )
+    else:
+        link.add("fork-base", Status.OK, "ok", f"{forkbase.FORK_BASE_FILE} agrees with the manifest")
+
+
+def check_chain(
+    manifest: Manifest,
+    sources: list[Source],
+    upstream_location: str | None = None,
+    progress: Progress = lambda _: None,
+    pending: dict[str, list[str]] | None = None,
+    fork: ForkContext | None = None,
+    fork_location: str | None = None,
+) -> ChainResult:
+    """Check every link of the chain given by `sources` (nearest consumer first)."""
+    fork = fork or fork_context(manifest, upstream_location, progress)
+    checker = Checker(manifest, fork, sources, progress, pending=pending or {}, fork_location=fork_location)
+    return checker.run()

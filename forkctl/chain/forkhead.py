@@ -1,0 +1,239 @@
+"""The fork head, and why a pin is not it.
+
+The fork link is a SHA comparison: the nearest consumer must pin exactly `apply(series, base)`, built
+reproducibly (forkctl.ops.replay) in the upstream object store. When it pins something else,
+`diagnose_fork_pin` says why in the fork's own terms: another base, a missing / edited / extra patch,
+a plain upstream commit.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from forkctl.chain.model import ChainFinding, Progress, Status
+from forkctl.chain.sources import local_branch_tip, parse_location
+from forkctl.errors import BadInput
+from forkctl.git import GitRepo, remote
+from forkctl.manifest import Manifest
+from forkctl.ops import replay as build
+from forkctl.series import Patch, Series, load_series
+
+BUILT_REFS = "refs/forkctl/built/"  # + sha256(base, patch bytes): the fork head built from them
+MAX_LISTED_COMMITS = 50  # beyond this many fork commits the diagnosis lists a count, not each one
+
+
+@dataclass
+class ForkContext:
+    """The upstream object store with the base, the reproducible head built in it, and the series."""
+
+    store: GitRepo
+    upstream_url: str
+    upstream_local: GitRepo | None
+    base: str
+    head: str
+    patches: list[Patch]
+    _upstream_tip: str | None = None
+    _history_fetched: bool = False
+
+    def upstream_tip(self, branch: str) -> str | None:
+        """The upstream branch tip, with its history in `store` (fetched on first need only)."""
+        if self._upstream_tip is not None:
+            return self._upstream_tip
+        if self.upstream_local is not None:
+            self._upstream_tip = local_branch_tip(self.upstream_local, branch, ("origin", "upstream"))
+            return self._upstream_tip
+        if not self._history_fetched:
+            listed = remote.listed_refs(self.upstream_url).refs
+            remote.fetch_history(self.store, self.upstream_url, listed)
+            self._history_fetched = True
+        self._upstream_tip = self.store.ref_sha(f"refs/forkctl/heads/{branch}")
+        return self._upstream_tip
+
+    @property
+    def bump_fix(self) -> str:
+        return f"pin the reproducible fork head {self.head[:12]}: forkctl bump-bridge"
+
+
+def fork_context(manifest: Manifest, upstream_location: str | None, progress: Progress) -> ForkContext:
+    """Build apply(series, base) in the upstream store: `--upstream-repo` (a clone, lent as alternate
+    objects, or a URL) or the cache for the manifest's upstream URL."""
+    upstream_local: GitRepo | None = None
+    url = manifest.upstream.url
+    if upstream_location is not None:
+        local, _, given_url = parse_location(upstream_location)
+        if local is not None:
+            upstream_local = GitRepo(local)
+        else:
+            url = given_url or url
+    store = remote.cache_repo_for(url, alternates=[upstream_local.git_dir] if upstream_local else None)
+    base = store.resolve_commit(manifest.upstream.base)
+    if base is None:
+        progress(f"fetching the base {manifest.upstream.base[:12]} from {url}")
+        if len(manifest.upstream.base) == 40 and remote.fetch_sha(store, url, manifest.upstream.base):
+            base = manifest.upstream.base
+    if base is None:
+        raise BadInput(
+            f"the manifest base {manifest.upstream.base} is not in {upstream_location or url}",
+            hint="pass --upstream-repo PATH to a clone that has it (git fetch origin), or write the full SHA",
+        )
+    patches = load_series(manifest).patches
+    # apply(series, base) is a pure function of the base and the patch bytes: a head built before in
+    # this store for the same inputs is reused (one ref read instead of ~6 git processes per patch).
+    built_ref = BUILT_REFS + Series(base=base, patches=patches).digest
+    head = store.ref_sha(built_ref)
+    if head is not None and not store.missing_objects([head]):
+        return ForkContext(store, url, upstream_local, base, head, patches)
+    if upstream_local is None:
+        touched = list(dict.fromkeys(path for patch in patches for path in patch.paths))
+        at_base = store.tree_entries(base, touched)
+        remote.fetch_objects(store, url, [e.sha for e in at_base.values() if e.kind == "blob"])
+    progress(f"building the fork head: {manifest.upstream.repo}@{base[:12]} + {len(patches)} patches")
+    result = build.build_series(store, base, patches)
+    if result.conflict is None:
+        store.set_ref(built_ref, result.head, "apply(series, base)")
+    if result.conflict is not None:
+        raise BadInput(
+            f"the series does not apply on the base: {result.conflict.patch.path.name}: "
+            f"{result.conflict.message.strip()}",
+            hint="run forkctl status --repo <upstream clone>, then fix the patch or port the series",
+        )
+    return ForkContext(store, url, upstream_local, base, result.head, patches)
+
+
+# --- why a pin is not the fork head ---------------------------------------------------------------
+
+
+def _relation(repo: GitRepo, commit: str, base: str) -> str:
+    """'the manifest base', 'N commits ahead of ...', 'N commits behind ...' or 'diverged from ...'."""
+    if commit == base:
+        return "the manifest base"
+    if repo.is_ancestor(base, commit):
+        return f"{repo.count(f'{base}..{commit}')} commits ahead of the manifest base {base[:12]}"
+    if repo.is_ancestor(commit, base):
+        return f"{repo.count(f'{commit}..{base}')} commits behind the manifest base {base[:12]}"
+    return f"diverged from the manifest base {base[:12]}"
+
+
+def _mismatch(kind: str, message: str, fix: str) -> ChainFinding:
+    return ChainFinding("pin", Status.MISMATCH, kind, message, fix)
+
+
+def unpatched_upstream(repo: GitRepo, pinned: str, ctx: ForkContext) -> ChainFinding:
+    """The finding for a pin on upstream's branch: where it is relative to the base (`repo` holds the
+    history of both; commits are enough)."""
+    return _mismatch(
+        "unpatched-upstream",
+        f"pins an unpatched upstream commit {pinned[:12]}, {_relation(repo, pinned, ctx.base)}, "
+        f"with none of the {len(ctx.patches)} patches",
+        ctx.bump_fix,
+    )
+
+
+def diagnose_fork_pin(ctx: ForkContext, pinned: str, branch: str) -> list[ChainFinding]:
+    """Why `pinned` is not apply(series, base): one finding per reason, most fundamental first.
+
+    `ctx.store` must hold `pinned` with its history (the caller fetched it from the fork URL).
+    """
+    repo, base, fix = ctx.store, ctx.base, ctx.bump_fix
+    if pinned == base:
+        message = (
+            f"pins the plain upstream base {base[:12]} with none of the {len(ctx.patches)} patches "
+            f"(the fork head is {ctx.head[:12]})"
+        )
+        return [_mismatch("unpatched-upstream", message, fix)]
+    tip = ctx.upstream_tip(branch)
+    if tip is not None and repo.is_ancestor(pinned, tip):
+        return [unpatched_upstream(repo, pinned, ctx)]
+    own = repo.commits_not_in(pinned, [tip, base] if tip else [base])
+    bases = repo.merge_bases(pinned, tip or base)
+    findings = _base_findings(repo, pinned, bases, base, fix)
+    if not bases:
+        return findings
+    findings += _match_patches(repo, own, ctx.patches, fix)
+    if not findings:
+        message = (
+            f"{pinned[:12]} carries exactly the series on the manifest base but is not the reproducible "
+            f"commit {ctx.head[:12]} (author, date or message differ)"
+        )
+        findings.append(_mismatch("not-reproducible", message, fix))
+    return findings
+
+
+def _base_findings(repo: GitRepo, pinned: str, bases: list[str], base: str, fix: str) -> list[ChainFinding]:
+    """What the pin's merge-bases with upstream say: criss-cross history, no shared history, another base."""
+    findings: list[ChainFinding] = []
+    if len(bases) > 1:
+        message = f"has {len(bases)} merge-bases with upstream (criss-cross history)"
+        findings.append(_mismatch("criss-cross", message, fix))
+    if not bases:
+        findings.append(_mismatch("unrelated", f"{pinned[:12]} shares no history with upstream", fix))
+    elif bases[0] != base:
+        findings.append(
+            _mismatch(
+                "wrong-base",
+                f"is built on another base {bases[0][:12]}, {_relation(repo, bases[0], base)}",
+                "port the series (forkctl port) or move the manifest base, rebuild, then forkctl bump-bridge",
+            )
+        )
+    return findings
+
+
+def _match_patches(repo: GitRepo, commits: list[str], patches: list[Patch], fix: str) -> list[ChainFinding]:
+    """Compare the fork's own commits with the series by patch-id (and by subject, to spot edits)."""
+    matched, extras, findings = _sort_commits(repo, commits, patches)
+    findings += [
+        _mismatch("missing-patch", f"patch missing: {patch.path.name} ({patch.subject})", fix)
+        for position, patch in enumerate(patches)
+        if position not in matched
+    ]
+    if extras:
+        shown = extras[:MAX_LISTED_COMMITS]
+        more = f" and {len(extras) - len(shown)} more" if len(extras) > len(shown) else ""
+        findings.append(
+            _mismatch(
+                "extra-commit",
+                f"{len(extras)} extra commit(s) not in the series: {'; '.join(shown)}{more}",
+                "add them to the series (forkctl export) or drop them, rebuild, then forkctl bump-bridge",
+            )
+        )
+    if matched != sorted(matched) and not any(f.kind in ("missing-patch",) for f in findings):
+        findings.append(
+            _mismatch("patch-order", "the patches are applied in another order than the series", fix)
+        )
+    return findings
+
+
+def _sort_commits(
+    repo: GitRepo, commits: list[str], patches: list[Patch]
+) -> tuple[list[int], list[str], list[ChainFinding]]:
+    """(series positions matched, in commit order; extra commits; edited-patch findings): a commit is a
+    patch when its patch-id matches, an edit of one when only its subject does, else an extra."""
+    by_id = {p.patch_id: i for i, p in enumerate(patches)}
+    by_subject = {p.subject: i for i, p in enumerate(patches)}
+    matched: list[int] = []
+    extras: list[str] = []
+    edited: list[ChainFinding] = []
+    for sha in commits:
+        info = repo.commit_info(sha)
+        if len(info.parents) > 1:
+            extras.append(f"{sha[:12]} (merge) {info.subject}")
+            continue
+        position = by_id.get(repo.commit_patch_id(sha))
+        if position is not None:
+            matched.append(position)
+            continue
+        position = by_subject.get(info.subject)
+        if position is not None and position not in matched:
+            matched.append(position)
+            patch = patches[position]
+            edited.append(
+                _mismatch(
+                    "edited-patch",
+                    f"commit {sha[:12]} {info.subject!r} differs from its file {patch.path.name} "
+                    f"(patch-id {repo.commit_patch_id(sha)[:12]} vs {patch.patch_id[:12]})",
+                    "export the edit into the patch file (forkctl export) or rebuild from the file, then bump",
+                )
+            )
+            continue
+        extras.append(f"{sha[:12]} {info.subject}")
+    return matched, extras, edited

@@ -1,0 +1,79 @@
+"""What a check of the pin chain finds: one finding per check of a link, links, and the chain's result.
+
+Plain data, no git: the checks fill it in, the report layer (forkctl/report/chain.py) draws it.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from enum import StrEnum
+
+from forkctl.series import Patch
+
+Progress = Callable[[str], None]
+
+
+class Status(StrEnum):
+    OK = "OK"
+    MISMATCH = "MISMATCH"
+    UNREACHABLE = "UNREACHABLE"
+
+
+@dataclass(frozen=True)
+class ChainFinding:
+    check: str  # pin, url, reachable, fork-base, nested
+    status: Status
+    kind: str  # a stable machine code: ok, unpatched-upstream, wrong-base, missing-patch, ...
+    message: str
+    fix: str = ""
+
+
+@dataclass
+class LinkResult:
+    """One consumer commit and the gitlink it holds."""
+
+    consumer: str
+    index: int  # position in the chain, 0 = nearest consumer
+    commit: str
+    role: str  # "branch farai/main", "HEAD of /path", "pinned by nemo-rl"
+    gitlink: str
+    target: str  # what the gitlink should pin: the fork, or the previous consumer
+    pinned: str | None = None
+    url: str | None = None
+    expected: str | None = None  # the fork link's expected SHA
+    findings: list[ChainFinding] = field(default_factory=list)
+
+    @property
+    def status(self) -> Status:
+        for status in (Status.UNREACHABLE, Status.MISMATCH):
+            if any(f.status == status for f in self.findings):
+                return status
+        return Status.OK
+
+    @property
+    def ok(self) -> bool:
+        return self.status == Status.OK
+
+    def add(self, check: str, status: Status, kind: str, message: str, fix: str = "") -> None:
+        self.findings.append(ChainFinding(check, status, kind, message, fix))
+
+    def first_failure(self) -> ChainFinding | None:
+        """The most telling failure: about the pin itself first, then URL, reachability, files."""
+        failures = [f for f in self.findings if f.status != Status.OK]
+        return next((f for f in failures if f.check in ("pin", "nested")), failures[0] if failures else None)
+
+
+@dataclass
+class ChainResult:
+    base: str
+    expected_head: str
+    patches: list[Patch]
+    links: list[LinkResult]
+    fork_branch_notes: list[ChainFinding] = field(default_factory=list)
+
+    @property
+    def ok(self) -> bool:
+        return all(link.ok for link in self.links) and all(
+            f.status == Status.OK for f in self.fork_branch_notes
+        )

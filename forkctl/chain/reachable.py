@@ -1,0 +1,95 @@
+"""Can a fresh recursive clone fetch a pin? Its SHA must be reachable from a branch or tag of the URL
+that `.gitmodules` names, or the clone fails (the commit may exist only on someone's machine).
+
+History questions are answered in commit-graph caches (commits only, no trees); the fork's graph borrows
+upstream's, so that only the fork's own commits cross the network.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from forkctl.chain.model import LinkResult, Status
+from forkctl.chain.sources import Remotes
+from forkctl.errors import BadInput
+from forkctl.git import GitRepo, remote
+from forkctl.manifest import Manifest
+
+
+@dataclass
+class CommitGraphs:
+    """The commit-graph caches of the chain's URLs."""
+
+    manifest: Manifest
+    upstream_url: str  # where the fork head was built from: the manifest's URL or --upstream-repo
+    remotes: Remotes
+
+    def for_url(self, url: str) -> GitRepo:
+        """The commit-graph cache to answer `url`'s history questions in. The fork shares upstream's
+        history: its graph borrows the upstream graph's objects (alternates) once that holds upstream's
+        branch, so that the fork's fetch tells the server it has them and only the fork's own commits
+        arrive."""
+        if not remote.same_repo(url, self.manifest.fork.url) or remote.same_repo(url, self.upstream_url):
+            return remote.cache_repo_for(url, graph=True)
+        lender = self.upstream()
+        return remote.cache_repo_for(url, alternates=[lender.git_dir] if lender else None, graph=True)
+
+    def upstream(self) -> GitRepo | None:
+        """The upstream commit graph holding the upstream branch as listed now (None: not listable)."""
+        url = self.upstream_url
+        try:
+            refs = self.remotes.refs(url)
+        except BadInput:
+            return None
+        ref = f"refs/heads/{self.manifest.upstream.branch}"
+        graph = remote.cache_repo_for(url, graph=True)
+        if ref in refs and remote.fetch_graph(graph, url, {ref: refs[ref]}):
+            return graph
+        return None
+
+
+def check_reachable(
+    link: LinkResult,
+    url: str,
+    sha: str,
+    likely: tuple[str, ...],
+    graphs: CommitGraphs,
+    pending: dict[str, list[str]],
+) -> None:
+    """Add the link's `reachable` finding: `sha` is a tip this bump is about to push (`pending`), or is
+    reachable from a listed branch or tag of `url` (the `likely` branches asked first)."""
+    for tip in pending.get(remote.normalise_url(url), []):
+        if tip == sha:
+            link.add(
+                "reachable", Status.OK, "pending", f"{sha[:12]} is the tip of a branch this bump creates"
+            )
+            return
+    try:
+        listing = graphs.remotes.listing(url)
+    except BadInput as exc:
+        link.add("reachable", Status.UNREACHABLE, "no-remote", exc.message, exc.hint or "")
+        return
+    refs = listing.refs
+    if listing.recorded_at:
+        link.add(
+            "reachable",
+            Status.OK,
+            "offline",
+            f"{url} did not answer: its branches and tags are those recorded at {listing.recorded_at}",
+        )
+    result = remote.tip_reachability(sha, refs) or remote.reachability(
+        graphs.for_url(url), url, sha, refs, likely=likely
+    )
+    if result.reachable:
+        shown = ", ".join(r.removeprefix("refs/heads/").removeprefix("refs/tags/") for r in result.refs[:3])
+        link.add("reachable", Status.OK, "ok", f"{sha[:12]} is reachable from {shown} of {url}")
+    else:
+        link.add(
+            "reachable",
+            Status.UNREACHABLE,
+            "unreachable",
+            f"pinned {sha[:12]} is not reachable from any branch or tag of {url}: a fresh recursive clone "
+            "cannot check it out (it may exist only on someone's machine)",
+            f"push it to a branch of {url} (git push {url} {sha[:12]}:refs/heads/<branch>), or pin a "
+            "pushed commit",
+        )

@@ -1,0 +1,222 @@
+"""Where the chain's commits come from: the consumers' sources, their object stores, their branches.
+
+A consumer is found in a local clone (read only) or at its URL (through the cache, fetched one commit at
+a time); which consumers to check is given (`--consumer`), found (the checkout we are in), or the
+manifest's. Both the check and the bump start from a consumer commit named here: the check from what a
+source names (a clone's HEAD or REV, a URL's branch or SHA), the bump from the consumer branch itself.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from forkctl import git
+from forkctl.chain.model import Progress
+from forkctl.errors import BadInput
+from forkctl.git import GitRepo, remote
+from forkctl.manifest import Consumer, Manifest
+
+
+@dataclass
+class Store:
+    """A repository's objects: a local clone first (read only), then the cache for its URL."""
+
+    url: str
+    local: GitRepo | None = None
+    _cache: GitRepo | None = None
+
+    def cache(self) -> GitRepo:
+        if self._cache is None:
+            self._cache = remote.cache_repo_for(self.url)
+        return self._cache
+
+    def ensure_blobs(self, repo: GitRepo, blobs: list[str]) -> None:
+        """Make the blobs `blobs` of `repo` readable: one explicit fetch for those the cache lacks
+        (never git's lazy fetch: one round trip per blob, through a URL without credentials). A local
+        clone is read as it is."""
+        if blobs and repo is self._cache:
+            remote.fetch_objects(repo, self.url, blobs)
+
+    def repo_with(self, sha: str, extra_urls: tuple[str, ...] = ()) -> GitRepo | None:
+        """A repository that holds commit `sha`, fetching it (depth 1) when none does yet."""
+        if self.local is not None and self.local.has_object(f"{sha}^{{commit}}"):
+            return self.local
+        cache = self.cache()
+        for url in (self.url, *extra_urls):
+            if remote.fetch_sha(cache, url, sha):
+                return cache
+        return None
+
+
+@dataclass
+class Remotes:
+    """Each URL's branches and tags, listed once a run (or, when the URL does not answer, as recorded)."""
+
+    progress: Progress
+    _listings: dict[str, remote.Listing] = field(default_factory=dict)
+
+    def listing(self, url: str) -> remote.Listing:
+        key = remote.normalise_url(url)
+        if key not in self._listings:
+            self.progress(f"listing the branches and tags of {url}")
+            listing = remote.listed_refs(url)
+            if listing.recorded_at:
+                self.progress(
+                    f"{url} did not answer ({listing.why}); using its branches and tags as recorded "
+                    f"at {listing.recorded_at}"
+                )
+            self._listings[key] = listing
+        return self._listings[key]
+
+    def refs(self, url: str) -> dict[str, str]:
+        return self.listing(url).refs
+
+
+@dataclass
+class Source:
+    """Where to find one consumer: its manifest entry, and optionally a local checkout and revision."""
+
+    consumer: Consumer
+    local: Path | None = None
+    rev: str | None = None
+    url: str | None = None  # overrides consumer.url as the place to fetch from (not as its identity)
+    label: str | None = None  # how the report names the commit (default: its rev or branch)
+
+    @property
+    def fetch_url(self) -> str:
+        return self.url or self.consumer.url
+
+    def store(self) -> Store:
+        return Store(url=self.fetch_url, local=GitRepo(self.local) if self.local else None)
+
+
+def parse_location(value: str) -> tuple[Path | None, str | None, str | None]:
+    """`PATH`, `PATH@REV` or a URL -> (local path, rev, url)."""
+    if "@" in value:
+        head, _, rev = value.rpartition("@")
+        if head and Path(head).exists():
+            return Path(head), rev or None, None
+        if "://" in head and rev and ":" not in rev:
+            return None, rev, head  # URL@BRANCH or URL@SHA
+    if Path(value).exists():
+        return Path(value), None, None
+    if "://" in value or ":" in value:
+        return None, None, value
+    raise BadInput(
+        f"{value!r} is neither an existing path nor a URL", hint="give a clone's path, PATH@REV or a URL"
+    )
+
+
+# --- the commit a check or a bump starts from ---------------------------------------------------------
+
+
+def local_branch_tip(repo: GitRepo, branch: str, remotes: tuple[str, ...] = ("origin",)) -> str | None:
+    """`branch` in a local clone: its own branch, else its remote-tracking copy (first remote first)."""
+    for ref in (f"refs/heads/{branch}", *(f"refs/remotes/{name}/{branch}" for name in remotes)):
+        sha = repo.ref_sha(ref)
+        if sha:
+            return sha
+    return None
+
+
+def _fetched_tip(store: Store, refs: dict[str, str], branch: str) -> str | None:
+    """The tip of `branch` among a URL's listed `refs`, fetched into the store (None: no such branch)."""
+    sha = refs.get(f"refs/heads/{branch}")
+    if sha is not None and store.repo_with(sha) is None:
+        raise BadInput(f"cannot fetch {sha[:12]} from {store.url}")
+    return sha
+
+
+def commit_to_check(source: Source, store: Store, remotes: Remotes) -> tuple[str, str]:
+    """(commit, role) a check starts from: what --consumer names (a clone's REV, else its HEAD: what is
+    checked out is what is tested; a URL's SHA or BRANCH), else the consumer branch at its URL."""
+    if store.local is not None:
+        rev = source.rev or "HEAD"
+        sha = store.local.resolve_commit(rev)
+        if sha is None:
+            raise BadInput(
+                f"{source.local}: {rev!r} is not a commit", hint="give PATH@REV with an existing rev"
+            )
+        return sha, source.label or f"{rev} of {source.local}"
+    if source.rev and len(source.rev) == 40 and store.repo_with(source.rev):
+        return source.rev, source.label or source.rev[:12]
+    branch = source.rev or source.consumer.branch
+    sha = _fetched_tip(store, remotes.refs(source.fetch_url), branch)
+    if sha is None:
+        raise BadInput(
+            f"{source.fetch_url} has no branch {branch!r} (consumer {source.consumer.name})",
+            hint="fix consumers[].branch in the manifest, or pass --consumer PATH to a local checkout",
+        )
+    return sha, f"branch {branch}"
+
+
+def branch_to_bump(source: Source, progress: Progress) -> tuple[GitRepo, str]:
+    """(repository to commit in, head of the consumer branch) a bump starts from: the branch in a local
+    clone, else at the URL (fetched into its cache)."""
+    branch = source.consumer.branch
+    store = source.store()
+    if store.local is not None:
+        head = local_branch_tip(store.local, branch)
+        if head is None:
+            raise BadInput(
+                f"{source.local} has no branch {branch!r} (nor origin/{branch})",
+                hint=f"git fetch origin {branch} in that clone, or pass PATH@REV",
+            )
+        return store.local, head
+    progress(f"fetching {branch} of {source.fetch_url}")
+    listing = remote.listed_refs(source.fetch_url)
+    if listing.recorded_at:
+        progress(
+            f"{source.fetch_url} did not answer ({listing.why}); using its branch {branch} as recorded "
+            f"at {listing.recorded_at}"
+        )
+    head = _fetched_tip(store, listing.refs, branch)
+    if head is None:
+        raise BadInput(
+            f"{source.fetch_url} has no branch {branch!r}", hint="fix consumers[].branch in the manifest"
+        )
+    return store.cache(), head
+
+
+# --- which consumers ------------------------------------------------------------------------------
+
+
+def detect_checkout(manifest: Manifest, cwd: Path) -> tuple[int, Path] | None:
+    """(consumer index, repo root) when `cwd` is inside a consumer's checkout: a .gitmodules entry at HEAD
+    whose path is that consumer's gitlink."""
+    root = git.toplevel(cwd)
+    if root is None:
+        return None
+    repo = GitRepo(root)
+    head = repo.resolve_commit("HEAD")
+    if head is None:
+        return None
+    modules = git.read_gitmodules(repo, head) or []
+    paths = {m.path for m in modules}
+    for index, consumer in enumerate(manifest.consumers):
+        if consumer.gitlink in paths:
+            return index, root
+    return None
+
+
+def default_sources(manifest: Manifest, locations: list[str], cwd: Path) -> list[Source]:
+    """--consumer values (nearest first), else the checkout we are in, else the manifest's URLs."""
+    consumers = manifest.consumers
+    if not consumers:
+        raise BadInput("the manifest lists no consumers", hint="add consumers: to manifest.yaml")
+    if locations:
+        if len(locations) > len(consumers):
+            raise BadInput(
+                f"{len(locations)} --consumer values but the manifest lists {len(consumers)} consumers"
+            )
+        sources = []
+        for consumer, value in zip(consumers, locations, strict=False):
+            local, rev, url = parse_location(value)
+            sources.append(Source(consumer, local=local, rev=rev, url=url))
+        return sources
+    detected = detect_checkout(manifest, cwd)
+    if detected is not None:
+        index, root = detected
+        return [Source(c) for c in consumers[:index]] + [Source(consumers[index], local=root)]
+    return [Source(c) for c in consumers]

@@ -1,0 +1,179 @@
+"""The chain as people and machines read it: tables, problems with fixes, a text diagram, a Mermaid
+graph for the step summary, JSON; and the bump's new branches. Views only: the checks live in
+forkctl/chain/.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from forkctl.chain.bump import BumpStep
+from forkctl.chain.model import ChainFinding, ChainResult, LinkResult, Status
+from forkctl.manifest import Manifest
+from forkctl.report import Level, Problem, Report, Table
+
+COLUMNS = ["check", "status", "detail", "fix"]
+
+
+def _head_links(result: ChainResult) -> list[LinkResult]:
+    """One link per consumer for the picture: the commit checked first (its branch head / given rev)."""
+    seen: dict[int, LinkResult] = {}
+    for link in result.links:
+        if link.index not in seen or not link.role.startswith("pinned by"):
+            seen.setdefault(link.index, link)
+    return [seen[i] for i in sorted(seen)]
+
+
+def mermaid(manifest: Manifest, result: ChainResult) -> str:
+    """The chain as a mermaid `graph LR` block: upstream base -> fork head -> consumers, edges = pins."""
+    lines = ["```mermaid", "graph LR"]
+    lines.append(f'  U["{manifest.upstream.repo}<br/>base {result.base[:12]}"]')
+    lines.append(f'  F["{manifest.fork.repo}<br/>fork head {result.expected_head[:12]}"]')
+    lines.append(f'  U -- "+{len(result.patches)} patches" --> F')
+    previous = "F"
+    for link in _head_links(result):
+        node = f"C{link.index}"
+        lines.append(f'  {node}["{link.consumer}<br/>{link.commit[:12]}"]')
+        pinned = link.pinned[:12] if link.pinned else "no pin"
+        lines.append(f'  {previous} -- "{link.status.value}: pinned {pinned}" --> {node}')
+        colour = "#2da44e" if link.ok else "#cf222e"
+        lines.append(f"  style {node} stroke:{colour},stroke-width:3px")
+        previous = node
+    lines.append("```")
+    return "\n".join(lines)
+
+
+def text_diagram(manifest: Manifest, result: ChainResult) -> list[str]:
+    """The same chain in plain text, one line per node, the pin status on the arrow."""
+    lines = [
+        f"{manifest.upstream.repo}@{result.base[:12]}",
+        f"  └─(+{len(result.patches)} patches)─> {manifest.fork.repo}@{result.expected_head[:12]} (fork head)",
+    ]
+    # Each consumer pins the one before it, so each is drawn one level under it (NeMo-RL under the
+    # Bridge, not beside it).
+    for depth, link in enumerate(_head_links(result)):
+        pinned = link.pinned[:12] if link.pinned else "none"
+        indent = "    " * (depth + 1) + "  "
+        lines.append(
+            f"{indent}└─[{link.status.value}: pins {pinned}]─ {link.consumer}@{link.commit[:12]} ({link.role})"
+        )
+    return lines
+
+
+def _rows(findings: list[ChainFinding]) -> list[list[str]]:
+    return [[f.check, f.status.value, f.message, f.fix] for f in findings]
+
+
+def _add_link(out: Report, link: LinkResult) -> None:
+    """The link's table, and a problem (with its fix) per failing finding."""
+    pinned = link.pinned[:12] if link.pinned else "-"
+    title = (
+        f"{link.consumer}@{link.commit[:12]} ({link.role}) pins {link.target} at {link.gitlink}: "
+        f"{pinned} -> {link.status.value}"
+    )
+    out.tables.append(Table(title=title, columns=list(COLUMNS), rows=_rows(link.findings)))
+    for finding in link.findings:
+        if finding.status != Status.OK:
+            out.fail(
+                Problem(
+                    f"{link.consumer}@{link.commit[:12]}: {finding.status.value}: {finding.message}",
+                    hint=finding.fix or None,
+                )
+            )
+
+
+def _add_fork_branch(out: Report, manifest: Manifest, notes: list[ChainFinding]) -> None:
+    """The fork branch's table; a fork branch behind the reproducible head is a notice, not a failure."""
+    title = f"fork branch {manifest.fork.repo} {manifest.fork.branch}"
+    out.tables.append(Table(title=title, columns=list(COLUMNS), rows=_rows(notes)))
+    for finding in notes:
+        if finding.status != Status.OK:
+            out.fail(Problem(finding.message, hint=finding.fix or None))
+        elif finding.kind == "behind":
+            out.problems.append(Problem(finding.message, level=Level.NOTICE))
+
+
+def chain_report(command: str, manifest: Manifest, result: ChainResult) -> Report:
+    """The chain result as a Report: one table per link, problems with fixes, JSON, and the diagram."""
+    out = Report(command=command)
+    for link in result.links:
+        _add_link(out, link)
+    if result.fork_branch_notes:
+        _add_fork_branch(out, manifest, result.fork_branch_notes)
+    out.lines += text_diagram(manifest, result)
+    verdict = (
+        "the chain is consistent" if out.ok else f"{sum(not link.ok for link in result.links)} link(s) fail"
+    )
+    out.lines.append(f"check-pins: {'OK' if out.ok else 'FAILED'}: {verdict}")
+    out.summary_markdown = mermaid(manifest, result)
+    out.data = chain_data(result)
+    return out
+
+
+def _finding_json(f: ChainFinding) -> dict[str, str]:
+    return {"check": f.check, "status": f.status.value, "kind": f.kind, "message": f.message, "fix": f.fix}
+
+
+def _link_json(link: LinkResult) -> dict[str, Any]:
+    return {
+        "consumer": link.consumer,
+        "commit": link.commit,
+        "role": link.role,
+        "gitlink": link.gitlink,
+        "target": link.target,
+        "pinned": link.pinned,
+        "url": link.url,
+        "expected": link.expected,
+        "status": link.status.value,
+        "findings": [_finding_json(f) for f in link.findings],
+    }
+
+
+def chain_data(result: ChainResult) -> dict[str, Any]:
+    """The JSON payload of a chain check."""
+    return {
+        "base": result.base,
+        "expected_fork_head": result.expected_head,
+        "patches": [p.subject for p in result.patches],
+        "links": [_link_json(link) for link in result.links],
+        "fork_branch": [
+            {"check": f.check, "status": f.status.value, "kind": f.kind, "message": f.message}
+            for f in result.fork_branch_notes
+        ],
+    }
+
+
+# --- the bump ---------------------------------------------------------------------------------------
+
+
+def bump_lines(steps: list[BumpStep]) -> list[str]:
+    """One line per new consumer commit: its branch, parent, and the gitlink (and URL) it moves."""
+    described = []
+    for step in steps:
+        url_note = (
+            f"; .gitmodules url {step.url_changed[0]} -> {step.url_changed[1]}" if step.url_changed else ""
+        )
+        described.append(
+            f"{step.consumer.name}: {step.branch} = {step.commit[:12]} on {step.consumer.branch} "
+            f"{step.parent[:12]}: {step.gitlink} {(step.old or '-')[:12]} -> {step.new[:12]}{url_note}"
+        )
+    return described
+
+
+def bump_json(steps: list[BumpStep], created: bool, pushed: bool) -> list[dict]:
+    return [
+        {
+            "consumer": step.consumer.name,
+            "repo": str(step.repo.git_dir),
+            "branch": step.branch,
+            "parent": step.parent,
+            "commit": step.commit,
+            "gitlink": step.gitlink,
+            "old": step.old,
+            "new": step.new,
+            "gitmodules_url": list(step.url_changed) if step.url_changed else None,
+            "created": created,
+            "pushed": pushed,
+        }
+        for step in steps
+    ]
