@@ -45,7 +45,7 @@ def test_bump_through_nemo_rl_then_check_pins_passes(tmp_path: Path) -> None:
         str(chain.nemo_work.path),
     )
     assert code == 0, report["problems"]
-    branch = f"forkctl/bump-megatron-{chain.head[:12]}"
+    branch = f"forkctl/bump-{chain.head[:12]}"
     bridge_step, nemo_step = report["steps"]
     # Bridge: one commit on top of farai/main, gitlink moved, .gitmodules pointed at the fork.
     bridge = chain.bridge_work
@@ -124,7 +124,7 @@ def test_push_pushes_new_branches_only_and_never_forces(tmp_path: Path) -> None:
     before = chain.refs(chain.bridge), chain.refs(chain.nemo)
     code, report = run(chain, "bump-bridge", "--through", "nemo-rl", "--push")
     assert code == 0, report["problems"]
-    branch = f"refs/heads/forkctl/bump-megatron-{chain.head[:12]}"
+    branch = f"refs/heads/forkctl/bump-{chain.head[:12]}"
     for bare, old, step in zip((chain.bridge, chain.nemo), before, report["steps"], strict=True):
         now = chain.refs(bare)
         assert now[branch] == step["commit"]
@@ -164,7 +164,7 @@ def test_bridge_repo_alone_commits_in_that_clone_not_in_the_cache(tmp_path: Path
     cache = tmp_path / "cache"
     code, report = run(chain, "bump-bridge", "--bridge-repo", str(chain.bridge_work.path))
     assert code == 0, report["problems"]
-    branch = f"forkctl/bump-megatron-{chain.head[:12]}"
+    branch = f"forkctl/bump-{chain.head[:12]}"
     (step,) = report["steps"]
     assert Path(step["repo"]).resolve() == (chain.bridge_work.path / ".git").resolve()
     assert chain.bridge_work.head(f"refs/heads/{branch}") == step["commit"]

@@ -41,7 +41,7 @@ def demo(manifest: Path, *args: str) -> tuple[int, dict, str]:
 
 def test_demo_finds_the_unpatched_base_bumps_and_passes(tmp_path: Path, repo_root: Path) -> None:
     keep = tmp_path / "demo"
-    code, report, progress = demo(repo_root / "manifest.yaml", "--keep", str(keep))
+    code, report, progress = demo(repo_root / "manifest.yaml", "--keep-in", str(keep))
     assert code == 0, report
     assert report["ok"] is True
     assert "step 1: check-pins" in progress and "step 3: check-pins" in progress
@@ -65,6 +65,7 @@ def test_demo_finds_the_unpatched_base_bumps_and_passes(tmp_path: Path, repo_roo
     assert "pins-failing-commit" in [f["kind"] for f in nemo_link["findings"]]
     # The bump was pushed to the bare remotes as new branches; farai/main stayed where it was.
     branch = report["bump"]["branch"]
+    assert branch == f"forkctl/bump-megatron-{report['fork_head'][:12]}"  # the manifest's prefix
     bridge_step, nemo_step = report["bump"]["steps"]
     assert git(keep / "bridge.git", "rev-parse", branch) == bridge_step["commit"]
     assert git(keep / "bridge.git", "rev-parse", f"{branch}:3rdparty/Megatron-LM") == report["fork_head"]
@@ -108,7 +109,7 @@ def test_keep_refuses_a_folder_that_is_not_empty(tmp_path: Path, repo_root: Path
     keep = tmp_path / "busy"
     keep.mkdir()
     (keep / "mine.txt").write_text("not the demo's\n")
-    code, report, _ = demo(repo_root / "manifest.yaml", "--keep", str(keep))
+    code, report, _ = demo(repo_root / "manifest.yaml", "--keep-in", str(keep))
     assert code == 2 and "not empty" in report["error"]
     assert sorted(p.name for p in keep.iterdir()) == ["mine.txt"]
 
@@ -134,7 +135,7 @@ def test_a_series_that_does_not_apply_exits_2(tmp_path: Path, repo_root: Path) -
     data["series"].append({"file": f"patches/megatron-lm/{bogus.name}"})
     (toolkit / "manifest.yaml").write_text(yaml.safe_dump(data, sort_keys=False))
     keep = tmp_path / "demo"
-    code, report, _ = demo(toolkit / "manifest.yaml", "--keep", str(keep))
+    code, report, _ = demo(toolkit / "manifest.yaml", "--keep-in", str(keep))
     assert code == 2, report
     assert "does not apply to the installed megatron-core" in report["error"]
     assert bogus.name in report["error"] and f"1 of {len(data['series'])} patches fail" in report["error"]

@@ -17,10 +17,9 @@ from forkctl.chain.model import ChainResult, Progress
 from forkctl.chain.sources import Source, branch_to_bump
 from forkctl.errors import BadInput
 from forkctl.git import GitRepo, SubmoduleEntry, remote
+from forkctl.git import store as gitstore
 from forkctl.manifest import Consumer, Manifest
 from forkctl.redact import without_credentials
-
-BUMP_BRANCH_PREFIX = "forkctl/bump-megatron-"
 
 
 @dataclass
@@ -66,7 +65,7 @@ def _gitlink_and_module(
         modules_entry = None
     if modules_entry is not None and source.local is None:
         # The cache's .gitmodules: the one file a bump reads, fetched explicitly (no lazy fetch).
-        remote.fetch_objects(repo, source.fetch_url, [modules_entry.sha])
+        gitstore.fetch_objects(repo, source.fetch_url, [modules_entry.sha])
     modules = git.parse_gitmodules(repo, modules_entry.sha) if modules_entry else []
     module = next((m for m in modules if m.path == consumer.gitlink), None)
     if module is None or modules_entry is None:
@@ -145,7 +144,7 @@ def plan_bump(
     """Plan consumers 0..last: each pins the new commit of the one before it (the first pins the fork
     head). Commits are made (objects only, no ref moves); then the planned chain is checked, with the
     planned commits counted as reachable because they are not pushed yet."""
-    branch = f"{BUMP_BRANCH_PREFIX}{fork.head[:12]}"
+    branch = f"{manifest.fork.bump_branch_prefix}{fork.head[:12]}"
     body = series_description(manifest, fork)
     steps: list[BumpStep] = []
     sources: list[Source] = []

@@ -14,6 +14,7 @@ from forkctl.chain.model import ChainFinding, Progress, Status
 from forkctl.chain.sources import local_branch_tip, parse_location
 from forkctl.errors import BadInput
 from forkctl.git import GitRepo, remote
+from forkctl.git import store as gitstore
 from forkctl.manifest import Manifest
 from forkctl.ops import replay as build
 from forkctl.series import Patch, Series, load_series
@@ -44,7 +45,7 @@ class ForkContext:
             return self._upstream_tip
         if not self._history_fetched:
             listed = remote.listed_refs(self.upstream_url).refs
-            remote.fetch_history(self.store, self.upstream_url, listed)
+            gitstore.fetch_history(self.store, self.upstream_url, listed)
             self._history_fetched = True
         self._upstream_tip = self.store.ref_sha(f"refs/forkctl/heads/{branch}")
         return self._upstream_tip
@@ -65,11 +66,11 @@ def fork_context(manifest: Manifest, upstream_location: str | None, progress: Pr
             upstream_local = GitRepo(local)
         else:
             url = given_url or url
-    store = remote.cache_repo_for(url, alternates=[upstream_local.git_dir] if upstream_local else None)
+    store = gitstore.cache_repo_for(url, alternates=[upstream_local.git_dir] if upstream_local else None)
     base = store.resolve_commit(manifest.upstream.base)
     if base is None:
         progress(f"fetching the base {manifest.upstream.base[:12]} from {url}")
-        if len(manifest.upstream.base) == 40 and remote.fetch_sha(store, url, manifest.upstream.base):
+        if len(manifest.upstream.base) == 40 and gitstore.fetch_sha(store, url, manifest.upstream.base):
             base = manifest.upstream.base
     if base is None:
         raise BadInput(
@@ -86,7 +87,7 @@ def fork_context(manifest: Manifest, upstream_location: str | None, progress: Pr
     if upstream_local is None:
         touched = list(dict.fromkeys(path for patch in patches for path in patch.paths))
         at_base = store.tree_entries(base, touched)
-        remote.fetch_objects(store, url, [e.sha for e in at_base.values() if e.kind == "blob"])
+        gitstore.fetch_objects(store, url, [e.sha for e in at_base.values() if e.kind == "blob"])
     progress(f"building the fork head: {manifest.upstream.repo}@{base[:12]} + {len(patches)} patches")
     result = build.build_series(store, base, patches)
     if result.conflict is None:

@@ -16,6 +16,7 @@ from forkctl.chain.reachable import CommitGraphs
 from forkctl.chain.sources import Remotes, Store, local_branch_tip, parse_location
 from forkctl.errors import BadInput
 from forkctl.git import GitRepo, remote
+from forkctl.git import store as gitstore
 from forkctl.manifest import Manifest
 
 
@@ -48,7 +49,7 @@ def check_fork_pin(
         fork.upstream_tip(manifest.upstream.branch)  # unshallows the store first
         for candidate in urls:
             try:
-                if remote.fetch_sha(store, candidate, pinned, depth=None):
+                if gitstore.fetch_sha(store, candidate, pinned, depth=None):
                     break
             except BadInput as exc:  # a refused URL (e.g. one starting with '-') is a finding
                 link.add("pin", Status.MISMATCH, "url-refused", exc.message, exc.hint or "")
@@ -82,7 +83,7 @@ def _upstream_finding(pinned: str, fork: ForkContext, graphs: CommitGraphs) -> C
     if not graph.is_ancestor(pinned, tip):
         return None
     # The base is usually on the branch already; a base elsewhere (a release branch) is fetched.
-    if not remote.fetch_graph_of(graph, fork.upstream_url, fork.base):
+    if not gitstore.fetch_graph_of(graph, fork.upstream_url, fork.base):
         return None
     return unpatched_upstream(graph, pinned, fork)
 
@@ -93,7 +94,7 @@ def _fork_cache_with(pinned: str, url: str | None, fork: ForkContext, manifest: 
     than fetching the fork's own commits a second time, into the upstream store."""
     if url is None or not remote.same_repo(url, manifest.fork.url):
         return None
-    cache = remote.cache_repo_for(url)
+    cache = gitstore.cache_repo_for(url)
     if cache.git_dir == fork.store.git_dir or (cache.git_dir / "shallow").is_file():
         return None
     if cache.missing_objects([pinned]):
@@ -171,5 +172,5 @@ def _fork_base_note(raw: bytes, manifest: Manifest) -> ChainFinding:
         Status.MISMATCH,
         "fork-base-mismatch",
         f"{where} disagrees with the manifest: {'; '.join(problems)}",
-        f"rewrite {forkbase.FORK_BASE_FILE} on {branch} from the manifest",
+        f"in a checkout of {branch}: forkctl fork-base --write, then commit and push the file",
     )

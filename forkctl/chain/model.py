@@ -7,8 +7,8 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from enum import StrEnum
 
+from forkctl.compat import StrEnum
 from forkctl.series import Patch
 
 Progress = Callable[[str], None]

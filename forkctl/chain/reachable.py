@@ -13,6 +13,7 @@ from forkctl.chain.model import LinkResult, Status
 from forkctl.chain.sources import Remotes
 from forkctl.errors import BadInput
 from forkctl.git import GitRepo, remote
+from forkctl.git import store as gitstore
 from forkctl.manifest import Manifest
 
 
@@ -30,9 +31,9 @@ class CommitGraphs:
         branch, so that the fork's fetch tells the server it has them and only the fork's own commits
         arrive."""
         if not remote.same_repo(url, self.manifest.fork.url) or remote.same_repo(url, self.upstream_url):
-            return remote.cache_repo_for(url, graph=True)
+            return gitstore.cache_repo_for(url, graph=True)
         lender = self.upstream()
-        return remote.cache_repo_for(url, alternates=[lender.git_dir] if lender else None, graph=True)
+        return gitstore.cache_repo_for(url, alternates=[lender.git_dir] if lender else None, graph=True)
 
     def upstream(self) -> GitRepo | None:
         """The upstream commit graph holding the upstream branch as listed now (None: not listable)."""
@@ -42,8 +43,8 @@ class CommitGraphs:
         except BadInput:
             return None
         ref = f"refs/heads/{self.manifest.upstream.branch}"
-        graph = remote.cache_repo_for(url, graph=True)
-        if ref in refs and remote.fetch_graph(graph, url, {ref: refs[ref]}):
+        graph = gitstore.cache_repo_for(url, graph=True)
+        if ref in refs and gitstore.fetch_graph(graph, url, {ref: refs[ref]}):
             return graph
         return None
 
@@ -77,7 +78,7 @@ def check_reachable(
             "offline",
             f"{url} did not answer: its branches and tags are those recorded at {listing.recorded_at}",
         )
-    result = remote.tip_reachability(sha, refs) or remote.reachability(
+    result = gitstore.tip_reachability(sha, refs) or gitstore.reachability(
         graphs.for_url(url), url, sha, refs, likely=likely
     )
     if result.reachable:

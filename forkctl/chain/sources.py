@@ -15,6 +15,7 @@ from forkctl import git
 from forkctl.chain.model import Progress
 from forkctl.errors import BadInput
 from forkctl.git import GitRepo, remote
+from forkctl.git import store as gitstore
 from forkctl.manifest import Consumer, Manifest
 
 
@@ -28,7 +29,7 @@ class Store:
 
     def cache(self) -> GitRepo:
         if self._cache is None:
-            self._cache = remote.cache_repo_for(self.url)
+            self._cache = gitstore.cache_repo_for(self.url)
         return self._cache
 
     def ensure_blobs(self, repo: GitRepo, blobs: list[str]) -> None:
@@ -36,7 +37,7 @@ class Store:
         (never git's lazy fetch: one round trip per blob, through a URL without credentials). A local
         clone is read as it is."""
         if blobs and repo is self._cache:
-            remote.fetch_objects(repo, self.url, blobs)
+            gitstore.fetch_objects(repo, self.url, blobs)
 
     def repo_with(self, sha: str, extra_urls: tuple[str, ...] = ()) -> GitRepo | None:
         """A repository that holds commit `sha`, fetching it (depth 1) when none does yet."""
@@ -44,7 +45,7 @@ class Store:
             return self.local
         cache = self.cache()
         for url in (self.url, *extra_urls):
-            if remote.fetch_sha(cache, url, sha):
+            if gitstore.fetch_sha(cache, url, sha):
                 return cache
         return None
 

@@ -15,10 +15,11 @@ from pathlib import Path
 import click
 
 from forkctl import report
-from forkctl.cli import verbs
+from forkctl.cli import options, verbs
 from forkctl.cli.kit import Context, forkctl_command, output_options, toolkit_locked
 from forkctl.errors import EXIT_CHECK_FAILED, BadInput
-from forkctl.git import GitRepo, remote
+from forkctl.git import GitRepo
+from forkctl.git import store as gitstore
 from forkctl.manifest import Manifest
 from forkctl.ops import apply, patch_dir
 from forkctl.ops.state import ConflictReport, State
@@ -99,7 +100,7 @@ def _apply_tree(ctx: Context, tree: Path, include: str, reverse: bool) -> Report
 
 
 def _store(manifest: Manifest, repo_path: Path | None, url: str | None, revs: list[str]) -> GitRepo:
-    return remote.object_store(repo_path, url or manifest.upstream.url, revs)
+    return gitstore.object_store(repo_path, url or manifest.upstream.url, revs)
 
 
 def _stopped(result: Report, state: State, conflict: ConflictReport, rows: list[list[str]]) -> None:
@@ -174,7 +175,7 @@ def _outcome_report(outcome: apply.Outcome, repo: GitRepo) -> Report:
 
 
 TREE_ONLY = ("reverse", "include")
-REPOSITORY_ONLY = ("base", "repo", "upstream_url", "branch", "force", "resume", "abort")
+REPOSITORY_ONLY = ("base", "repo", "upstream_repo", "branch", "force", "resume", "abort")
 FLAG = {"resume": "--continue"}  # parameters whose option is spelled otherwise
 
 
@@ -201,16 +202,12 @@ def _refuse_ignored_options(tree: Path | None, **given: bool) -> None:
 @click.option(
     "--base", "base_rev", help="Upstream commit (full SHA or abbreviation) to build on: the manifest's base."
 )
-@click.option(
-    "--repo",
-    "repo_path",
-    type=click.Path(path_type=Path, file_okay=False, exists=True),
-    help="An existing clone (bare or not) with the upstream objects; the branch is created there.",
+@options.repo("An existing clone (bare or not) with the upstream objects; the branch is created there.")
+@options.upstream_repo(
+    "Where to fetch upstream objects into the cache from (default: manifest upstream.url).",
+    retired=("--upstream-url",),
 )
-@click.option(
-    "--upstream-url", help="Where to fetch upstream objects into the cache (default: manifest upstream.url)."
-)
-@click.option("--branch", help="Branch to create (default: manifest fork.branch).")
+@options.branch("Branch to create (default: manifest fork.branch).")
 @click.option("--force", is_flag=True, help="Move an existing branch (its old tip is printed).")
 @click.option("--continue", "resume", is_flag=True, help="Go on after resolving a conflict in the worktree.")
 @click.option(
@@ -238,7 +235,7 @@ def command(
     include: str | None,
     base_rev: str | None,
     repo_path: Path | None,
-    upstream_url: str | None,
+    upstream_repo: str | None,
     branch: str | None,
     force: bool,
     resume: bool,
@@ -265,7 +262,7 @@ def command(
         include=include is not None,
         base=base_rev is not None,
         repo=repo_path is not None,
-        upstream_url=upstream_url is not None,
+        upstream_repo=upstream_repo is not None,
         branch=branch is not None,
         force=force,
         resume=resume,
@@ -277,7 +274,7 @@ def command(
         raise BadInput("--continue and --abort exclude each other", hint="pass one of them")
     manifest = ctx.manifest()
     if abort or resume:
-        repo = _store(manifest, repo_path, upstream_url, [])
+        repo = _store(manifest, repo_path, upstream_repo, [])
         if abort:
             state = apply.abort(repo)
             branch = state.branch if state else None
@@ -293,7 +290,7 @@ def command(
         raise BadInput(
             "nothing to apply to", hint="pass --base SHA (the manifest's base), --tree PATH, or --continue"
         )
-    repo = _store(manifest, repo_path, upstream_url, [base_rev, manifest.upstream.base])
+    repo = _store(manifest, repo_path, upstream_repo, [base_rev, manifest.upstream.base])
     base = apply.resolve_base(repo, base_rev, manifest)
     series = load_series(manifest)
     target = manifest.fork.branch if branch is None else branch

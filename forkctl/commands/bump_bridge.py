@@ -1,6 +1,6 @@
 """forkctl bump-bridge: move the chain to the fork head in one step, one gitlink per consumer.
 
-A new branch `forkctl/bump-megatron-<sha12>` from each consumer branch head, whose one commit moves the
+A new branch `<fork.bump_branch_prefix><sha12>` (this fork: `forkctl/bump-megatron-<sha12>`) from each consumer branch head, whose one commit moves the
 gitlink (private index: read-tree, update-index --cacheinfo 160000, write-tree, commit-tree; no
 submodule checkout, never the user's index or worktree) and points `.gitmodules` at the fork when it
 still names upstream. Then the check-pins core runs on the new branches; it must pass.
@@ -15,7 +15,7 @@ import click
 from forkctl import report
 from forkctl.chain.bump import apply_step, plan_bump, push_steps
 from forkctl.chain.forkhead import fork_context
-from forkctl.cli import verbs
+from forkctl.cli import options, verbs
 from forkctl.cli.kit import Context, forkctl_command, output_options
 from forkctl.errors import BadInput
 from forkctl.report import Report
@@ -66,7 +66,7 @@ def _local_clones(last: int, bridge_repo: Path | None, through_repo: Path | None
     type=click.Path(path_type=Path, file_okay=False, exists=True),
     help="A local clone of the --through consumer to commit in; default: the cache of its URL.",
 )
-@click.option("--upstream-repo", metavar="PATH|URL", help="Where the base commit is (see check-pins).")
+@options.upstream_repo("Where the base commit is (see check-pins).")
 @click.option("--dry-run", is_flag=True, help="Print the plan (and the check it would pass); change no ref.")
 @click.option(
     "--push",

@@ -15,7 +15,7 @@ import click
 from forkctl import report
 from forkctl.chain.checks import check_chain
 from forkctl.chain.sources import default_sources
-from forkctl.cli import verbs
+from forkctl.cli import options, verbs
 from forkctl.cli.kit import Context, forkctl_command, output_options
 from forkctl.report import Report
 from forkctl.report.chain import chain_report
@@ -31,16 +31,10 @@ from forkctl.report.chain import chain_report
     "after '@'), or a URL (its manifest branch, or BRANCH/SHA after '@'). Default: the checkout you are in when it is a consumer, "
     "else every manifest consumer's URL and branch.",
 )
-@click.option(
-    "--fork-repo",
-    metavar="PATH|URL",
-    help="The fork (for its branch's .fork-base.json); default: the manifest's fork URL.",
-)
-@click.option(
-    "--upstream-repo",
-    metavar="PATH|URL",
-    help="Where the base commit is: a local clone of upstream "
-    "(read only, saves the network) or a URL; default: the manifest's upstream URL via the cache.",
+@options.fork_repo("The fork (for its branch's .fork-base.json); default: the manifest's fork URL.")
+@options.upstream_repo(
+    "Where the base commit is: a local clone of upstream "
+    "(read only, saves the network) or a URL; default: the manifest's upstream URL via the cache."
 )
 @output_options(github=True)
 @forkctl_command

@@ -28,7 +28,7 @@ def _workdir(keep: Path | None) -> tuple[Path, tempfile.TemporaryDirectory[str] 
         scratch = tempfile.TemporaryDirectory(prefix="forkctl-demo-")
         return Path(scratch.name), scratch
     if keep.exists() and any(keep.iterdir()):
-        raise BadInput(f"--keep {keep}: the folder is not empty", hint="give a new or empty folder")
+        raise BadInput(f"--keep-in {keep}: the folder is not empty", hint="give a new or empty folder")
     keep.mkdir(parents=True, exist_ok=True)
     return keep.resolve(), None
 
@@ -56,7 +56,8 @@ def _first_failure(result: ChainResult) -> str:
 
 @click.command("demo", short_help=verbs.summary("demo"))
 @click.option(
-    "--keep",
+    "--keep-in",
+    "keep",
     type=click.Path(path_type=Path, file_okay=False),
     metavar="DIR",
     help="Build the demo chain in DIR (new or empty) and keep it for a look around; default: a temp "

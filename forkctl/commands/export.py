@@ -6,10 +6,10 @@ from pathlib import Path
 
 import click
 
-from forkctl.cli import verbs
+from forkctl.cli import options, verbs
 from forkctl.cli.kit import Context, forkctl_command, output_options, toolkit_locked
 from forkctl.errors import EXIT_CHECK_FAILED
-from forkctl.git import remote
+from forkctl.git import store as gitstore
 from forkctl.ops import export
 from forkctl.ops.export import Difference, ExportedPatch
 from forkctl.report import Problem, Report, Table
@@ -72,13 +72,8 @@ def _check(result: Report, branch: str, difference: Difference) -> None:
 
 
 @click.command("export", short_help=verbs.summary("export"))
-@click.option("--from", "branch", help="Branch to export (default: manifest fork.branch).")
-@click.option(
-    "--repo",
-    "repo_path",
-    type=click.Path(path_type=Path, file_okay=False, exists=True),
-    help="The repository holding the branch (default: forkctl's cache clone of upstream.url).",
-)
+@options.branch("Branch to export (default: manifest fork.branch).", retired=("--from",))
+@options.repo("The repository holding the branch (default: forkctl's cache clone of upstream.url).")
 @click.option("--check", is_flag=True, help="Change nothing; exit 1 when the files differ from the branch.")
 @output_options()
 @forkctl_command
@@ -95,7 +90,7 @@ def command(ctx: Context, branch: str | None, repo_path: Path | None, check: boo
     """
     manifest = ctx.manifest()
     branch = branch or manifest.fork.branch
-    repo = remote.object_store(repo_path, manifest.upstream.url, [manifest.upstream.base])
+    repo = gitstore.object_store(repo_path, manifest.upstream.url, [manifest.upstream.base])
     base = repo.resolve_commit(manifest.upstream.base) or manifest.upstream.base
     exported = export.render(repo, manifest, export.branch_commits(repo, base, branch))
     difference = export.compare(manifest, exported)

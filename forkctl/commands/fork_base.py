@@ -7,7 +7,7 @@ from pathlib import Path
 import click
 
 from forkctl.chain import forkbase
-from forkctl.cli import verbs
+from forkctl.cli import options, verbs
 from forkctl.cli.kit import Context, forkctl_command, output_options
 from forkctl.errors import BadInput
 from forkctl.git.repo import toplevel
@@ -26,15 +26,11 @@ def _worktree(repo: Path | None) -> Path:
 
 
 @click.command("fork-base", short_help=verbs.summary("fork-base"))
-@click.option(
-    "--repo",
-    type=click.Path(path_type=Path, file_okay=False, exists=True),
-    help="The fork's working tree (default: the one holding the current directory).",
-)
+@options.repo("The fork's working tree (default: the one holding the current directory).")
 @click.option("--write", is_flag=True, help="Write or update the file when it disagrees with the manifest.")
 @output_options(github=True)
 @forkctl_command
-def command(ctx: Context, repo: Path | None, write: bool) -> Report:
+def command(ctx: Context, repo_path: Path | None, write: bool) -> Report:
     """Check `.fork-base.json` in the fork against the manifest, or write it (--write).
 
     \b
@@ -46,7 +42,7 @@ def command(ctx: Context, repo: Path | None, write: bool) -> Report:
     Nothing is committed: review and commit the file as any other change.
     """
     manifest = ctx.manifest()
-    worktree = _worktree(repo)
+    worktree = _worktree(repo_path)
     state = forkbase.inspect(worktree, manifest)
     result = Report(command="fork-base")
     written = forkbase.write(state, worktree) if write else False

@@ -7,10 +7,11 @@ from pathlib import Path
 import click
 
 from forkctl import report
-from forkctl.cli import verbs
+from forkctl.cli import options, verbs
 from forkctl.cli.kit import Context, forkctl_command, output_options, toolkit_locked
 from forkctl.errors import EXIT_CHECK_FAILED, BadInput
-from forkctl.git import GitRepo, remote
+from forkctl.git import GitRepo
+from forkctl.git import store as gitstore
 from forkctl.ops import port
 from forkctl.ops.state import ConflictReport, State, Step
 from forkctl.report import Problem, Report, Table
@@ -99,13 +100,8 @@ def _who(repo: GitRepo) -> str:
 @click.option(
     "--onto", "onto", help="The new upstream commit (SHA or abbreviation, or a branch of the store)."
 )
-@click.option(
-    "--repo",
-    "repo_path",
-    type=click.Path(path_type=Path, file_okay=False, exists=True),
-    help="A clone with both bases (default: forkctl's cache clone of upstream.url).",
-)
-@click.option("--branch", help="Branch to move to the ported series (default: manifest fork.branch).")
+@options.repo("A clone with both bases (default: forkctl's cache clone of upstream.url).")
+@options.branch("Branch to move to the ported series (default: manifest fork.branch).")
 @click.option("--continue", "resume", is_flag=True, help="Go on after resolving a conflict in the worktree.")
 @click.option("--skip", is_flag=True, help="Drop the conflicting patch (recorded under dropped: as skipped).")
 @click.option("--abort", is_flag=True, help="Give up a stopped port: no ref, file or manifest changes.")
@@ -142,7 +138,7 @@ def command(
     if abort or resume or skip:
         if onto is not None or backport:
             raise BadInput("--onto/--backport start a port; they do not go with --continue/--skip/--abort")
-        repo = remote.object_store(repo_path, manifest.upstream.url, [])
+        repo = gitstore.object_store(repo_path, manifest.upstream.url, [])
         if abort:
             state = port.abort(repo)
             return Report(

@@ -7,7 +7,7 @@ from typing import TYPE_CHECKING
 
 import click
 
-from forkctl.cli import verbs
+from forkctl.cli import options, verbs
 from forkctl.cli.kit import Context, forkctl_command, output_options
 from forkctl.errors import BadInput
 from forkctl.manifest import Manifest, plain
@@ -19,11 +19,7 @@ if TYPE_CHECKING:
 
 
 @click.command("status", short_help=verbs.summary("status"))
-@click.option(
-    "--repo",
-    type=click.Path(path_type=Path, file_okay=False, exists=True),
-    help="A clone of upstream that has the base commit: also report whether each patch still applies.",
-)
+@options.repo("A clone of upstream that has the base commit: also report whether each patch still applies.")
 @click.option(
     "--onto",
     help="Preview a port onto this upstream commit: per patch, applies / applies with 3-way / absorbed "
@@ -37,7 +33,7 @@ if TYPE_CHECKING:
 )
 @output_options(github=True)
 @forkctl_command
-def command(ctx: Context, repo: Path | None, onto: str | None, first_break: bool) -> Report:
+def command(ctx: Context, repo_path: Path | None, onto: str | None, first_break: bool) -> Report:
     """Show the patch series: order, subject, provenance, files, and status.
 
     \b
@@ -50,13 +46,13 @@ def command(ctx: Context, repo: Path | None, onto: str | None, first_break: bool
             "--first-break needs --onto TARGET", hint="pass --onto with the upstream commit to port to"
         )
     if onto is not None:
-        return onto_report(manifest, repo, onto, first_break)
+        return onto_report(manifest, repo_path, onto, first_break)
     series = load_series(manifest)
     verdicts: list[str | None] | None = None
-    if repo is not None:
+    if repo_path is not None:
         from forkctl.ops import replay  # the plain table needs no git objects: import them only here
 
-        verdicts = replay.check_in_clone(repo, manifest.upstream.base, series.patches)
+        verdicts = replay.check_in_clone(repo_path, manifest.upstream.base, series.patches)
     return _series_report(manifest, series, verdicts)
 
 

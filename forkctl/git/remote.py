@@ -10,14 +10,12 @@ under `cache_root()`.
 from __future__ import annotations
 
 import hashlib
-import importlib
 import json
 import os
 import re
 from dataclasses import dataclass
 from datetime import datetime, timezone
 from pathlib import Path
-from typing import Any
 from urllib.parse import urlsplit
 
 from forkctl.errors import BadInput
@@ -258,30 +256,3 @@ def push_branch(repo: GitRepo, url: str, sha: str, branch: str) -> None:
             f"pushing {branch} to {url} failed: {err.strip()}",
             hint="the branch may already exist with other commits: delete it on the remote or bump anew",
         )
-
-
-# The cache (`store`) was part of this module: its names stay reachable as `remote.<name>` for the
-# callers written before the split. Loaded on first use, because `store` imports this module.
-_STORE_NAMES = frozenset(
-    {
-        "FETCHED_REFS",
-        "Reachability",
-        "cache_repo_for",
-        "ensure_commits",
-        "fetch_graph",
-        "fetch_graph_of",
-        "fetch_history",
-        "fetch_objects",
-        "fetch_sha",
-        "history_is_current",
-        "object_store",
-        "reachability",
-        "tip_reachability",
-    }
-)
-
-
-def __getattr__(name: str) -> Any:
-    if name not in _STORE_NAMES:
-        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
-    return getattr(importlib.import_module("forkctl.git.store"), name)

@@ -1,0 +1,82 @@
+"""One name per idea across every verb: the options several verbs share are declared here, once.
+
+A verb says what the option means for it (the help text); the name, the value's type, the metavar and
+the parameter name come from here, so `--repo` is a local clone everywhere, `--branch` the fork branch
+everywhere, `--upstream-repo` where upstream's objects are everywhere. tests/test_options.py holds every
+verb to it. Spellings that earlier versions used are kept as hidden aliases (`RETIRED`), so scripts keep
+working while `--help` shows one name.
+"""
+
+from __future__ import annotations
+
+import functools
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import click
+
+Decorator = Callable[[Callable[..., Any]], Callable[..., Any]]
+
+# Retired spelling -> (the name that replaced it, the verb that had it). Each is accepted there, hidden,
+# as the same parameter.
+RETIRED = {
+    "--from": ("--branch", "export"),
+    "--upstream-url": ("--upstream-repo", "apply"),
+}
+
+
+def _with_retired(name: str, dest: str, retired: tuple[str, ...], **kwargs: Any) -> Decorator:
+    """The option `name` plus, hidden, its retired spellings `retired`, all filling the parameter `dest`."""
+    aliases = [old for old in retired if RETIRED[old][0] == name]
+
+    def decorate(func: Callable[..., Any]) -> Callable[..., Any]:
+        for alias in aliases:
+            func = click.option(alias, f"_{dest}_as_{alias.strip('-').replace('-', '_')}", hidden=True)(func)
+        func = click.option(name, dest, **kwargs)(func)
+        return _merge_aliases(func, dest, aliases) if aliases else func
+
+    return decorate
+
+
+def _merge_aliases(func: Callable[..., Any], dest: str, aliases: list[str]) -> Callable[..., Any]:
+    keys = [f"_{dest}_as_{alias.strip('-').replace('-', '_')}" for alias in aliases]
+
+    @functools.wraps(func)
+    def wrapper(*args: Any, **kwargs: Any) -> Any:
+        for key, alias in zip(keys, aliases, strict=True):
+            value = kwargs.pop(key, None)
+            if value is None:
+                continue
+            if kwargs.get(dest) not in (None, value):
+                raise click.UsageError(f"{alias} is the old name of {RETIRED[alias][0]}: give one of them")
+            kwargs[dest] = value
+        return func(*args, **kwargs)
+
+    return wrapper
+
+
+def repo(help: str) -> Decorator:
+    """`--repo PATH`: a local clone (bare or not) that forkctl reads or writes refs in."""
+    return click.option(
+        "--repo",
+        "repo_path",
+        type=click.Path(path_type=Path, file_okay=False, exists=True),
+        metavar="PATH",
+        help=help,
+    )
+
+
+def branch(help: str, retired: tuple[str, ...] = ()) -> Decorator:
+    """`--branch NAME`: the fork branch a verb builds, moves or reads (default: manifest fork.branch)."""
+    return _with_retired("--branch", "branch", retired, metavar="NAME", help=help)
+
+
+def upstream_repo(help: str, retired: tuple[str, ...] = ()) -> Decorator:
+    """`--upstream-repo PATH|URL`: where upstream's objects are (default: manifest upstream.url)."""
+    return _with_retired("--upstream-repo", "upstream_repo", retired, metavar="PATH|URL", help=help)
+
+
+def fork_repo(help: str) -> Decorator:
+    """`--fork-repo PATH|URL`: where the fork's objects are (default: manifest fork.url)."""
+    return click.option("--fork-repo", "fork_repo", metavar="PATH|URL", help=help)
