@@ -20,17 +20,20 @@ OTHER_VERSIONS = [
     v for v in ("3.10", "3.11", "3.12", "3.13") if v != f"{sys.version_info[0]}.{sys.version_info[1]}"
 ]
 
-# Every verb's entry, the manifest, series reading, the error contract, apply/export/port on real
-# repositories and the pin checks: what a consumer's CI or a maintainer runs. Nothing here imports torch.
+# Every verb's entry and the error contract, the manifest, series reading, apply and export on real
+# repositories, a bump with its chain check, fork-base: what a consumer's CI or a maintainer runs, in about
+# 20 s per Python here (test_check_pins.py alone would add 30 s: the bump tests run the same checker).
+# Nothing here imports torch.
 CLI_TESTS = [
     "tests/test_cli_startup.py",
+    "tests/test_options.py",
     "tests/test_manifest.py",
+    "tests/test_series.py",
     "tests/test_lint_status.py",
-    "tests/test_no_traceback.py",
     "tests/test_apply.py",
     "tests/test_export.py",
-    "tests/test_check_pins.py",
     "tests/test_bump_bridge.py",
+    "tests/test_fork_base.py",
 ]
 
 
