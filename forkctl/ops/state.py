@@ -1,6 +1,6 @@
 """A resumable series build: the state kept between a conflict and `--continue` / `--abort`.
 
-The fast path (build.build_series) needs no state at all. Only when a patch does not apply cleanly does
+The fast path (replay.build_series) needs no state at all. Only when a patch does not apply cleanly does
 forkctl keep something on disk, all of it inside the repository's git dir and owned by forkctl:
 
 - `<git-dir>/forkctl/apply-state.json`: what was being built (base, series digest, the patches done
