@@ -186,7 +186,7 @@ def patched_copy(series: Series, installed: Path, scratch: Path) -> tuple[Path, 
         raise BadInput(
             f"the series does not apply to the installed package at {installed}: "
             + "; ".join(failing or ["partial"]),
-            hint="install the megatron-core release the series is made for (see FACTS.md), or port the series",
+            hint="install the megatron-core release cut from the manifest's upstream.base (or closest to it), or port the series",
         )
     if plan.state == treepatch.TreeState.APPLIED:
         return site, f"{installed} already carries the series: copied as is"
