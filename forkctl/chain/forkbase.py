@@ -146,7 +146,6 @@ class FileState:
     exists: bool
     problems: list[str]  # one sentence per disagreement; ["missing"] when there is no file
     wanted: bytes  # what --write would leave there
-    current_bytes: bytes | None
 
     @property
     def up_to_date(self) -> bool:
@@ -162,20 +161,20 @@ def inspect(worktree: Path, manifest: Manifest) -> FileState:
         )
     path = worktree / FORK_BASE_FILE
     if not path.is_file():
-        return FileState(path, False, [f"{FORK_BASE_FILE} is missing"], render(from_manifest(manifest)), None)
+        return FileState(path, False, [f"{FORK_BASE_FILE} is missing"], render(from_manifest(manifest)))
     raw = path.read_bytes()
     try:
         current: ForkBase | None = parse(raw, str(path))
     except BadInput as exc:
-        return FileState(path, True, [exc.message], render(from_manifest(manifest)), raw)
+        return FileState(path, True, [exc.message], render(from_manifest(manifest)))
     problems = cross_check(current, manifest)
-    return FileState(path, True, problems, render(updated(current, manifest)), raw)
+    return FileState(path, True, problems, render(updated(current, manifest)))
 
 
 def write(state: FileState, worktree: Path) -> bool:
     """Write the record when the file differs; False when it already holds it. Uncommitted changes to the
     file are the user's work: refused, never overwritten."""
-    if state.up_to_date or state.current_bytes == state.wanted:
+    if state.up_to_date:
         return False  # a file that agrees is left as it is, its formatting included
     if state.exists and has_uncommitted_changes(worktree, FORK_BASE_FILE):
         raise BadInput(

@@ -28,28 +28,28 @@ RETIRED = {
 
 def _with_retired(name: str, dest: str, retired: tuple[str, ...], **kwargs: Any) -> Decorator:
     """The option `name` plus, hidden, its retired spellings `retired`, all filling the parameter `dest`."""
-    aliases = [old for old in retired if RETIRED[old][0] == name]
+    assert all(RETIRED[old][0] == name for old in retired), f"{retired} are not old names of {name}"
+    # Each retired spelling fills a hidden parameter of its own, merged into `dest` before the command runs.
+    hidden = {old: f"_{dest}_as_{old.strip('-').replace('-', '_')}" for old in retired}
 
     def decorate(func: Callable[..., Any]) -> Callable[..., Any]:
-        for alias in aliases:
-            func = click.option(alias, f"_{dest}_as_{alias.strip('-').replace('-', '_')}", hidden=True)(func)
+        for old, key in hidden.items():
+            func = click.option(old, key, hidden=True)(func)
         func = click.option(name, dest, **kwargs)(func)
-        return _merge_aliases(func, dest, aliases) if aliases else func
+        return _merge_retired(func, dest, hidden) if hidden else func
 
     return decorate
 
 
-def _merge_aliases(func: Callable[..., Any], dest: str, aliases: list[str]) -> Callable[..., Any]:
-    keys = [f"_{dest}_as_{alias.strip('-').replace('-', '_')}" for alias in aliases]
-
+def _merge_retired(func: Callable[..., Any], dest: str, hidden: dict[str, str]) -> Callable[..., Any]:
     @functools.wraps(func)
     def wrapper(*args: Any, **kwargs: Any) -> Any:
-        for key, alias in zip(keys, aliases, strict=True):
+        for old, key in hidden.items():
             value = kwargs.pop(key, None)
             if value is None:
                 continue
             if kwargs.get(dest) not in (None, value):
-                raise click.UsageError(f"{alias} is the old name of {RETIRED[alias][0]}: give one of them")
+                raise click.UsageError(f"{old} is the old name of {RETIRED[old][0]}: give one of them")
             kwargs[dest] = value
         return func(*args, **kwargs)
 
