@@ -175,11 +175,14 @@ def test_a_usage_error_under_json_is_one_json_document() -> None:
     assert done.returncode == 2, done.stderr
     data = json.loads(done.stdout)
     assert data == {
+        "schema_version": 1,
         "command": "lint",
         "ok": False,
         "error": "No such option '--bogus'.",
         "hint": "see forkctl lint --help",
         "exit_code": 2,
-        "problems": [],
+        "problems": [
+            {"message": "No such option '--bogus'.", "level": "error", "hint": "see forkctl lint --help"}
+        ],
     }
     assert _cli("lint", "--bogus").stdout == ""  # without --json: click's own words, on stderr

@@ -143,3 +143,24 @@ def test_lint_checks_the_authors_sign_off_when_the_manifest_asks(tmp_path: Path)
     assert code == 1
     assert [p["file"] for p in unsigned] == [str(second.relative_to(toolkit.root))], unsigned
     assert "require_signoff" in unsigned[0]["message"] and "--signoff" in unsigned[0]["hint"]
+
+
+def test_every_json_document_has_one_versioned_shape(tmp_path: Path) -> None:
+    # A result and an error alike: schema_version, command, ok, problems (a list of objects); `patches`
+    # is a list of objects with `file` in every command that reports patches.
+    toolkit = make_toolkit(tmp_path)
+    result = CliRunner().invoke(cli, ["--manifest", str(toolkit.manifest), "lint", "--json"])
+    lint = json.loads(result.output)
+    assert lint["schema_version"] == 1 and lint["command"] == "lint" and lint["ok"] is True
+    assert [p["file"] for p in lint["patches"]] == [e["file"] for e in toolkit.manifest_data()["series"]]
+    assert lint["patch_count"] == len(lint["patches"]) and lint["problems"] == []
+    status = json.loads(
+        CliRunner().invoke(cli, ["--manifest", str(toolkit.manifest), "status", "--json"]).output
+    )
+    assert [Path(p["file"]).name for p in status["patches"]] == [
+        Path(p["file"]).name for p in lint["patches"]
+    ]
+    failed = CliRunner().invoke(cli, ["--manifest", str(tmp_path / "nowhere.yaml"), "lint", "--json"])
+    error = json.loads(failed.output)
+    assert failed.exit_code == 2 and error["schema_version"] == 1 and error["command"] == "lint"
+    assert error["problems"] and error["problems"][0]["message"] == error["error"]

@@ -186,7 +186,8 @@ def test_an_error_under_json_is_one_document_of_the_report_shape(setup: SeriesSe
     )
     assert code == 2, err
     data = json.loads(out)
-    assert data["command"] == "apply" and data["ok"] is False and data["problems"] == []
+    assert data["command"] == "apply" and data["ok"] is False and data["schema_version"] == 1
+    assert [p["message"] for p in data["problems"]] == [data["error"]]
     assert "no apply in progress" in data["error"] and data["exit_code"] == 2
     code, report = run_json(setup, "lint")
     assert code == 0 and {"command", "ok", "problems"} <= set(report)

@@ -7,7 +7,6 @@ module (and through it the manifest, report and git layers) is imported only whe
 from __future__ import annotations
 
 import difflib
-import json
 import sys
 from pathlib import Path
 
@@ -15,6 +14,7 @@ import click
 
 from forkctl import __version__
 from forkctl.cli import verbs
+from forkctl.errors import BadInput
 
 EPILOG = """\b
 Exit codes: 0 ok, 1 a check found problems, 2 bad input or usage, 3 an unexpected error.
@@ -81,16 +81,13 @@ def main() -> None:
         sys.exit(3)
     except click.ClickException as exc:
         if "--json" in sys.argv[1:]:
+            from forkctl import report  # the one error document shape, for usage errors too
+
             command = next((a for a in sys.argv[1:] if a in verbs.SUMMARIES), None)
-            payload = {
-                "command": command,
-                "ok": False,
-                "error": exc.format_message(),
-                "hint": f"see forkctl {command + ' ' if command else ''}--help",
-                "exit_code": exc.exit_code,
-                "problems": [],
-            }
-            sys.stdout.write(json.dumps(payload, indent=2) + "\n")
+            hint = f"see forkctl {command + ' ' if command else ''}--help"
+            usage = BadInput(exc.format_message(), hint=hint)
+            usage.exit_code = exc.exit_code
+            report.error(usage, report.Format.JSON, command)
         else:
             exc.show()
         sys.exit(exc.exit_code)

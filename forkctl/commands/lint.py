@@ -109,7 +109,12 @@ def command(ctx: Context) -> Report:
                 hint=f"add it to `series:` in {manifest_rel} or delete it",
             )
         )
-    result.data = {"patches": len(manifest.series), "problems_found": len(result.problems)}
+    # `patches` is the list of patch files, as in every command's JSON; the count has its own key.
+    result.data = {
+        "patches": [{"file": entry.file} for entry in manifest.series],
+        "patch_count": len(manifest.series),
+        "problems_found": len(result.problems),
+    }
     if result.ok:
         result.lines.append(f"lint: ok ({len(manifest.series)} patches, manifest {manifest_rel})")
     return result

@@ -141,8 +141,14 @@ def _json_default(value: Any) -> Any:
     raise TypeError(f"cannot serialise {type(value).__name__}")
 
 
+# The version of the JSON documents every command prints: the keys below and each command's data. It goes
+# up when a key is removed or changes type, so a CI step can refuse a shape it does not know.
+JSON_SCHEMA_VERSION = 1
+
+
 def to_json(report: Report) -> str:
     payload = {
+        "schema_version": JSON_SCHEMA_VERSION,
         "command": report.command,
         "ok": report.ok,
         **report.data,
@@ -241,13 +247,15 @@ def error(exc: ForkctlError, fmt: Format = Format.TEXT, command: str | None = No
     command and carries `problems` like every report, so a machine reads one shape for every outcome."""
     message, hint = clean(exc.message), clean(exc.hint) if exc.hint else None
     if fmt == Format.JSON:
+        problem = {"message": message, "level": str(Level.ERROR)} | ({"hint": hint} if hint else {})
         payload = {
+            "schema_version": JSON_SCHEMA_VERSION,
             "command": command,
             "ok": False,
             "error": message,
             "hint": hint,
             "exit_code": exc.exit_code,
-            "problems": [],
+            "problems": [problem],
         }
         sys.stdout.write(json.dumps(payload, indent=2) + "\n")
     else:
