@@ -11,14 +11,17 @@ import yaml
 from click.testing import CliRunner
 
 from forkctl.cli import cli
-from forkctl.demo import chain as demochain
+from forkctl.demo.package import find_installed
 from forkctl.errors import BadInput
+from forkctl.manifest import load
 from tests.gitrepos import git, init_repo
+
+REPO_MANIFEST = Path(__file__).resolve().parent.parent / "manifest.yaml"
 
 
 def _megatron_installed() -> bool:
     try:
-        demochain.find_installed_megatron()
+        find_installed(load(REPO_MANIFEST).package)
     except BadInput:
         return False
     return True
@@ -46,10 +49,16 @@ def test_demo_finds_the_unpatched_base_bumps_and_passes(tmp_path: Path, repo_roo
     assert report["ok"] is True
     assert "step 1: check-pins" in progress and "step 3: check-pins" in progress
     # The base is the installed package's megatron/ tree, the fork head the real series on it.
-    package = demochain.find_installed_megatron()
+    package = find_installed(load(repo_root / "manifest.yaml").package)
+    assert report["package"] == {
+        "name": "megatron",
+        "distribution": "megatron-core",
+        "version": package.version,
+        "path": str(package.folder),
+    }
     upstream = keep / "upstream.git"
     assert git(upstream, "rev-parse", "main") == report["base"]
-    recompute = (package.megatron / "core" / "recompute.py").read_text()
+    recompute = (package.folder / "core" / "recompute.py").read_text()
     assert git(upstream, "show", f"{report['base']}:megatron/core/recompute.py") + "\n" == recompute
     assert git(keep / "fork.git", "rev-parse", "farai/main") == report["fork_head"]
     assert git(keep / "fork.git", "rev-list", "--count", f"{report['base']}..farai/main") == str(
@@ -143,3 +152,21 @@ def test_a_series_that_does_not_apply_exits_2(tmp_path: Path, repo_root: Path) -
     # It stopped before making a fork or a consumer.
     assert not (keep / "bridge.git").exists()
     assert git(keep / "fork.git", "for-each-ref") == ""
+
+
+def test_the_package_comes_from_the_manifest_and_its_absence_is_explained(tmp_path: Path) -> None:
+    # No package: in the manifest: the demo says which keys to set; a package that is not installed:
+    # it says what to install, in the manifest's own words.
+    shutil.copytree(REPO_MANIFEST.parent / "patches", tmp_path / "patches")
+    data = yaml.safe_load(REPO_MANIFEST.read_text())
+    del data["package"]
+    bare = tmp_path / "manifest.yaml"
+    bare.write_text(yaml.safe_dump(data, sort_keys=False))
+    with pytest.raises(BadInput, match="names no package") as refused:
+        find_installed(load(bare).package)
+    assert "package.name" in (refused.value.hint or "")
+    data["package"] = {"name": "not_installed_here", "requirement": "not-installed-here==1.0"}
+    bare.write_text(yaml.safe_dump(data, sort_keys=False))
+    with pytest.raises(BadInput, match="not installed") as missing:
+        find_installed(load(bare).package, search_path=[str(tmp_path)])
+    assert "pip install not-installed-here==1.0" in (missing.value.hint or "")

@@ -18,6 +18,7 @@ from forkctl.chain.model import ChainResult
 from forkctl.cli import verbs
 from forkctl.cli.kit import Context, forkctl_command, output_options
 from forkctl.demo import chain as demochain
+from forkctl.demo.package import find_installed
 from forkctl.errors import BadInput
 from forkctl.report import Report, Table
 from forkctl.report.chain import chain_report, text_diagram
@@ -72,7 +73,7 @@ def command(ctx: Context, keep: Path | None) -> Report:
     touches none of your repositories and not ~/.cache/forkctl. Exit 0 when the final check passes, 1 when
     it fails, 2 when the series does not apply to the installed megatron-core."""
     real = ctx.manifest()
-    package = demochain.find_installed_megatron()
+    package = find_installed(real.package)
     root, scratch = _workdir(keep)
     try:
         with demochain.isolated_environment(root):
@@ -104,7 +105,8 @@ def _story(chain: demochain.DemoChain, flow: demochain.Flow) -> list[str]:
     manifest = chain.manifest
     version = chain.package.version or "(unknown version)"
     lines = [
-        f"upstream: megatron-core {version} from {chain.package.megatron} -> base {chain.base[:12]}; "
+        f"upstream: {chain.package.distribution or chain.package.name} {version} from {chain.package.folder} "
+        f"-> base {chain.base[:12]}; "
         f"fork {manifest.fork.branch} = apply({len(flow.fork.patches)} patches) = {flow.fork.head[:12]}"
     ]
     first_state = "OK" if flow.first.ok else "FAILED"
@@ -137,7 +139,12 @@ def _data(chain: demochain.DemoChain, flow: demochain.Flow, kept: bool, verdict:
     manifest = chain.manifest
     return {
         "workdir": str(chain.root) if kept else None,
-        "megatron_core": {"version": chain.package.version, "path": str(chain.package.megatron)},
+        "package": {
+            "name": chain.package.name,
+            "distribution": chain.package.distribution,
+            "version": chain.package.version,
+            "path": str(chain.package.folder),
+        },
         "base": chain.base,
         "fork_head": flow.fork.head,
         "patches": [p.subject for p in flow.fork.patches],

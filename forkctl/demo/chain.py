@@ -13,10 +13,8 @@ cores as the commands; the user's repositories and ~/.cache/forkctl are never to
 from __future__ import annotations
 
 import contextlib
-import importlib.metadata
 import os
 import shutil
-import sys
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -31,7 +29,9 @@ from forkctl.chain.checks import check_chain
 from forkctl.chain.forkhead import ForkContext, fork_context
 from forkctl.chain.model import ChainResult, Progress
 from forkctl.chain.sources import Source
+from forkctl.demo.package import Installed
 from forkctl.errors import BadInput
+from forkctl.files import atomic_write_text
 from forkctl.git import GitRepo, Identity, remote
 from forkctl.manifest import Manifest, plain
 from forkctl.ops import apply as applying
@@ -41,66 +41,25 @@ from forkctl.series import load_series
 # Fixed identities and dates: the demo's commits (bumps included) are the same on every machine.
 UPSTREAM_ID = Identity("Megatron-LM (demo upstream)", "upstream@demo.invalid", "2026-08-08T00:00:00+00:00")
 CONSUMER_ID = Identity("forkctl demo", "demo@forkctl.invalid", "2026-08-09T00:00:00+00:00")
-OTHER_SUBMODULES = ("3rdparty/Automodel-workspace/Automodel", "3rdparty/Gym-workspace/Gym")
-# The demo's consumers when the manifest lists fewer than two (names and gitlinks as upstream has them).
+# The demo's consumers when the manifest lists fewer than two: neutral names; a manifest's own win.
 DEFAULT_CONSUMERS: list[dict[str, str]] = [
     {
-        "name": "megatron-bridge",
-        "upstream": "NVIDIA-NeMo/Megatron-Bridge",
-        "upstream_url": "https://github.com/NVIDIA-NeMo/Megatron-Bridge.git",
-        "fork": "AlignmentResearch/megatron-bridge-contrib",
-        "branch": "farai/main",
-        "gitlink": "3rdparty/Megatron-LM",
+        "name": "consumer-1",
+        "upstream": "example/consumer-1",
+        "upstream_url": "https://example.invalid/consumer-1.git",
+        "fork": "example/consumer-1-fork",
+        "branch": "main",
+        "gitlink": "3rdparty/upstream",
     },
     {
-        "name": "nemo-rl",
-        "upstream": "NVIDIA-NeMo/RL",
-        "upstream_url": "https://github.com/NVIDIA-NeMo/RL.git",
-        "fork": "AlignmentResearch/nemo-rl",
-        "branch": "farai/main",
-        "gitlink": "3rdparty/Megatron-Bridge-workspace/Megatron-Bridge",
+        "name": "consumer-2",
+        "upstream": "example/consumer-2",
+        "upstream_url": "https://example.invalid/consumer-2.git",
+        "fork": "example/consumer-2-fork",
+        "branch": "main",
+        "gitlink": "3rdparty/consumer-1",
     },
 ]
-
-
-# --- the installed package -------------------------------------------------------------------------
-
-
-@dataclass(frozen=True)
-class Package:
-    megatron: Path  # the installed `megatron/` folder
-    version: str | None  # megatron-core's version from its dist-info, when one sits next to it
-
-
-def find_installed_megatron(search_path: list[str] | None = None) -> Package:
-    """The `megatron/` folder of the installed megatron-core, found on sys.path without importing it
-    (importing megatron.core pulls in torch: seconds, and not needed to copy files).
-
-    A folder with megatron-core's dist-info beside it (the installed distribution) wins over a bare
-    copy earlier on the path, such as a patched copy a test or `forkctl validate` put first.
-    """
-    found = [
-        Path(entry or ".") / "megatron"
-        for entry in (search_path if search_path is not None else sys.path)
-        if (Path(entry or ".") / "megatron" / "core" / "__init__.py").is_file()
-    ]
-    for folder in found:
-        version = _version_next_to(folder.parent)
-        if version is not None:
-            return Package(folder.resolve(), version)
-    if found:
-        return Package(found[0].resolve(), None)
-    raise BadInput(
-        "megatron-core is not installed in this Python: no megatron/core/__init__.py on sys.path",
-        hint="make setup (or pip install megatron-core==0.19.2), then run forkctl demo again",
-    )
-
-
-def _version_next_to(site: Path) -> str | None:
-    for dist in importlib.metadata.distributions(path=[str(site)]):
-        if (dist.metadata["Name"] or "").lower().replace("_", "-") == "megatron-core":
-            return dist.version
-    return None
 
 
 # --- an isolated environment for the demo's git and cache ------------------------------------------
@@ -150,7 +109,7 @@ def isolated_environment(root: Path) -> Iterator[None]:
 @dataclass
 class DemoChain:
     root: Path
-    package: Package
+    package: Installed
     toolkit: Path
     manifest: Manifest
     base: str
@@ -204,19 +163,19 @@ def _publish(repo: GitRepo, tree: str, message: str, identity: Identity, branche
     return commit
 
 
-def _make_upstream(root: Path, package: Package, progress: Progress) -> tuple[Path, str]:
-    """upstream.git whose `main` is one commit: the installed `megatron/` tree (bytecode left out)."""
+def _make_upstream(root: Path, package: Installed, progress: Progress) -> tuple[Path, str]:
+    """upstream.git whose `main` is one commit: the installed package's tree (bytecode left out)."""
     source = root / "src"
-    progress(f"copying {package.megatron} into a new upstream repository")
+    progress(f"copying {package.folder} into a new upstream repository")
     shutil.copytree(
-        package.megatron, source / "megatron", ignore=shutil.ignore_patterns("__pycache__", "*.pyc")
+        package.folder, source / package.name, ignore=shutil.ignore_patterns("__pycache__", "*.pyc")
     )
     path = root / "upstream.git"
     repo = _serve(path)
     tree = git.tree_from_directory(repo, source)
     shutil.rmtree(source)
     version = package.version or "unknown version"
-    message = f"megatron-core {version}, as installed (forkctl demo base)\n"
+    message = f"{package.distribution or package.name} {version}, as installed (forkctl demo base)\n"
     return path, _publish(repo, tree, message, UPSTREAM_ID, ["main"])
 
 
@@ -253,11 +212,11 @@ def _write_toolkit(
         target.parent.mkdir(parents=True, exist_ok=True)
         shutil.copyfile(real.root / entry.file, target)
     path = toolkit / manifest_mod.MANIFEST_NAME
-    path.write_text(yaml.safe_dump(data, sort_keys=False), encoding="utf-8")
+    atomic_write_text(path, yaml.safe_dump(data, sort_keys=False))
     return path
 
 
-def _build_fork(root: Path, manifest: Manifest, upstream: Path, base: str, package: Package) -> str:
+def _build_fork(root: Path, manifest: Manifest, upstream: Path, base: str, package: Installed) -> str:
     """apply(series, base) by the apply core in a work repository, pushed to fork.git farai/main."""
     series = load_series(manifest)
     work = _serve(root / "fork-work.git")
@@ -267,10 +226,10 @@ def _build_fork(root: Path, manifest: Manifest, upstream: Path, base: str, packa
         patch, message = failures[0]
         first_line = message.splitlines()[0] if message else "does not apply"
         raise BadInput(
-            f"the real patch series does not apply to the installed megatron-core "
-            f"{package.version or '(unknown version)'} at {package.megatron}: {len(failures)} of "
+            f"the real patch series does not apply to the installed {package.distribution or package.name} "
+            f"{package.version or '(unknown version)'} at {package.folder}: {len(failures)} of "
             f"{len(series.patches)} patches fail, first {patch.path.name}: {first_line}",
-            hint="the demo needs the megatron-core release the series targets (megatron-core==0.19.2, "
+            hint=f"the demo needs the release the series targets ({manifest.package.requirement or 'see package: in the manifest'}, "
             "what make setup installs); or port the series (forkctl port) and try again",
         )
     outcome = applying.start(work, manifest, series, base, manifest.fork.branch, force=False)
@@ -283,10 +242,12 @@ def _build_fork(root: Path, manifest: Manifest, upstream: Path, base: str, packa
     return head
 
 
-def build_chain(root: Path, real: Manifest, package: Package, progress: Progress) -> DemoChain:
+def build_chain(root: Path, real: Manifest, package: Installed, progress: Progress) -> DemoChain:
     """Every repository of the demo under `root` (which must be empty); see the module docstring."""
     upstream, base = _make_upstream(root, package, progress)
-    progress(f"upstream base {base[:12]} = megatron-core {package.version or '?'} ({upstream})")
+    progress(
+        f"upstream base {base[:12]} = {package.distribution or package.name} {package.version or '?'} ({upstream})"
+    )
     consumers = _consumer_entries(plain(real.model))
     bridge, nemo = consumers
     paths = {"upstream": upstream, "fork": root / "fork.git"}
@@ -307,30 +268,37 @@ def build_chain(root: Path, real: Manifest, package: Package, progress: Progress
     )
     bridge_repo = _serve(paths[bridge["name"]])
     files = {
-        "README.md": "Megatron-Bridge (demo consumer)\n",
-        "src/megatron/bridge/__init__.py": '__version__ = "0.0.0+demo"\n',
+        "README.md": f"{bridge['name']} (demo consumer)\n",
         ".gitmodules": _gitmodules([(bridge["gitlink"], urls["upstream"], {})]),
     }
     tree = _snapshot(bridge_repo, files, root / "scratch")
     tree = _with_gitlinks(bridge_repo, tree, {bridge["gitlink"]: base})
     bridge_head = _publish(
-        bridge_repo, tree, "Megatron-Bridge: pin Megatron-LM main\n", CONSUMER_ID, ["main", bridge["branch"]]
+        bridge_repo,
+        tree,
+        f"{bridge['name']}: pin {real.upstream.repo} {real.upstream.branch}\n",
+        CONSUMER_ID,
+        ["main", bridge["branch"]],
     )
 
-    progress(f"{nemo['name']}: pins {bridge['name']}@{bridge_head[:12]} (shallow) plus Automodel and Gym")
-    others = {path: _tiny_repo(root, path.rsplit("/", 1)[-1]) for path in OTHER_SUBMODULES}
+    others = {path: _tiny_repo(root, path.rsplit("/", 1)[-1]) for path in real.demo.other_submodules}
+    progress(
+        f"{nemo['name']}: pins {bridge['name']}@{bridge_head[:12]} (shallow)"
+        + (f" plus {', '.join(p.rsplit('/', 1)[-1] for p in others)}" if others else "")
+    )
     nemo_repo = _serve(paths[nemo["name"]])
     sections = [(nemo["gitlink"], urls[bridge["name"]], {"shallow": "true", "branch": "main"})]
     sections += [(path, _url(repo_path), {"shallow": "true"}) for path, (repo_path, _) in others.items()]
     files = {
-        "README.md": "NeMo-RL (demo consumer)\n",
-        "nemo_rl/__init__.py": '__version__ = "0.0.0+demo"\n',
+        "README.md": f"{nemo['name']} (demo consumer)\n",
         ".gitmodules": _gitmodules(sections),
     }
     tree = _snapshot(nemo_repo, files, root / "scratch")
     gitlinks = {nemo["gitlink"]: bridge_head, **{path: sha for path, (_, sha) in others.items()}}
     tree = _with_gitlinks(nemo_repo, tree, gitlinks)
-    _publish(nemo_repo, tree, "NeMo-RL: pin Megatron-Bridge\n", CONSUMER_ID, ["main", nemo["branch"]])
+    _publish(
+        nemo_repo, tree, f"{nemo['name']}: pin {bridge['name']}\n", CONSUMER_ID, ["main", nemo["branch"]]
+    )
     shutil.rmtree(root / "scratch", ignore_errors=True)
     return DemoChain(root, package, toolkit_manifest.parent, manifest, base, head, paths)
 

@@ -68,13 +68,14 @@ def require_gpu_count(python: str, count: int, gpus: int) -> None:
         )
 
 
-def installed_megatron(python: str) -> Path:
-    """The folder of the `megatron` package `python` imports."""
+def installed_megatron(python: str, requirement: str | None = None) -> Path:
+    """The folder of the `megatron` package `python` imports; `requirement` (the manifest's
+    package.requirement) is what the hint tells the user to install."""
     finished = process.run([python, "-c", FIND_MEGATRON], timeout=120)
     location = finished.output.strip().splitlines()[-1:] if finished.returncode == 0 else []
     if not location or not location[0] or not Path(location[0]).is_dir():
         raise BadInput(
             f"megatron-core is not installed for {python}",
-            hint="pip install megatron-core==0.19.2 --no-deps (the release closest to the pinned base)",
+            hint=f"pip install {requirement or 'megatron-core'} --no-deps (the release closest to the pinned base)",
         )
     return Path(location[0])

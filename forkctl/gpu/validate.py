@@ -120,7 +120,7 @@ def validate(manifest: Manifest, series: Series, options: Options, progress: Pro
     folder = evidence_dir(manifest, options.out)
     progress(f"checking for CUDA in {options.python}")
     host.require_cuda(options.python, selected.gpus)
-    installed = host.installed_megatron(options.python)
+    installed = host.installed_megatron(options.python, manifest.package.requirement)
     scratch = Path(tempfile.mkdtemp(prefix="forkctl-validate-"))
     job = _Job(manifest, series, options, selected, suite, folder, env_suffix, installed, scratch, progress)
     try:

@@ -159,6 +159,29 @@ class Validation(_Model):
             msgspec.structs.force_setattr(self, "allowed_signers", stripped)
 
 
+class Package(_Model):
+    """The released package the series patches, as installed (what `apply --tree`, the demo and validate
+    work on): its import folder, its distribution name, and the requirement that installs the release
+    the series targets. Unset: the demo refuses and says which key to set."""
+
+    name: str | None = None  # e.g. megatron (the folder on sys.path)
+    distribution: str | None = None  # e.g. megatron-core (its version is read from the dist-info)
+    requirement: str | None = None  # e.g. megatron-core==0.19.2 (named in hints)
+
+    def __post_init__(self) -> None:
+        if self.name is not None and not re.fullmatch(r"[A-Za-z_][A-Za-z0-9_]*", self.name):
+            raise FieldError("name", f"{self.name!r} is not an importable package name (e.g. megatron)")
+
+
+class Demo(_Model):
+    # Submodules the last consumer of the demo chain also pins (a bump must leave them alone).
+    other_submodules: list[str] = msgspec.field(default_factory=list)
+
+    def __post_init__(self) -> None:
+        for path in self.other_submodules:
+            _check_relpath("other_submodules", path)
+
+
 class ManifestModel(_Model):
     schema_: Literal[1] = msgspec.field(name="schema")
     upstream: Upstream
@@ -167,6 +190,8 @@ class ManifestModel(_Model):
     dropped: list[DroppedEntry] = msgspec.field(default_factory=list)
     consumers: list[Consumer] = msgspec.field(default_factory=list)
     validation: Validation = msgspec.field(default_factory=Validation)
+    package: Package = msgspec.field(default_factory=Package)
+    demo: Demo = msgspec.field(default_factory=Demo)
 
     def __post_init__(self) -> None:
         seen: set[str] = set()
@@ -217,6 +242,14 @@ class Manifest:
     @property
     def validation(self) -> Validation:
         return self.model.validation
+
+    @property
+    def package(self) -> Package:
+        return self.model.package
+
+    @property
+    def demo(self) -> Demo:
+        return self.model.demo
 
     def patch_paths(self) -> list[Path]:
         return [self.root / entry.file for entry in self.series]
