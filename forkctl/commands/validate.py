@@ -122,7 +122,8 @@ def command(
         sign_key=sign_key,
         unsigned=unsigned,
     )
-    validated = gpu_validate.validate(manifest, series, options, report.info)
+    with report.phases("validate") as step:
+        validated = gpu_validate.validate(manifest, series, options, step)
     return _report(manifest, validated)
 
 

@@ -17,7 +17,7 @@ import json
 import os
 import re
 import sys
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, TextIO
@@ -355,3 +355,17 @@ def progress(description: str, total: int | None) -> Iterator[Any]:
             bar.update(task, advance=1, label=label)
 
         yield advance
+
+
+@contextlib.contextmanager
+def phases(description: str) -> Iterator[Callable[[str], None]]:
+    """For work told in phases of unknown length (validate, a chain check with its fetches): yields
+    `step(message)`, which prints the message as `info` does and, on a terminal, shows it beside a
+    running bar with the elapsed time, so a long fetch or test run visibly moves."""
+    with progress(description, None) as advance:
+
+        def step(message: str) -> None:
+            info(message)
+            advance(clean(message))
+
+        yield step
