@@ -9,7 +9,7 @@ commit of the previous consumer that itself passes (checked as a link of its own
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 from forkctl import git
 from forkctl.chain import forkbase
@@ -52,6 +52,9 @@ class Checker:
     # Branch tips that `bump-bridge` is about to push: {normalised url: [sha]}; count as reachable.
     pending: dict[str, list[str]] = field(default_factory=dict)
     fork_location: str | None = None  # --fork-repo: a clone or URL of the fork (default: manifest URL)
+    # --under-test: check only from this source's commit downward (nothing above or beside it), and
+    # point its `.gitmodules` findings at their lines.
+    start: int | None = None
     _results: dict[tuple[int, str], LinkResult] = field(default_factory=dict)
     _stores: dict[int, Store] = field(default_factory=dict)
 
@@ -65,11 +68,20 @@ class Checker:
         return self._stores[index]
 
     def run(self) -> ChainResult:
-        for index, source in enumerate(self.sources):
-            commit, role = commit_to_check(source, self.store(index), self.remotes)
-            self.check(index, commit, role)
+        starts = range(len(self.sources)) if self.start is None else [self.start]
+        for index in starts:
+            commit, role = commit_to_check(self.sources[index], self.store(index), self.remotes)
+            link = self.check(index, commit, role)
+            if self.start is not None:
+                point_at_gitmodules(self.store(index).repo_with(commit), commit, link)
         links = sorted(self._results.values(), key=lambda link: link.index)
-        notes = fork_branch_notes(self.manifest, self.fork, self.remotes, self.fork_location)
+        # The fork branch is beside the chain of the commit under test (which ends at the fork head
+        # computed from the manifest): a consumer's pull request cannot change it.
+        notes = (
+            fork_branch_notes(self.manifest, self.fork, self.remotes, self.fork_location)
+            if self.start is None
+            else []
+        )
         return ChainResult(self.fork.base, self.fork.head, self.fork.patches, links, notes)
 
     def check(self, index: int, commit: str, role: str) -> LinkResult:
@@ -80,7 +92,7 @@ class Checker:
         consumer = self.sources[index].consumer
         repo = self.store(index).repo_with(commit)
         if repo is None:
-            raise BadInput(f"cannot read commit {commit[:12]} of {consumer.name}")
+            raise BadInput(f"cannot read commit {commit[:12]} of {consumer.name}: {self.store(index).why}")
         target = pin_target(self.manifest, self.sources, index)
         link = LinkResult(consumer.name, index, commit, role, consumer.gitlink, target.name)
         self._results[key] = link
@@ -114,7 +126,8 @@ class Checker:
                 "nested",
                 Status.MISMATCH,
                 "unreadable",
-                f"pins {self.sources[index - 1].consumer.name}@{pinned[:12]}, which cannot be fetched",
+                f"pins {self.sources[index - 1].consumer.name}@{pinned[:12]}, which cannot be fetched "
+                f"({previous.why})",
                 "pin a pushed commit",
             )
             return
@@ -217,6 +230,23 @@ def check_url(
     return url
 
 
+def point_at_gitmodules(repo: GitRepo | None, commit: str, link: LinkResult) -> None:
+    """Give the link's `url` and `gitlink` findings the place to edit: `.gitmodules` of `commit`, at the
+    line of the submodule's `url =` (for `url`) or `path =` (for `gitlink`) when the section exists."""
+    entry = repo.tree_entry(commit, ".gitmodules") if repo is not None else None
+    if repo is None or entry is None or entry.kind != "blob":
+        return
+    module = next((m for m in git.parse_gitmodules(repo, entry.sha) if m.path == link.gitlink), None)
+    lines = git.gitmodules_key_lines(repo.blob_bytes(entry.sha), module.name) if module else {}
+    key = {"url": "url", "gitlink": "path"}
+    link.findings = [
+        replace(f, file=".gitmodules", line=lines.get(key[f.check]))
+        if f.check in key and (f.check == "url" or key[f.check] in lines)
+        else f
+        for f in link.findings
+    ]
+
+
 def check_fork_base(
     repo: GitRepo, blob: str | None, commit: str, link: LinkResult, manifest: Manifest
 ) -> None:
@@ -251,8 +281,12 @@ def check_chain(
     pending: dict[str, list[str]] | None = None,
     fork: ForkContext | None = None,
     fork_location: str | None = None,
+    start: int | None = None,
 ) -> ChainResult:
-    """Check every link of the chain given by `sources` (nearest consumer first)."""
+    """Check every link of the chain given by `sources` (nearest consumer first); with `start`, only
+    the commit of `sources[start]` and, recursively, what it pins."""
     fork = fork or fork_context(manifest, upstream_location, progress)
-    checker = Checker(manifest, fork, sources, progress, pending=pending or {}, fork_location=fork_location)
+    checker = Checker(
+        manifest, fork, sources, progress, pending=pending or {}, fork_location=fork_location, start=start
+    )
     return checker.run()

@@ -68,13 +68,16 @@ def fork_context(manifest: Manifest, upstream_location: str | None, progress: Pr
             url = given_url or url
     store = gitstore.cache_repo_for(url, alternates=[upstream_local.git_dir] if upstream_local else None)
     base = store.resolve_commit(manifest.upstream.base)
+    why = ""
     if base is None:
         progress(f"fetching the base {manifest.upstream.base[:12]} from {url}")
-        if len(manifest.upstream.base) == 40 and gitstore.fetch_sha(store, url, manifest.upstream.base):
-            base = manifest.upstream.base
+        if len(manifest.upstream.base) == 40:
+            why = gitstore.fetch_sha_why(store, url, manifest.upstream.base) or ""
+            base = None if why else manifest.upstream.base
     if base is None:
         raise BadInput(
-            f"the manifest base {manifest.upstream.base} is not in {upstream_location or url}",
+            f"the manifest base {manifest.upstream.base} is not in {upstream_location or url}"
+            + (f": {why}" if why else ""),
             hint="pass --upstream-repo PATH to a clone that has it (git fetch origin), or write the full SHA",
         )
     patches = load_series(manifest).patches

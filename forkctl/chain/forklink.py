@@ -45,21 +45,25 @@ def check_fork_pin(
         return
     store = fork.store
     urls = [u for u in (url, manifest.fork.url) if u]
+    reasons = []
     if not store.has_object(f"{pinned}^{{commit}}") or (store.git_dir / "shallow").is_file():
         fork.upstream_tip(manifest.upstream.branch)  # unshallows the store first
         for candidate in urls:
             try:
-                if gitstore.fetch_sha(store, candidate, pinned, depth=None):
-                    break
+                why = gitstore.fetch_sha_why(store, candidate, pinned, depth=None)
             except BadInput as exc:  # a refused URL (e.g. one starting with '-') is a finding
                 link.add("pin", Status.MISMATCH, "url-refused", exc.message, exc.hint or "")
                 return
+            if why is None:
+                break
+            reasons.append(f"{candidate}: {why}")
     if not store.has_object(f"{pinned}^{{commit}}"):
+        said = f" ({'; '.join(reasons)})" if reasons else ""
         link.add(
             "pin",
             Status.MISMATCH,
             "unreadable",
-            f"pins {pinned[:12]}, which neither {' nor '.join(urls)} hands out; the fork head is "
+            f"pins {pinned[:12]}, which neither {' nor '.join(urls)} hands out{said}; the fork head is "
             f"{fork.head[:12]}",
             "forkctl bump-bridge",
         )

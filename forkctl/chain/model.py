@@ -27,6 +27,10 @@ class ChainFinding:
     kind: str  # a stable machine code: ok, unpatched-upstream, wrong-base, missing-patch, ...
     message: str
     fix: str = ""
+    # Where to edit, for a finding about the commit under test's own files (check-pins --under-test):
+    # a path relative to that repository's root, and its 1-based line when known.
+    file: str | None = None
+    line: int | None = None
 
 
 @dataclass

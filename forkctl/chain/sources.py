@@ -26,6 +26,7 @@ class Store:
     url: str
     local: GitRepo | None = None
     _cache: GitRepo | None = None
+    why: str = ""  # git's reason when `repo_with` last found nothing ("Could not resolve host", ...)
 
     def cache(self) -> GitRepo:
         if self._cache is None:
@@ -44,9 +45,13 @@ class Store:
         if self.local is not None and self.local.has_object(f"{sha}^{{commit}}"):
             return self.local
         cache = self.cache()
+        reasons = []
         for url in (self.url, *extra_urls):
-            if gitstore.fetch_sha(cache, url, sha):
+            why = gitstore.fetch_sha_why(cache, url, sha)
+            if why is None:
                 return cache
+            reasons.append(f"{url}: {why}" if extra_urls else why)
+        self.why = "; ".join(reasons)
         return None
 
 
@@ -125,7 +130,7 @@ def _fetched_tip(store: Store, refs: dict[str, str], branch: str) -> str | None:
     """The tip of `branch` among a URL's listed `refs`, fetched into the store (None: no such branch)."""
     sha = refs.get(f"refs/heads/{branch}")
     if sha is not None and store.repo_with(sha) is None:
-        raise BadInput(f"cannot fetch {sha[:12]} from {store.url}")
+        raise BadInput(f"cannot fetch {sha[:12]} from {store.url}: {store.why}")
     return sha
 
 

@@ -40,6 +40,7 @@ _HOME = {
     "committer_of": "commits",
     "diff_paths": "patchtext",
     "diff_paths_each": "patchtext",
+    "gitmodules_key_lines": "submodules",
     "gitmodules_with": "submodules",
     "index_apply_check": "index",
     "index_set_entry": "index",
@@ -86,6 +87,7 @@ __all__ = [
     "committer_of",
     "diff_paths",
     "diff_paths_each",
+    "gitmodules_key_lines",
     "gitmodules_with",
     "index_apply_check",
     "index_set_entry",
@@ -139,7 +141,13 @@ if TYPE_CHECKING:
     from forkctl.git.refs import ZERO_SHA, check_branch_name
     from forkctl.git.repo import GitRepo, toplevel
     from forkctl.git.runner import GitFailed, run, run_bytes, try_run
-    from forkctl.git.submodules import SubmoduleEntry, gitmodules_with, parse_gitmodules, read_gitmodules
+    from forkctl.git.submodules import (
+        SubmoduleEntry,
+        gitmodules_key_lines,
+        gitmodules_with,
+        parse_gitmodules,
+        read_gitmodules,
+    )
     from forkctl.git.worktree import (
         checked_out_branches,
         tree_apply,

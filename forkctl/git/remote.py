@@ -163,6 +163,15 @@ def _promisor_remote(repo: GitRepo, public_url: str) -> str:
     return name
 
 
+def git_reason(err: str) -> str:
+    """git's reason for a failure, on one line: from its stderr, the `fatal:`/`error:` lines (else the
+    last line), joined: "Could not resolve host", "Connection refused", "does not appear to be a git
+    repository", "not our ref"."""
+    lines = [line.strip() for line in err.splitlines() if line.strip()]
+    said = [line for line in lines if line.startswith(("fatal:", "error:"))] or lines[-1:]
+    return "; ".join(dict.fromkeys(said))
+
+
 def _silent(url: str) -> BadInput:
     return BadInput(
         f"{url} did not answer within {network_timeout():.0f} s",
@@ -187,7 +196,7 @@ def ls_remote(url: str) -> dict[str, str]:
     status, out, err = talk(["ls-remote", "--heads", "--tags"], url, [])
     if status != 0:
         raise BadInput(
-            f"cannot list the refs of {url}: {err.strip() or f'git ls-remote exited {status}'}",
+            f"cannot list the refs of {url}: {git_reason(err) or f'git ls-remote exited {status}'}",
             hint="check the URL and your network / credentials (git ls-remote must work)",
         )
     refs: dict[str, str] = {}

@@ -65,6 +65,13 @@ class GitRepo(ObjectReads, Commits, History, Refs, Indexes, Worktrees, Patches):
     def set_config(self, key: str, value: str) -> None:
         self.git(["config", "--", key, value])
 
+    def remote_urls(self) -> list[str]:
+        """The URLs of this clone's remotes (`remote.<name>.url`), in config order."""
+        status, out, _ = self.try_git(["config", "-z", "--get-regexp", r"^remote\..*\.url$"])
+        if status != 0:
+            return []
+        return [item.split("\n", 1)[1] for item in out.split("\x00") if "\n" in item]
+
 
 def toplevel(cwd: Path) -> Path | None:
     """The root of the working tree that contains `cwd`, or None outside any repository."""

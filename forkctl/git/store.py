@@ -16,7 +16,7 @@ from pathlib import Path
 
 from forkctl.errors import BadInput
 from forkctl.files import atomic_write_text
-from forkctl.git.remote import cache_identity, cache_root, checked_url, normalise_url, talk
+from forkctl.git.remote import cache_identity, cache_root, checked_url, git_reason, normalise_url, talk
 from forkctl.git.repo import GitRepo
 from forkctl.redact import without_credentials
 
@@ -66,16 +66,25 @@ def fetch_sha(cache_repo: GitRepo, url: str, sha: str, depth: int | None = 1) ->
     Servers refuse a SHA that none of their refs reach unless configured otherwise, which is itself
     the answer for a commit that exists only on someone's machine.
     """
+    return fetch_sha_why(cache_repo, url, sha, depth) is None
+
+
+def fetch_sha_why(cache_repo: GitRepo, url: str, sha: str, depth: int | None = 1) -> str | None:
+    """`fetch_sha`, saying why not: None when the commit is in the cache, else git's own reason (its
+    last error line: "Could not resolve host", "does not appear to be a git repository", "not our
+    ref", ...), so that a report can tell an unreachable server from a commit it does not hand out."""
     if cache_repo.has_object(f"{sha}^{{commit}}"):
-        return True
+        return None
     args = ["fetch", "--quiet", "--no-tags", "--filter=blob:none"]
     if depth:
         args.append(f"--depth={depth}")
     # Kept under a ref, the commit is a "have" for every later fetch into this cache (or from a cache
     # that borrows its objects), so its trees are not sent again with the next commit's.
     refspec = f"{sha}:{FETCHED_REFS}{sha}" if re.fullmatch(r"[0-9a-f]{40}", sha) else sha
-    status, _, _ = talk(args, url, [refspec], repo=cache_repo, fetch=True)
-    return status == 0 and cache_repo.has_object(f"{sha}^{{commit}}")
+    status, _, err = talk(args, url, [refspec], repo=cache_repo, fetch=True)
+    if status == 0 and cache_repo.has_object(f"{sha}^{{commit}}"):
+        return None
+    return git_reason(err) or f"git fetch exited {status}"
 
 
 def fetch_objects(cache_repo: GitRepo, url: str, shas: list[str]) -> None:
@@ -93,7 +102,7 @@ def fetch_objects(cache_repo: GitRepo, url: str, shas: list[str]) -> None:
     status, _, err = talk([*args, "--filter=blob:none"], url, missing, repo=cache_repo, fetch=True)
     if status != 0:
         raise BadInput(
-            f"cannot fetch {len(missing)} object(s) from {url}: {err.strip()}",
+            f"cannot fetch {len(missing)} object(s) from {url}: {git_reason(err)}",
             hint="check the URL and your access to it",
         )
 
@@ -137,7 +146,7 @@ def fetch_history(
     status, _, err = talk(args, url, refspecs, repo=cache_repo, fetch=True)
     if status != 0:
         raise BadInput(
-            f"cannot fetch the branches and tags of {url}: {err.strip()}",
+            f"cannot fetch the branches and tags of {url}: {git_reason(err)}",
             hint="check the URL and your access to it",
         )
 

@@ -4,6 +4,7 @@ changed and every other byte kept."""
 
 from __future__ import annotations
 
+import re
 import tempfile
 from dataclasses import dataclass
 from pathlib import Path
@@ -41,6 +42,29 @@ def parse_gitmodules(repo: GitDir, blob: str) -> list[SubmoduleEntry]:
         SubmoduleEntry(name=name, path=opts.get("path"), url=opts.get("url"), options=opts)
         for name, opts in sections.items()
     ]
+
+
+_SECTION = re.compile(r'^\s*\[\s*submodule\s+"((?:[^"\\]|\\.)*)"\s*\]')
+_KEY = re.compile(r"^\s*([A-Za-z][A-Za-z0-9-]*)\s*(?:=|$|[;#])")
+
+
+def gitmodules_key_lines(data: bytes, name: str) -> dict[str, int]:
+    """The 1-based line of each key of `[submodule "<name>"]` in `.gitmodules` text `data` (the last
+    one where a key repeats: the value git uses), for annotations that point at the line to edit."""
+    lines: dict[str, int] = {}
+    section: str | None = None
+    for number, line in enumerate(data.decode("utf-8", "replace").splitlines(), start=1):
+        header = _SECTION.match(line)
+        if header is not None:
+            section = re.sub(r"\\(.)", r"\1", header.group(1))
+            continue
+        if line.lstrip().startswith("["):
+            section = None
+            continue
+        key = _KEY.match(line)
+        if key is not None and section == name:
+            lines[key.group(1).lower()] = number
+    return lines
 
 
 def read_gitmodules(repo: ObjectReads, commit: str) -> list[SubmoduleEntry] | None:

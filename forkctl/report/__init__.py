@@ -171,6 +171,11 @@ def _github_escape(text: str) -> str:
     return text.replace("%", "%25").replace("\r", "%0D").replace("\n", "%0A")
 
 
+def _github_property(text: str) -> str:
+    """A property value (file=, line=) as GitHub's workflow commands require it escaped."""
+    return _github_escape(text).replace(":", "%3A").replace(",", "%2C")
+
+
 def emit(report: Report, fmt: Format = Format.TEXT) -> int:
     """Write the report to stdout in `fmt`; return the exit code."""
     if fmt == Format.JSON:
@@ -185,7 +190,7 @@ def emit(report: Report, fmt: Format = Format.TEXT) -> int:
         for problem in report.problems:
             props = []
             if problem.file:
-                props.append(f"file={problem.file}")
+                props.append(f"file={_github_property(problem.file)}")
             if problem.line:
                 props.append(f"line={problem.line}")
             message = problem.message + (f" Fix: {problem.hint}" if problem.hint else "")
@@ -282,7 +287,10 @@ def _github_error(message: str, hint: str | None, command: str | None) -> None:
             file = Path(match.group("file"))
             if file.is_absolute() and file.is_relative_to(workspace):
                 file = file.relative_to(workspace)
-            props, text = f" file={file},line={match.group('line')}", match.group("what")
+            props, text = (
+                f" file={_github_property(str(file))},line={match.group('line')}",
+                match.group("what"),
+            )
         text += f" Fix: {hint}" if hint else ""
         sys.stdout.write(f"::error{props}::{_github_escape(text)}\n")
     body = f"## forkctl {command or ''}: error\n\n{message}\n" + (f"\nhint: {hint}\n" if hint else "")

@@ -77,6 +77,8 @@ def _add_link(out: Report, link: LinkResult) -> None:
             out.fail(
                 Problem(
                     f"{link.consumer}@{link.commit[:12]}: {finding.status.value}: {finding.message}",
+                    file=finding.file,
+                    line=finding.line,
                     hint=finding.fix or None,
                 )
             )
@@ -110,8 +112,19 @@ def chain_report(command: str, manifest: Manifest, result: ChainResult) -> Repor
     return out
 
 
-def _finding_json(f: ChainFinding) -> dict[str, str]:
-    return {"check": f.check, "status": f.status.value, "kind": f.kind, "message": f.message, "fix": f.fix}
+def _finding_json(f: ChainFinding) -> dict[str, Any]:
+    data: dict[str, Any] = {
+        "check": f.check,
+        "status": f.status.value,
+        "kind": f.kind,
+        "message": f.message,
+        "fix": f.fix,
+    }
+    if f.file is not None:  # only under --under-test: the repository's own .gitmodules
+        data["file"] = f.file
+        if f.line is not None:
+            data["line"] = f.line
+    return data
 
 
 def _link_json(link: LinkResult) -> dict[str, Any]:
