@@ -56,9 +56,8 @@ class LazyGroup(click.Group):
     metavar="PATH|URL@REF:PATH",
     envvar="FORKCTL_MANIFEST",
     help="Path to manifest.yaml (default: the first one found walking up from the current directory), "
-    "or a manifest in another repository: URL@REF:PATH, e.g. "
-    "https://github.com/OWNER/REPO.git@main:manifest.yaml or OWNER/REPO@main:manifest.yaml "
-    "(read-only, fetched into the cache).",
+    "or URL@REF:PATH for one in another repository (any git URL, or OWNER/REPO for GitHub; e.g. "
+    "OWNER/REPO@main:manifest.yaml): read-only, fetched into the cache.",
 )
 @click.version_option(__version__, prog_name="forkctl")
 @click.pass_context
