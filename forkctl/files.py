@@ -5,6 +5,7 @@ from __future__ import annotations
 import contextlib
 import os
 import re
+import shutil
 import tempfile
 from collections.abc import Iterable
 from pathlib import Path
@@ -64,3 +65,36 @@ def remove_temporaries(paths: Iterable[Path]) -> None:
             if pattern.fullmatch(entry.name) and entry.is_file(follow_symlinks=False):
                 with contextlib.suppress(FileNotFoundError):
                     os.unlink(entry.path)
+
+
+def atomic_folder(path: Path, files: dict[str, bytes]) -> Path:
+    """Create the folder `path` holding `files` ({relative posix path: bytes}, made read-only), whole or
+    not at all: written into a temp folder beside it, flushed to disk, then renamed to `path`.
+
+    When `path` already exists (another process made it first) it is kept and the new copy dropped:
+    the caller names a folder by its content, so both are the same. Returns `path`.
+    """
+    path.parent.mkdir(parents=True, exist_ok=True)
+    temporary = Path(tempfile.mkdtemp(prefix=f".{path.name}.", suffix=TEMP_SUFFIX, dir=path.parent))
+    try:
+        for relative, data in files.items():
+            target = temporary.joinpath(*relative.split("/"))
+            if not target.resolve().is_relative_to(temporary.resolve()):
+                raise ValueError(f"{relative!r} is outside the folder")
+            target.parent.mkdir(parents=True, exist_ok=True)
+            with open(target, "xb") as stream:
+                stream.write(data)
+                stream.flush()
+                os.fsync(stream.fileno())
+            os.chmod(target, 0o444)
+        os.chmod(temporary, 0o755)
+        try:
+            os.rename(temporary, path)
+        except OSError:
+            if not path.is_dir():
+                raise
+            shutil.rmtree(temporary, ignore_errors=True)
+    except BaseException:
+        shutil.rmtree(temporary, ignore_errors=True)
+        raise
+    return path

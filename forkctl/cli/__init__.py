@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import difflib
 import sys
-from pathlib import Path
 
 import click
 
@@ -19,6 +18,7 @@ from forkctl.errors import BadInput
 EPILOG = """\b
 Exit codes: 0 ok, 1 a check found problems, 2 bad input or usage, 3 an unexpected error.
 The manifest is found by walking up from the current directory unless --manifest is given.
+--manifest URL@REF:PATH reads it from a repository: split at the last '@', REF ends at the next ':'.
 """
 
 
@@ -53,13 +53,15 @@ class LazyGroup(click.Group):
 )
 @click.option(
     "--manifest",
-    type=click.Path(path_type=Path, dir_okay=False),
+    metavar="PATH|URL@REF:PATH",
     envvar="FORKCTL_MANIFEST",
-    help="Path to manifest.yaml (default: the first one found walking up from the current directory).",
+    help="Path to manifest.yaml (default: the first one found walking up from the current directory), "
+    "or URL@REF:PATH for one in another repository (any git URL, or OWNER/REPO for GitHub; e.g. "
+    "OWNER/REPO@main:manifest.yaml): read-only, fetched into the cache.",
 )
 @click.version_option(__version__, prog_name="forkctl")
 @click.pass_context
-def cli(ctx: click.Context, manifest: Path | None) -> None:
+def cli(ctx: click.Context, manifest: str | None) -> None:
     """Keep a patch series alive on a moving upstream, and the consumers that pin it in step.
 
     The fork is a pure function of (upstream base, ordered patch series): forkctl builds it

@@ -25,6 +25,7 @@ from forkctl.errors import ForkctlError, Unexpected
 if TYPE_CHECKING:
     from forkctl import report
     from forkctl.manifest import Manifest
+    from forkctl.manifest.remote import ManifestSpec
 
 # The manifest and report layers are imported when a command runs, not when the CLI starts: `--help`
 # and usage errors must not pay for YAML, the schema or rich.
@@ -32,16 +33,46 @@ if TYPE_CHECKING:
 
 @dataclass
 class Context:
-    """Global options, with the manifest loaded once, on first use."""
+    """Global options, with the manifest loaded once, on first use.
 
-    manifest_option: Path | None = None
+    `manifest_option` is a local path or, for a manifest in another repository, `URL@REF:PATH`
+    (`forkctl.manifest.remote`): that one is read from a read-only snapshot in the cache.
+    """
+
+    manifest_option: str | None = None
     _manifest: Manifest | None = field(default=None, repr=False)
+    _snapshot: Path | None = field(default=None, repr=False)
+
+    def remote_spec(self) -> ManifestSpec | None:
+        """The manifest's URL, ref and path when --manifest names one by URL (no network: parsing only)."""
+        if self.manifest_option is None:
+            return None
+        from forkctl.manifest.remote import parse_spec
+
+        return parse_spec(self.manifest_option)
+
+    def require_local(self, what: str) -> None:
+        """Refuse a command that writes the toolkit's files when the manifest is named by URL."""
+        spec = self.remote_spec()
+        if spec is not None:
+            raise ForkctlError(
+                f"{what}, but --manifest names a read-only manifest in another repository ({spec.shown})",
+                hint="run it in a checkout of that repository, or pass --manifest PATH to a local manifest.yaml",
+            )
 
     def manifest_path(self) -> Path:
         from forkctl import manifest as manifest_mod
 
+        spec = self.remote_spec()
+        if spec is not None:
+            if self._snapshot is None:
+                from forkctl import report
+                from forkctl.manifest.remote import materialise
+
+                self._snapshot = materialise(spec, report.info)
+            return self._snapshot
         if self.manifest_option is not None:
-            return self.manifest_option
+            return Path(self.manifest_option)
         try:
             here = Path.cwd()
         except OSError:
@@ -55,7 +86,8 @@ class Context:
         if self._manifest is None:
             from forkctl import manifest as manifest_mod
 
-            self._manifest = manifest_mod.load(self.manifest_path())
+            spec = self.remote_spec()
+            self._manifest = manifest_mod.load(self.manifest_path(), spec.shown if spec else None)
         return self._manifest
 
 
@@ -123,13 +155,17 @@ def unexpected_error(command: str, exc: Exception) -> Unexpected:
 
 def toolkit_locked(func: Callable[..., report.Report]) -> Callable[..., report.Report]:
     """Run a command that writes the manifest or patch files under the toolkit's lock; the manifest is
-    read inside the lock, so a run that waited sees what the run before it wrote."""
+    read inside the lock, so a run that waited sees what the run before it wrote. A manifest named by
+    URL is a read-only snapshot that no forkctl writes: there is nothing to lock (and a command that
+    would write refuses it with `Context.require_local` before anything is fetched)."""
 
     @functools.wraps(func)
     def wrapper(ctx: Context, *args: Any, **kwargs: Any) -> report.Report:
         from forkctl import locking
         from forkctl.git.remote import cache_root
 
+        if ctx.remote_spec() is not None:
+            return func(ctx, *args, **kwargs)
         with locking.toolkit(ctx.manifest_path(), cache_root()):
             ctx._manifest = None
             return func(ctx, *args, **kwargs)

@@ -88,6 +88,8 @@ def command(ctx: Context, branch: str | None, repo_path: Path | None, check: boo
     `series:` list is rewritten in order, comments kept. Files of the old series that the branch no
     longer has are deleted (and listed); other files under patches/ are never touched.
     """
+    if not check:
+        ctx.require_local("export writes the patch files and manifest.yaml (export --check only reads)")
     manifest = ctx.manifest()
     branch = branch or manifest.fork.branch
     repo = gitstore.object_store(repo_path, manifest.upstream.url, [manifest.upstream.base])

@@ -132,6 +132,7 @@ def command(
     branch is moved (compare-and-swap; never a checked-out branch), the manifest's base is updated,
     the patch files are re-exported and a range-diff of old vs new series is shown.
     """
+    ctx.require_local("port writes the patch files and manifest.yaml")
     manifest = ctx.manifest()
     if sum([resume, skip, abort]) > 1:
         raise BadInput("--continue, --skip and --abort exclude each other", hint="pass one of them")

@@ -33,6 +33,7 @@ def command(ctx: Context, key: Path) -> Report:
     "I vouch for these results": the key's public half must be in validation.allowed_signers for
     `forkctl gate` to accept it, and the signature is checked before anything else.
     """
+    ctx.require_local("sign writes a signature beside the evidence in the toolkit")
     manifest = ctx.manifest()
     series = load_series(manifest)
     path = evidence.evidence_path(evidence.evidence_dir(manifest), series.digest)

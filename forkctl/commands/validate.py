@@ -108,6 +108,7 @@ def command(
     under its own tag, e.g. sm90-ep4, which validation.require can list. NVLink multicast is
     kept off in every child (NCCL_NVLS_ENABLE=0 and friends).
     """
+    ctx.require_local("validate runs the toolkit's tests and benchmark scripts and records evidence in it")
     manifest = ctx.manifest()
     series = load_series(manifest)
     options = gpu_validate.Options(

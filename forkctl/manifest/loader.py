@@ -36,7 +36,7 @@ YAML_LOADER = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
 _SCALARS = yaml.constructor.SafeConstructor()
 
 
-def _to_python(node: yaml.Node, loc: Loc, lines: dict[Loc, int], file: Path) -> Any:
+def _to_python(node: yaml.Node, loc: Loc, lines: dict[Loc, int], file: Path | str) -> Any:
     """Turn a composed YAML node into plain data, remembering the 1-based line of every location."""
     lines[loc] = node.start_mark.line + 1
     if node.tag.removeprefix("tag:yaml.org,2002:") not in PLAIN_TAGS:
@@ -77,7 +77,7 @@ def _line_for(loc: Loc, lines: dict[Loc, int]) -> int:
     return 1
 
 
-def _refuse_aliases(text: str, path: Path) -> None:
+def _refuse_aliases(text: str, path: Path | str) -> None:
     """A manifest needs no YAML aliases, and a few nested ones expand to gigabytes: refuse them all."""
     for event in yaml.parse(text, Loader=YAML_LOADER):
         if isinstance(event, yaml.AliasEvent) or getattr(event, "anchor", None):
@@ -88,12 +88,12 @@ def _refuse_aliases(text: str, path: Path) -> None:
             )
 
 
-def parse_manifest(text: str, path: Path) -> ManifestModel:
-    """Validate manifest text; raise BadInput naming file:line and the fix."""
+def parse_manifest(text: str, path: Path | str) -> ManifestModel:
+    """Validate manifest text; raise BadInput naming file:line (`path`: the name messages use) and the fix."""
     return _parse(text, path)[0]
 
 
-def _parse(text: str, path: Path) -> tuple[ManifestModel, dict[Loc, int]]:
+def _parse(text: str, path: Path | str) -> tuple[ManifestModel, dict[Loc, int]]:
     """The validated manifest and the line of every key in it."""
     try:
         _refuse_aliases(text, path)
@@ -118,42 +118,46 @@ def _parse(text: str, path: Path) -> tuple[ManifestModel, dict[Loc, int]]:
 MAX_MANIFEST_BYTES = 1 << 20  # a manifest is a few kilobytes; anything far larger is not one
 
 
-def read_manifest_text(path: Path) -> str:
-    """The manifest's text: a regular UTF-8 file of sane size, or a clear BadInput."""
+def read_manifest_text(path: Path, shown: str | None = None) -> str:
+    """The manifest's text: a regular UTF-8 file of sane size, or a clear BadInput naming `shown`
+    (default: the path)."""
+    name = shown if shown is not None else path
     try:
         if not path.is_file():
             raise BadInput(
-                f"{path}: no such manifest (or not a regular file)",
-                hint="pass --manifest PATH to an existing file",
+                f"{name}: no such manifest (or not a regular file)",
+                hint="pass --manifest PATH to an existing file, or URL@REF:PATH for one in a repository",
             )
         if path.stat().st_size > MAX_MANIFEST_BYTES:
             raise BadInput(
-                f"{path}: {path.stat().st_size} bytes is too large for a manifest", hint="check the path"
+                f"{name}: {path.stat().st_size} bytes is too large for a manifest", hint="check the path"
             )
         data = path.read_bytes()
     except OSError as exc:
         raise BadInput(
-            f"{path}: cannot read the manifest: {exc.strerror}", hint="check the path and its permissions"
+            f"{name}: cannot read the manifest: {exc.strerror}", hint="check the path and its permissions"
         ) from None
     if b"\x00" in data:
         raise BadInput(
-            f"{path}: not a text file (NUL bytes; UTF-16 or binary?)", hint="save the manifest as UTF-8"
+            f"{name}: not a text file (NUL bytes; UTF-16 or binary?)", hint="save the manifest as UTF-8"
         )
     try:
         return data.decode("utf-8")
     except UnicodeDecodeError as exc:
-        raise BadInput(f"{path}: not UTF-8 (byte {exc.start})", hint="save the manifest as UTF-8") from None
+        raise BadInput(f"{name}: not UTF-8 (byte {exc.start})", hint="save the manifest as UTF-8") from None
 
 
-def load(path: Path) -> Manifest:
-    """Load and validate `path`, including that every listed patch file exists."""
-    text = read_manifest_text(path)
-    model, lines = _parse(text, path)
+def load(path: Path, shown: str | None = None) -> Manifest:
+    """Load and validate `path`, including that every listed patch file exists. `shown`: what
+    file:line messages name instead of the path (a manifest named by URL: the spec, not its snapshot)."""
+    text = read_manifest_text(path, shown)
+    name = shown if shown is not None else path
+    model, lines = _parse(text, name)
     manifest = Manifest(path=path.resolve(), model=model)
     for index, entry in enumerate(model.series):
         if not (manifest.root / entry.file).is_file():
             raise BadInput(
-                f"{path}:{_line_for(('series', index, 'file'), lines)}: patch file {entry.file!r} does not exist",
+                f"{name}:{_line_for(('series', index, 'file'), lines)}: patch file {entry.file!r} does not exist",
                 hint="fix the name, restore the file, or remove the entry (forkctl export rewrites the list)",
             )
     return manifest

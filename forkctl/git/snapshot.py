@@ -1,0 +1,88 @@
+"""Files of a repository at one commit, read through the cache of partial clones: how a manifest named
+by URL (`--manifest URL@REF:PATH`) is read without a checkout of the repository that holds it.
+
+A ref is resolved with one `ls-remote` (a full SHA needs none; when the URL does not answer, the
+answer recorded last time is used, as check-pins does); the commit arrives by one fetch of that SHA
+(trees, no blobs) into the URL's cache clone, then the blobs of the wanted files in one more request.
+A commit the cache already holds is never fetched again.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+
+from forkctl.errors import BadInput
+from forkctl.git.remote import listed_refs, talk
+from forkctl.git.repo import GitRepo
+from forkctl.git.store import FETCHED_REFS, cache_repo_for, fetch_objects
+
+FULL_SHA = re.compile(r"[0-9a-f]{40}")
+
+
+@dataclass(frozen=True)
+class ResolvedRef:
+    """The commit a ref names, and, when the URL did not answer, when that answer was recorded."""
+
+    sha: str
+    recorded_at: str | None = None
+    why: str = ""  # what the URL said (or did not) when the recorded answer was used
+
+
+def resolve_ref(url: str, ref: str) -> ResolvedRef:
+    """The commit `ref` (a branch, a tag, `refs/...`, or a full SHA) names at `url`.
+
+    A full SHA is its own answer (no network). A name that is both a branch and a tag is refused
+    rather than guessed: spell it `refs/heads/NAME` or `refs/tags/NAME`.
+    """
+    if FULL_SHA.fullmatch(ref):
+        return ResolvedRef(ref)
+    listing = listed_refs(url)
+    names = [ref] if ref.startswith("refs/") else [f"refs/heads/{ref}", f"refs/tags/{ref}"]
+    found = [name for name in names if name in listing.refs]
+    if len(found) > 1:
+        raise BadInput(
+            f"{url}: {ref!r} is both a branch and a tag",
+            hint=f"write refs/heads/{ref} or refs/tags/{ref} after the '@'",
+        )
+    if not found:
+        raise BadInput(
+            f"{url} has no branch or tag {ref!r}",
+            hint="name a branch, a tag or a full 40-character commit SHA after the '@'",
+        )
+    return ResolvedRef(listing.refs[found[0]], listing.recorded_at, listing.why)
+
+
+def fetch_commit(url: str, sha: str) -> GitRepo:
+    """The cache clone of `url` holding commit `sha` (depth 1, trees, no blobs); BadInput with git's
+    own reason when it cannot be fetched."""
+    cache_repo = cache_repo_for(url)
+    if cache_repo.has_object(f"{sha}^{{commit}}"):
+        return cache_repo
+    args = ["fetch", "--quiet", "--no-tags", "--filter=blob:none", "--depth=1"]
+    status, _, err = talk(args, url, [f"{sha}:{FETCHED_REFS}{sha}"], repo=cache_repo, fetch=True)
+    if status != 0 or not cache_repo.has_object(f"{sha}^{{commit}}"):
+        reason = err.strip() or f"git fetch exited {status}"
+        raise BadInput(
+            f"cannot fetch commit {sha[:12]} of {url}: {reason}",
+            hint="check the URL, the network and your access to it (git fetch must work)",
+        )
+    return cache_repo
+
+
+def read_files(cache_repo: GitRepo, url: str, sha: str, paths: list[str]) -> dict[str, bytes]:
+    """{path: bytes} of the regular files at `paths` in commit `sha` (a folder: every file under it);
+    a path the commit lacks is left out. Symbolic links and submodules are not files: left out.
+    The blobs the cache lacks come from `url` in one request."""
+    if not paths:
+        return {}
+    # Literal pathspecs: a name from a manifest is data, never a glob.
+    out = cache_repo.git(["--literal-pathspecs", "ls-tree", "-r", "-z", "--full-tree", sha, "--", *paths])
+    blobs: dict[str, str] = {}
+    for record in filter(None, out.split("\x00")):
+        meta, path = record.split("\t", 1)
+        mode, kind, blob = meta.split()
+        if kind == "blob" and mode in ("100644", "100755"):
+            blobs[path] = blob
+    fetch_objects(cache_repo, url, list(blobs.values()))
+    return {path: cache_repo.blob_bytes(blob) for path, blob in blobs.items()}
