@@ -108,8 +108,10 @@ def bump_step(
     if url_changed:
         lines += [f".gitmodules submodule.{module.name}.url: {url_changed[0]} -> {url_changed[1]}", ""]
     message = "\n".join(lines) + message_body
-    commit = git.commit_with_identity(repo, tree, [parent], message)
     existing = repo.ref_sha(f"refs/heads/{branch}")
+    commit = _same_commit(repo, existing, tree, parent, message) or git.commit_with_identity(
+        repo, tree, [parent], message
+    )
     return BumpStep(
         consumer,
         repo,
@@ -123,6 +125,18 @@ def bump_step(
         url_changed,
         existing,
     )
+
+
+def _same_commit(repo: GitRepo, existing: str | None, tree: str, parent: str, message: str) -> str | None:
+    """The branch's commit when it already is this bump (same tree, parent and message): a second run
+    reuses it (then pushes nothing new and updates the pull request) instead of refusing the branch."""
+    if existing is None:
+        return None
+    info = repo.commit_info(existing)
+    same = (
+        info.tree == tree and info.parents == [parent] and info.message.rstrip("\n") == message.rstrip("\n")
+    )
+    return existing if same else None
 
 
 def series_description(manifest: Manifest, fork: ForkContext) -> str:

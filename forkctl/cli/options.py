@@ -80,3 +80,8 @@ def upstream_repo(help: str, retired: tuple[str, ...] = ()) -> Decorator:
 def fork_repo(help: str) -> Decorator:
     """`--fork-repo PATH|URL`: where the fork's objects are (default: manifest fork.url)."""
     return click.option("--fork-repo", "fork_repo", metavar="PATH|URL", help=help)
+
+
+def through(help: str) -> Decorator:
+    """`--through CONSUMER`: the last consumer of the chain a verb moves (default: the first one)."""
+    return click.option("--through", "through", metavar="CONSUMER", help=help)

@@ -21,6 +21,7 @@ SUMMARIES: dict[str, str] = {
     "port": "Move the series to a new upstream base (--continue / --skip / --abort).",
     "check-pins": "Check the nested pin chain: fork base, fork head and every consumer's gitlink.",
     "bump-bridge": "Pin the fork head in the Bridge, and with --through the Bridge in NeMo-RL.",
+    "describe": "Print the pull-request body (Markdown) for moving the chain to the fork head.",
     "fork-base": "Check .fork-base.json in the fork against the manifest; --write updates it.",
     "demo": "Run the whole flow offline on a chain built from the installed megatron-core.",
     "validate": "Run the GPU suite on the patched megatron-core and record the evidence.",

@@ -8,18 +8,25 @@ still names upstream. Then the check-pins core runs on the new branches; it must
 
 from __future__ import annotations
 
+import re
 from pathlib import Path
 
 import click
 
-from forkctl import report
-from forkctl.chain.bump import apply_step, plan_bump, push_steps
-from forkctl.chain.forkhead import fork_context
+from forkctl import github, report
+from forkctl.chain.bump import BumpPlan, BumpStep, apply_step, plan_bump, push_steps
+from forkctl.chain.describe import complete, manifest_facts
+from forkctl.chain.forkhead import ForkContext, fork_context
 from forkctl.cli import options, verbs
 from forkctl.cli.kit import Context, forkctl_command, output_options
 from forkctl.errors import BadInput
-from forkctl.report import Report
+from forkctl.files import atomic_write_text
+from forkctl.git.remote import cache_root
+from forkctl.gpu.gate import summarise
+from forkctl.manifest import Manifest
+from forkctl.report import Level, Problem, Report
 from forkctl.report.chain import bump_json, bump_lines, chain_report
+from forkctl.report.pullrequest import pr_body
 
 
 def _through_index(manifest, through: str | None) -> int:  # type: ignore[no-untyped-def]
@@ -44,6 +51,66 @@ def _local_clones(last: int, bridge_repo: Path | None, through_repo: Path | None
     return {0: bridge_repo, **({last: through_repo} if last > 0 else {})}
 
 
+def _body_file(step: BumpStep) -> Path:
+    """Where the body for `step`'s pull request is kept (the cache), so a printed gh command runs as is."""
+    name = re.sub(r"[^A-Za-z0-9._-]+", "-", step.consumer.name).strip("-.") or "consumer"
+    return cache_root() / "pull-requests" / f"{name}-{step.commit[:12]}.md"
+
+
+def _open_pull_requests(
+    manifest: Manifest, fork: ForkContext, plan: BumpPlan, out: Report
+) -> tuple[list[dict], list[str]]:
+    """Open or update one pull request per pushed branch with gh; without gh, print body and command."""
+    facts = manifest_facts(manifest, fork.patches)
+    complete(facts, manifest, fork, plan, report.info)
+    summary = summarise(manifest)
+    gh = github.gh_on_path()
+    opened: list[dict] = []
+    lines: list[str] = []
+    for step in plan.steps:
+        body_file = _body_file(step)
+        body_file.parent.mkdir(parents=True, exist_ok=True)
+        atomic_write_text(body_file, pr_body(manifest, facts, summary, step))
+        title = f"build: pin {step.gitlink} at {step.new[:12]} (forkctl bump)"
+        spec = github.PullRequestSpec(step.consumer.fork, step.consumer.branch, step.branch, title, body_file)
+        entry: dict = {"repo": spec.repo, "base": spec.base, "head": spec.head, "body_file": str(body_file)}
+        if gh is None:
+            command = github.create_command(spec)
+            lines += [f"--- pull request body for {step.consumer.name} ---", body_file.read_text().rstrip()]
+            lines += [f"gh is not on PATH: open the pull request with: {github.shell_line(command)}"]
+            opened.append({**entry, "action": "not-opened", "command": command, "url": None})
+            continue
+        try:
+            result = github.open_or_update(spec, gh)
+        except github.GhFailed as exc:
+            out.fail(
+                Problem(
+                    f"{step.consumer.name}: {exc.message}",
+                    hint=f"check `gh auth status` and your access to {spec.repo}, then retry: "
+                    f"{github.shell_line(exc.command)}",
+                )
+            )
+            opened.append({**entry, "action": "failed", "command": exc.command, "url": None})
+            continue
+        lines.append(f"{step.consumer.name}: pull request {result.action}: {result.url or '(no URL)'}")
+        opened.append(
+            {
+                **entry,
+                "action": result.action,
+                "command": result.command,
+                "url": result.url,
+                "number": result.number,
+            }
+        )
+    if gh is None:
+        out.problems.append(
+            Problem(
+                "gh is not on PATH: no pull request was opened; run the gh commands above", level=Level.NOTICE
+            )
+        )
+    return opened, lines
+
+
 @click.command("bump-bridge", short_help=verbs.summary("bump-bridge"))
 @click.option(
     "--fork-commit",
@@ -51,10 +118,8 @@ def _local_clones(last: int, bridge_repo: Path | None, through_repo: Path | None
     help="The fork commit to pin (default: the reproducible head "
     "apply(series, base)); any other commit is refused because it fails the fork-link check.",
 )
-@click.option(
-    "--through",
-    metavar="CONSUMER",
-    help="Also bump every consumer up to this one (e.g. nemo-rl) to the new commit of the one before it.",
+@options.through(
+    "Also bump every consumer up to this one (e.g. nemo-rl) to the new commit of the one before it."
 )
 @click.option(
     "--bridge-repo",
@@ -74,6 +139,13 @@ def _local_clones(last: int, bridge_repo: Path | None, through_repo: Path | None
     help="Push the new branches to the consumers' URLs (never forced, never "
     "to the consumer or default branch). Without it everything stays local.",
 )
+@click.option(
+    "--open-pr",
+    is_flag=True,
+    help="After pushing (implies --push), open a pull request per new branch against the consumer's "
+    "branch in its fork (or update the open one for that branch) with gh; the body is forkctl describe's. "
+    "Without gh on PATH, print the body and the gh command to run.",
+)
 @output_options()
 @forkctl_command
 def command(
@@ -85,10 +157,19 @@ def command(
     upstream_repo: str | None,
     dry_run: bool,
     push: bool,
+    open_pr: bool,
 ) -> Report:
-    """Pin the fork head in the Bridge (and, with --through, in NeMo-RL) on new forkctl/bump-* branches."""
-    if dry_run and push:
-        raise BadInput("--dry-run and --push contradict each other", hint="drop one of them")
+    """Pin the fork head in the Bridge (and, with --through, in NeMo-RL) on new forkctl/bump-* branches.
+
+    \b
+    --open-pr implies --push. A rerun with nothing changed reuses the branches and updates the pull
+    requests. Exit 0 done, 1 the bumped chain fails check-pins or gh refused (its words and the command
+    to retry are printed), 2 bad input.
+    """
+    if dry_run and (push or open_pr):
+        flag = "--open-pr" if open_pr else "--push"
+        raise BadInput(f"--dry-run and {flag} contradict each other", hint="drop one of them")
+    push = push or open_pr
     manifest = ctx.manifest()
     if not manifest.consumers:
         raise BadInput("the manifest lists no consumers", hint="add consumers: to manifest.yaml")
@@ -118,14 +199,20 @@ def command(
         return out
     for step in steps:
         apply_step(step)
+    opened: list[dict] = []
+    pr_lines: list[str] = []
     if push:
         push_steps(steps, report.info)
-        tail = ["pushed the new branches; open pull requests from them"]
+        tail = [] if open_pr else ["pushed the new branches; open pull requests from them (or use --open-pr)"]
+        if open_pr:
+            opened, pr_lines = _open_pull_requests(manifest, fork, plan, out)
     else:
         tail = [
             f"to push: git --git-dir {step.repo.git_dir} push {step.push_url} {step.branch}" for step in steps
         ]
         tail.append("(or rerun with --push)")
-    out.lines = ["created:", *described, *out.lines, *tail]
+    out.lines = ["created:", *described, *out.lines, *tail, *pr_lines]
     out.data["steps"] = bump_json(steps, created=True, pushed=push)
+    for entry, pull_request in zip(out.data["steps"], opened, strict=False):
+        entry["pull_request"] = pull_request
     return out

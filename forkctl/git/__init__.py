@@ -50,6 +50,8 @@ _HOME = {
     "patch_ids": "patchtext",
     "patch_ids_in_range": "patches",
     "range_diff": "patches",
+    "series_range_diff": "patches",
+    "blobs_in_range": "patches",
     "read_gitmodules": "submodules",
     "run": "runner",
     "run_bytes": "runner",
@@ -77,6 +79,7 @@ __all__ = [
     "PrivateIndex",
     "SubmoduleEntry",
     "TreeEntry",
+    "blobs_in_range",
     "changed_line_count",
     "changed_lines_per_commit",
     "changed_paths_between",
@@ -100,6 +103,7 @@ __all__ = [
     "read_gitmodules",
     "run",
     "run_bytes",
+    "series_range_diff",
     "toplevel",
     "tree_apply",
     "tree_apply_check",
@@ -129,12 +133,14 @@ if TYPE_CHECKING:
     from forkctl.git.index import PrivateIndex, index_apply_check, index_set_entry, tree_from_directory
     from forkctl.git.objects import EMPTY_TREE, TreeEntry, write_blob
     from forkctl.git.patches import (
+        blobs_in_range,
         changed_line_count,
         changed_lines_per_commit,
         changed_paths_between,
         commit_patch_ids,
         patch_ids_in_range,
         range_diff,
+        series_range_diff,
         zero_context_patch_id,
     )
     from forkctl.git.patchtext import diff_paths, diff_paths_each, patch_id, patch_ids

@@ -278,3 +278,25 @@ def _explain_missing(
         verdict.problems.append(Finding(f"the GPU tests changed too: {changes}", RERUN_HINT, rel))
     if not verdict.problems:
         verdict.problems.append(Finding(f"no GPU evidence for series {digest}", RERUN_HINT))
+
+
+@dataclass
+class GateSummary:
+    """The gate's verdict on the current series and the evidence file it read, for a pull-request body;
+    `error` when the gate could not judge (no GPU test folder, malformed evidence)."""
+
+    verdict: GateVerdict | None
+    evidence: Evidence | None = None
+    error: str | None = None
+
+
+def summarise(manifest: Manifest) -> GateSummary:
+    """`check` on the current series with the manifest's required environments, never raising on input."""
+    from forkctl.series import load_series
+
+    try:
+        verdict = check(manifest, load_series(manifest), list(manifest.validation.require))
+        found = evidence_path(evidence_dir(manifest), verdict.series_digest)
+        return GateSummary(verdict, load_evidence(found) if verdict.evidence_file else None)
+    except BadInput as exc:
+        return GateSummary(None, error=exc.message + (f" (fix: {exc.hint})" if exc.hint else ""))

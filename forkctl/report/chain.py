@@ -43,6 +43,21 @@ def mermaid(manifest: Manifest, result: ChainResult) -> str:
     return "\n".join(lines)
 
 
+def mermaid_unchecked(manifest: Manifest, head: str | None, patches: int) -> str:
+    """The chain as the manifest names it, for when the consumers could not be read: pins unknown."""
+    lines = ["```mermaid", "graph LR"]
+    lines.append(f'  U["{manifest.upstream.repo}<br/>base {manifest.upstream.base[:12]}"]')
+    lines.append(f'  F["{manifest.fork.repo}<br/>fork head {head[:12] if head else "not built"}"]')
+    lines.append(f'  U -- "+{patches} patches" --> F')
+    previous = "F"
+    for index, consumer in enumerate(manifest.consumers):
+        lines.append(f'  C{index}["{consumer.name}<br/>{consumer.branch}"]')
+        lines.append(f'  {previous} -. "pin unknown" .-> C{index}')
+        previous = f"C{index}"
+    lines.append("```")
+    return "\n".join(lines)
+
+
 def text_diagram(manifest: Manifest, result: ChainResult) -> list[str]:
     """The same chain in plain text, one line per node, the pin status on the arrow."""
     lines = [

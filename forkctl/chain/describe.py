@@ -1,0 +1,147 @@
+"""What a pull request that moves the chain says, as facts: the fork head and its base, the series with
+provenance, what was dropped since the last pin, and the range-diff against the fork head pinned before.
+
+Facts only: forkctl/report/pullrequest.py writes the Markdown. Every part that cannot be had (offline, a
+consumer that does not answer, a previous pin that is not a fork head) stays None with a sentence in
+`missing`, so a body can always be written from the manifest alone.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from forkctl import git
+from forkctl.chain.bump import BumpPlan, plan_bump
+from forkctl.chain.forkhead import ForkContext, fork_context
+from forkctl.chain.model import Progress
+from forkctl.errors import ForkctlError
+from forkctl.git import store as gitstore
+from forkctl.manifest import Manifest
+from forkctl.manifest.schema import DroppedEntry
+from forkctl.series import Patch, load_series
+
+
+@dataclass(frozen=True)
+class SeriesRow:
+    file: str
+    subject: str
+    provenance: str | None  # the manifest's, else the patch's latest `cherry picked from`
+
+
+@dataclass
+class MoveFacts:
+    """Everything a pull-request body tells; None where it could not be found out (see `missing`)."""
+
+    base: str
+    series: list[SeriesRow]
+    dropped: list[DroppedEntry]
+    dropped_since: str | None = None  # the base of the previous pin the dropped list was cut at
+    fork_head: str | None = None
+    base_subject: str | None = None
+    base_date: str | None = None
+    previous_fork_head: str | None = None
+    previous_base: str | None = None
+    range_diff: str | None = None
+    plan: BumpPlan | None = None
+    missing: list[str] = field(default_factory=list)
+
+
+def manifest_facts(manifest: Manifest, patches: list[Patch]) -> MoveFacts:
+    """The facts the manifest and the patch files give without any repository."""
+    rows = [
+        SeriesRow(entry.file, patch.subject, entry.provenance or patch.latest_provenance)
+        for entry, patch in zip(manifest.series, patches, strict=True)
+    ]
+    return MoveFacts(base=manifest.upstream.base, series=rows, dropped=list(manifest.model.dropped))
+
+
+def gather(manifest: Manifest, upstream_location: str | None, last: int, progress: Progress) -> MoveFacts:
+    """The facts for moving consumers 0..last to the fork head: built, planned (objects only, no ref
+    moves, as `bump-bridge --dry-run`), and compared with what the first consumer pins now."""
+    facts = manifest_facts(manifest, load_series(manifest).patches)
+    try:
+        fork = fork_context(manifest, upstream_location, progress)
+    except ForkctlError as exc:
+        facts.missing.append(f"the fork head (apply(series, base)) is not available: {exc.message}")
+        return facts
+    plan = None
+    if not manifest.consumers:
+        facts.missing.append("the chain is not available: the manifest lists no consumers")
+    else:
+        try:
+            plan = plan_bump(manifest, fork, last, {}, progress)
+        except ForkctlError as exc:
+            facts.missing.append(f"the chain (the consumers' pins) is not available: {exc.message}")
+    complete(facts, manifest, fork, plan, progress)
+    return facts
+
+
+def complete(
+    facts: MoveFacts, manifest: Manifest, fork: ForkContext, plan: BumpPlan | None, progress: Progress
+) -> None:
+    """Add what the fork context and the plan tell: the head, the base's subject and date, the pin the
+    first consumer holds now and, when that is a fork head, the range-diff and the dropped cut."""
+    facts.fork_head, facts.plan = fork.head, plan
+    try:
+        info = fork.store.commit_info(fork.base)
+        facts.base_subject, facts.base_date = info.subject, info.author.date
+    except ForkctlError:
+        facts.missing.append(f"the base commit's subject and date are not available ({fork.base[:12]})")
+    if plan is None or not plan.steps:
+        facts.missing.append("the range-diff is not available: the consumers' pins are unknown")
+        return
+    previous = plan.steps[0].old
+    facts.previous_fork_head = previous
+    if previous is None or previous == fork.head:
+        facts.missing.append("the range-diff is skipped: no previous fork head (the pin does not change)")
+        return
+    try:
+        _previous_series(facts, manifest, fork, previous, progress)
+    except ForkctlError as exc:
+        facts.missing.append(f"the range-diff is not available: {exc.message}")
+
+
+def _previous_series(
+    facts: MoveFacts, manifest: Manifest, fork: ForkContext, previous: str, progress: Progress
+) -> None:
+    """The previous fork head's base, the dropped entries since it, and the range-diff old vs new."""
+    store = fork.store
+    fork.upstream_tip(manifest.upstream.branch)  # full upstream history first: no shallow boundary
+    progress(f"fetching the previously pinned fork head {previous[:12]} from {manifest.fork.url}")
+    if not gitstore.fetch_sha(store, manifest.fork.url, previous, depth=None):
+        facts.missing.append(
+            f"the range-diff is not available: the previous pin {previous[:12]} is not fetchable from "
+            f"{manifest.fork.url}"
+        )
+        return
+    bases = store.merge_bases(previous, fork.base)
+    if not bases:
+        facts.missing.append(f"the range-diff is skipped: {previous[:12]} shares no history with upstream")
+        return
+    previous_base = bases[0]
+    if previous_base == previous or store.is_ancestor(previous, fork.base):
+        facts.missing.append(
+            f"the range-diff is skipped: no previous fork head (the pin {previous[:12]} is a plain upstream "
+            "commit)"
+        )
+        return
+    facts.previous_base = previous_base
+    facts.dropped, facts.dropped_since = _dropped_since(store, facts.dropped, previous_base), previous_base
+    blobs = git.blobs_in_range(store, previous_base, previous) + git.blobs_in_range(
+        store, fork.base, fork.head
+    )
+    gitstore.fetch_objects(store, manifest.fork.url, blobs)
+    facts.range_diff = git.series_range_diff(store, (previous_base, previous), (fork.base, fork.head))
+    if facts.range_diff is None:
+        facts.missing.append("the range-diff is not available: git range-diff failed")
+
+
+def _dropped_since(store: git.GitRepo, dropped: list[DroppedEntry], previous_base: str) -> list[DroppedEntry]:
+    """The entries dropped after the previous pin's base: those whose base is not at or before it (an
+    entry whose base this store does not know is kept)."""
+    kept = []
+    for entry in dropped:
+        at = store.resolve_commit(entry.base)
+        if at is None or not (at == previous_base or store.is_ancestor(at, previous_base)):
+            kept.append(entry)
+    return kept

@@ -1,0 +1,143 @@
+"""Pull requests through the GitHub CLI (`gh`): open one for a pushed branch, or update the one already
+open for that head branch.
+
+gh is not git, so its runner lives here and not in forkctl/git/. Like forkctl/gpu/process.py, gh runs as
+an argument list (never through a shell) in its own process group, with a time limit that ends whatever
+it started. Every value is passed as `--flag=value`, so a repository, branch or title from the manifest
+is data and never becomes an option. gh's credentials are its own (`gh auth login`, GH_TOKEN).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import shlex
+import shutil
+import signal
+import subprocess
+from dataclasses import dataclass
+from pathlib import Path
+
+from forkctl.errors import BadInput
+
+GH_TIMEOUT_S = 120.0
+REPO_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]*/[A-Za-z0-9_.][A-Za-z0-9_.-]*$")
+
+
+@dataclass(frozen=True)
+class PullRequestSpec:
+    """One pull request: from `head` to `base` in `repo` (OWNER/NAME), with this title and body file."""
+
+    repo: str
+    base: str
+    head: str
+    title: str
+    body_file: Path
+
+    def __post_init__(self) -> None:
+        if not REPO_RE.match(self.repo):
+            raise BadInput(
+                f"{self.repo!r} is not a GitHub OWNER/NAME", hint="fix consumers[].fork in the manifest"
+            )
+        for name, value in (("base", self.base), ("head", self.head), ("title", self.title)):
+            if not value.strip() or "\n" in value:
+                raise BadInput(f"the pull request's {name} {value!r} is empty or spans lines")
+
+
+@dataclass(frozen=True)
+class Opened:
+    """What became of a pull request: `created`, `updated`, or `not-opened` (no gh; run `command`)."""
+
+    action: str
+    command: list[str]
+    url: str | None = None
+    number: int | None = None
+
+
+class GhFailed(Exception):
+    """gh ran and said no (not logged in, no permission, ...): its own words, and the command to retry."""
+
+    def __init__(self, message: str, command: list[str]) -> None:
+        super().__init__(message)
+        self.message = message
+        self.command = command
+
+
+def gh_on_path() -> str | None:
+    return shutil.which("gh")
+
+
+def create_command(spec: PullRequestSpec) -> list[str]:
+    """`gh pr create ...` for `spec`, every value joined to its flag."""
+    return [
+        "gh",
+        "pr",
+        "create",
+        f"--repo={spec.repo}",
+        f"--base={spec.base}",
+        f"--head={spec.head}",
+        f"--title={spec.title}",
+        f"--body-file={spec.body_file}",
+    ]
+
+
+def shell_line(command: list[str]) -> str:
+    """The command as a person pastes it into a shell."""
+    return shlex.join(command)
+
+
+def open_or_update(spec: PullRequestSpec, gh: str) -> Opened:
+    """Update the body of the open pull request whose head is `spec.head`, or create one."""
+    listing = ["gh", "pr", "list", f"--repo={spec.repo}", f"--head={spec.head}", "--json=number,url"]
+    existing = _parse_list(_run(gh, listing), listing)
+    if existing is not None:
+        number, url = existing
+        edit = ["gh", "pr", "edit", str(number), f"--repo={spec.repo}", f"--body-file={spec.body_file}"]
+        _run(gh, edit)
+        return Opened("updated", edit, url=url, number=number)
+    create = create_command(spec)
+    out = _run(gh, create)
+    url = next((line.strip() for line in out.splitlines() if line.strip().startswith("http")), None)
+    number = int(url.rstrip("/").rsplit("/", 1)[-1]) if url and url.rstrip("/")[-1:].isdigit() else None
+    return Opened("created", create, url=url, number=number)
+
+
+def _parse_list(out: str, command: list[str]) -> tuple[int, str] | None:
+    """(number, url) of the first pull request `gh pr list --json number,url` names, or None."""
+    try:
+        listed = json.loads(out or "[]")
+        if not listed:
+            return None
+        first = listed[0]
+        return int(first["number"]), str(first["url"])
+    except (ValueError, TypeError, KeyError, IndexError):
+        raise GhFailed(f"gh pr list answered what is not its JSON: {out.strip()[:200]}", command) from None
+
+
+def _run(gh: str, command: list[str]) -> str:
+    """Run gh (`command[0]` is replaced by the resolved `gh`) and return its stdout; GhFailed otherwise."""
+    env = {**os.environ, "GH_PROMPT_DISABLED": "1", "GH_NO_UPDATE_NOTIFIER": "1", "NO_COLOR": "1"}
+    try:
+        proc = subprocess.Popen(
+            [gh, *command[1:]],
+            env=env,
+            stdin=subprocess.DEVNULL,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            text=True,
+            errors="replace",
+            start_new_session=True,
+        )
+    except OSError as exc:
+        raise GhFailed(f"cannot run {gh}: {exc.strerror}", command) from None
+    try:
+        out, err = proc.communicate(timeout=GH_TIMEOUT_S)
+    except subprocess.TimeoutExpired:
+        os.killpg(proc.pid, signal.SIGKILL)
+        proc.communicate()
+        raise GhFailed(f"gh did not finish within {GH_TIMEOUT_S:.0f} s", command) from None
+    if proc.returncode != 0:
+        words = (err or out or "").strip() or f"exit status {proc.returncode}"
+        raise GhFailed(f"gh {command[1]} {command[2]} failed: {words}", command)
+    return out or ""
