@@ -85,4 +85,22 @@ for version in 3.10 3.11 3.13; do
         touch "$dir/.stamp"
     fi
 done
+
+# .wheelhouse/: the CLI's locked wheels (no dev or patch-test group) for Python 3.10-3.13, plus the build
+# backend, downloaded once per lock while the network is there. pre-commit builds a hook's virtualenv with
+# pip; tests/test_hook.py points pip at this folder (PIP_NO_INDEX=1, PIP_FIND_LINKS) so the
+# forkctl-check-pins hook installs offline. Best effort: without the network the hook test is skipped.
+if [ ! -f .wheelhouse/.stamp ] || [ uv.lock -nt .wheelhouse/.stamp ]; then
+    echo "bootstrap: downloading the CLI's locked wheels into .wheelhouse/" >&2
+    rm -rf .wheelhouse && mkdir -p .wheelhouse
+    "$UV" export --frozen --no-dev --no-default-groups --no-emit-project --quiet -o .wheelhouse/requirements.txt
+    ok=1
+    for version in 3.10 3.11 3.12 3.13; do
+        "$PYTHON" -m pip download --quiet --disable-pip-version-check --only-binary=:all: --no-deps \
+            --python-version "$version" -r .wheelhouse/requirements.txt -d .wheelhouse 2>/dev/null || ok=0
+    done
+    "$PYTHON" -m pip download --quiet --disable-pip-version-check --only-binary=:all: "hatchling>=1.24" \
+        -d .wheelhouse 2>/dev/null || ok=0
+    if [ "$ok" = 1 ]; then touch .wheelhouse/.stamp; else echo "bootstrap: .wheelhouse/ incomplete (no network?)" >&2; fi
+fi
 echo "bootstrap: environment ready in .venv" >&2

@@ -41,9 +41,38 @@ class LazyGroup(click.Group):
             raise click.UsageError(f"No such command {name!r}.{tip}", ctx)
         return super().resolve_command(ctx, args)
 
+    def parse_args(self, ctx: click.Context, args: list[str]) -> list[str]:
+        return super().parse_args(ctx, hoist_manifest(args))
+
     def format_commands(self, ctx: click.Context, formatter: click.HelpFormatter) -> None:
         with formatter.section("Commands"):
             formatter.write_dl(list(verbs.SUMMARIES.items()))
+
+
+def hoist_manifest(args: list[str]) -> list[str]:
+    """`forkctl VERB ... --manifest SPEC` as `forkctl --manifest SPEC VERB ...`: the global option is also
+    accepted after the verb (a pre-commit hook's `args:` come after its entry `forkctl check-pins`).
+    Nothing after a `--` moves; the last --manifest given wins, as for any click option."""
+    verb = next(
+        (i for i, a in enumerate(args) if a in verbs.SUMMARIES and (i == 0 or args[i - 1] != "--manifest")),
+        None,
+    )
+    if verb is None:
+        return args
+    head, tail, moved = args[: verb + 1], [], []
+    rest = iter(args[verb + 1 :])
+    for arg in rest:
+        if arg == "--":
+            tail += [arg, *rest]
+        elif arg == "--manifest":
+            value = next(rest, None)
+            # Without a value it stays where it is, for the verb to refuse as it would any stray option.
+            moved, tail = ([*moved, arg, value], tail) if value is not None else (moved, [*tail, arg])
+        elif arg.startswith("--manifest="):
+            moved.append(arg)
+        else:
+            tail.append(arg)
+    return [*head[:verb], *moved, head[verb], *tail] if moved else args
 
 
 @click.group(

@@ -1,0 +1,247 @@
+"""action.yml (the composite GitHub Action) and examples/: linted, and the action's steps run here.
+
+actionlint and shellcheck come from the dev group's PyPI wheels. actionlint lints workflows, not action
+metadata, so action.yml's steps are linted inside a small workflow_call workflow made from them (same
+steps, same `inputs`), and each `run:` script also goes through shellcheck directly.
+
+The local run plays the runner for the `run:` steps (env expressions resolved, $GITHUB_OUTPUT,
+$RUNNER_TEMP, $GITHUB_ACTION_PATH) in a shallow, submodule-less clone of a Bridge-shaped consumer built in
+tmp. It sets FORKCTL_ACTION_PYTHON to this venv's Python, the one variable the install step honours for
+tests: forkctl is then taken from this environment instead of being installed from the network.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+import yaml
+
+from tests.chain import Chain, make_chain, make_fixed_chain, url
+from tests.gitrepos import git
+
+ROOT = Path(__file__).resolve().parent.parent
+ACTION = yaml.safe_load((ROOT / "action.yml").read_text())
+STEPS = ACTION["runs"]["steps"]
+EXAMPLES = sorted((ROOT / "examples").glob("*.yml"))
+BIN = Path(sys.executable).parent
+EXPRESSION = re.compile(r"\$\{\{\s*(.*?)\s*\}\}")
+
+
+def _tool(name: str) -> str:
+    path = BIN / name
+    assert path.exists(), f"{name} is missing from {BIN}: run `make setup` (the dev group installs it)"
+    return str(path)
+
+
+def _lint(*files: Path) -> subprocess.CompletedProcess[str]:
+    # shellcheck on PATH: actionlint runs it on every `run:` script.
+    env = {**os.environ, "PATH": f"{BIN}{os.pathsep}{os.environ['PATH']}"}
+    return subprocess.run(
+        [_tool("actionlint"), "-no-color", *map(str, files)], capture_output=True, text=True, env=env
+    )
+
+
+def _action_as_workflow(tmp_path: Path) -> Path:
+    """The action's steps as one job of a workflow_call workflow with the action's inputs."""
+    inputs = {
+        name: {"type": "string", "required": bool(spec.get("required")), **_default(spec)}
+        for name, spec in ACTION["inputs"].items()
+    }
+    workflow = {
+        "name": "action-steps",
+        "on": {"workflow_call": {"inputs": inputs}},
+        "permissions": {"contents": "read"},
+        "jobs": {"steps": {"runs-on": "ubuntu-latest", "steps": STEPS}},
+    }
+    path = tmp_path / "action-steps.yml"
+    path.write_text(yaml.safe_dump(workflow, sort_keys=False))
+    return path
+
+
+def _default(spec: dict) -> dict:
+    return {"default": str(spec["default"])} if "default" in spec else {}
+
+
+def test_action_metadata_has_the_inputs_and_pinned_steps() -> None:
+    assert ACTION["name"] and ACTION["description"]
+    assert ACTION["runs"]["using"] == "composite"
+    inputs = ACTION["inputs"]
+    assert inputs["manifest"]["required"] is True
+    assert {k: inputs[k]["default"] for k in ("args", "python-version", "cache")} == {
+        "args": "--github",
+        "python-version": "3.12",
+        "cache": "true",
+    }
+    used = [step["uses"] for step in STEPS if "uses" in step]
+    assert [u.split("@")[0] for u in used] == ["actions/setup-python", "actions/cache"]
+    assert all(re.fullmatch(r"[\w./-]+@[0-9a-f]{40}", u) for u in used), used  # pinned by commit
+    assert all(step.get("shell") == "bash" for step in STEPS if "run" in step)
+
+
+def test_run_scripts_take_inputs_only_through_env() -> None:
+    """No `${{ }}` inside a script: a manifest spec or argument is data, never shell code."""
+    runs = [step for step in STEPS if "run" in step]
+    assert len(runs) == 3
+    for step in runs:
+        assert "${{" not in step["run"], step["name"]
+    env_inputs = {
+        m.group(1)
+        for step in runs
+        for value in step.get("env", {}).values()
+        for m in EXPRESSION.finditer(value)
+    }
+    assert {"inputs.manifest", "inputs.args"} <= env_inputs
+
+
+def test_uv_in_the_action_is_the_version_bootstrap_pins() -> None:
+    install = next(step["run"] for step in STEPS if step.get("id") == "install")
+    bootstrap = (ROOT / "scripts" / "bootstrap.sh").read_text()
+    pinned = re.search(r'^UV_VERSION="([^"]+)"', bootstrap, re.M).group(1)
+    assert f"uv_version={pinned} " in install
+    assert "--frozen --no-dev --no-default-groups" in install
+
+
+def test_actionlint_passes_on_the_examples_and_the_action_steps(tmp_path: Path) -> None:
+    assert len(EXAMPLES) == 2
+    result = _lint(*EXAMPLES, _action_as_workflow(tmp_path))
+    assert result.returncode == 0, result.stdout + result.stderr
+
+
+def test_actionlint_and_shellcheck_catch_a_bad_step(tmp_path: Path) -> None:
+    """The linters are not vacuous here: an unquoted variable and an expression in a script fail."""
+    bad = yaml.safe_load(EXAMPLES[0].read_text())
+    bad["jobs"]["check-pins"]["steps"].append(
+        {"run": 'cp $HOME/x y\necho "${{ github.event.pull_request.title }}"', "shell": "bash"}
+    )
+    path = tmp_path / "bad.yml"
+    path.write_text(yaml.safe_dump(bad, sort_keys=False))
+    result = _lint(path)
+    assert result.returncode == 1
+    assert "SC2086" in result.stdout and "potentially untrusted" in result.stdout
+
+
+@pytest.mark.parametrize("index", range(3))
+def test_shellcheck_passes_on_each_run_script(index: int, tmp_path: Path) -> None:
+    step = [s for s in STEPS if "run" in s][index]
+    script = tmp_path / "step.sh"
+    # As the runner runs it: bash -e -o pipefail.
+    script.write_text("#!/usr/bin/env bash\nset -eo pipefail\n" + step["run"])
+    result = subprocess.run([_tool("shellcheck"), "-s", "bash", str(script)], capture_output=True, text=True)
+    assert result.returncode == 0, f"{step['name']}:\n{result.stdout}"
+
+
+def test_examples_use_the_action_on_a_shallow_checkout_without_submodules() -> None:
+    for path in EXAMPLES:
+        workflow = yaml.safe_load(path.read_text())
+        assert "pull_request" in workflow[True]  # PyYAML reads the key `on` as True
+        steps = workflow["jobs"]["check-pins"]["steps"]
+        checkout = next(s for s in steps if s["uses"].startswith("actions/checkout@"))
+        assert checkout["with"]["submodules"] is False and checkout["with"]["fetch-depth"] == 1
+        action = next(s for s in steps if s["uses"].startswith("AlignmentResearch/forkctl@"))
+        assert action["with"]["manifest"]
+
+
+# --- the action's steps, run here -------------------------------------------------------------------
+
+
+def _run_action(workspace: Path, inputs: dict[str, str], tmp: Path) -> subprocess.CompletedProcess[str]:
+    """Run the action's `run:` steps in `workspace` as the runner would; the last step's process."""
+    values = {f"inputs.{k}": str(v.get("default", "")) for k, v in ACTION["inputs"].items()}
+    values |= {f"inputs.{k}": v for k, v in inputs.items()}
+    values |= {"steps.python.outputs.python-path": sys.executable, "runner.temp": str(tmp / "runner")}
+    base_env = {k: v for k, v in os.environ.items() if not k.startswith(("FORKCTL_", "GITHUB_", "PYTEST_"))}
+    base_env |= {
+        "RUNNER_TEMP": str(tmp / "runner"),
+        "RUNNER_OS": "Linux",
+        "GITHUB_ACTION_PATH": str(ROOT),
+        "GITHUB_WORKSPACE": str(workspace),
+        "GITHUB_STEP_SUMMARY": str(tmp / "summary.md"),
+        "FORKCTL_ACTION_PYTHON": sys.executable,
+    }
+    (tmp / "runner").mkdir(exist_ok=True)
+    result = None
+    for step in STEPS:
+        if "run" not in step:
+            continue
+        output = tmp / f"output-{step.get('id', 'last')}"
+        output.write_text("")
+
+        def resolve(match: re.Match[str]) -> str:
+            return values[match.group(1)]  # an expression this runner does not know fails the test
+
+        env = base_env | {k: EXPRESSION.sub(resolve, v) for k, v in step.get("env", {}).items()}
+        env["GITHUB_OUTPUT"] = str(output)
+        script = tmp / "step.sh"
+        script.write_text(step["run"])
+        result = subprocess.run(
+            ["bash", "--noprofile", "--norc", "-eo", "pipefail", str(script)],
+            cwd=workspace,
+            env=env,
+            capture_output=True,
+            text=True,
+        )
+        if "id" in step:
+            assert result.returncode == 0, f"{step['name']}: {result.stderr}"
+            for line in output.read_text().splitlines():
+                key, _, value = line.partition("=")
+                values[f"steps.{step['id']}.outputs.{key}"] = value
+    assert result is not None
+    return result
+
+
+def _shallow_consumer(chain: Chain, tmp: Path) -> Path:
+    clone = tmp / "consumer"
+    git(tmp, "clone", "-q", "--depth", "1", "--branch", "farai/main", url(chain.bridge), str(clone))
+    assert git(clone, "rev-parse", "--is-shallow-repository") == "true"
+    assert not any((clone / "3rdparty" / "Megatron-LM").iterdir())  # submodule not initialised
+    return clone
+
+
+def _plain_cli(
+    workspace: Path, manifest: Path, args: list[str], tmp: Path
+) -> subprocess.CompletedProcess[str]:
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("FORKCTL_", "GITHUB_", "PYTEST_"))}
+    env |= {"FORKCTL_MANIFEST": str(manifest), "FORKCTL_CACHE": str(tmp / "plain-cache")}
+    env["GITHUB_STEP_SUMMARY"] = str(tmp / "plain-summary.md")
+    return subprocess.run(
+        [sys.executable, "-m", "forkctl", "check-pins", *args],
+        cwd=workspace,
+        env=env,
+        capture_output=True,
+        text=True,
+    )
+
+
+@pytest.mark.parametrize(("fixed", "expected"), [(True, 0), (False, 1)])
+def test_the_action_runs_check_pins_as_the_plain_cli_does(tmp_path: Path, fixed: bool, expected: int) -> None:
+    chain = make_fixed_chain(tmp_path) if fixed else make_chain(tmp_path)
+    workspace = _shallow_consumer(chain, tmp_path)
+    result = _run_action(workspace, {"manifest": str(chain.manifest)}, tmp_path)
+    plain = _plain_cli(workspace, chain.manifest, ["--github"], tmp_path)
+    assert result.returncode == plain.returncode == expected, result.stdout + result.stderr
+    assert result.stdout == plain.stdout
+    # The cache went where the cache step keeps it.
+    assert any((tmp_path / "runner" / "forkctl-cache").iterdir())
+    if not fixed:
+        assert "::error ::megatron-bridge@" in result.stdout
+
+
+def test_args_are_split_into_words_and_inputs_never_run_as_shell(tmp_path: Path) -> None:
+    chain = make_fixed_chain(tmp_path)
+    workspace = _shallow_consumer(chain, tmp_path)
+    marker = tmp_path / "PWNED"
+    result = _run_action(workspace, {"manifest": str(chain.manifest), "args": " --json\n"}, tmp_path)
+    assert result.returncode == 0, result.stderr
+    assert json.loads(result.stdout)["ok"] is True
+    hostile = f"$(touch {marker}); `touch {marker}`"
+    result = _run_action(workspace, {"manifest": str(chain.manifest), "args": hostile}, tmp_path)
+    assert result.returncode == 2 and not marker.exists()
+    result = _run_action(workspace, {"manifest": hostile}, tmp_path)
+    assert result.returncode == 2 and not marker.exists()
+    assert "touch" in result.stderr  # the spec was read as a (missing) manifest path

@@ -1,0 +1,183 @@
+"""The `forkctl-check-pins` pre-commit hook in a consumer repository, which has no manifest of its own.
+
+pre-commit installs the hook with pip into a virtualenv of its own; here pip is offline and finds the
+CLI's locked wheels in `.wheelhouse/` (scripts/bootstrap.sh downloads them once per lock; without them
+the pre-commit runs are skipped and say so). The manifest comes from $FORKCTL_MANIFEST (try-repo) or from
+the hook's `args: [--manifest, SPEC]` (a consumer's .pre-commit-config.yaml), on Python 3.12 and on 3.11
+where this machine has it.
+"""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+import yaml
+from click.testing import CliRunner
+
+from forkctl.cli import cli, hoist_manifest
+from tests.chain import BRIDGE_GITLINK, Chain, make_chain, make_fixed_chain, url
+from tests.gitrepos import git
+
+ROOT = Path(__file__).resolve().parent.parent
+WHEELHOUSE = ROOT / ".wheelhouse"
+HOOK = next(
+    h
+    for h in yaml.safe_load((ROOT / ".pre-commit-hooks.yaml").read_text())
+    if h["id"] == "forkctl-check-pins"
+)
+needs_wheelhouse = pytest.mark.skipif(
+    not (WHEELHOUSE / ".stamp").exists(),
+    reason=".wheelhouse/ is missing or incomplete (scripts/bootstrap.sh downloads it when the network is there)",
+)
+
+
+def test_hook_definition_takes_its_manifest_from_args_and_runs_when_pins_change() -> None:
+    assert HOOK["entry"] == "forkctl check-pins" and HOOK["language"] == "python"
+    assert HOOK["pass_filenames"] is False and HOOK["always_run"] is False
+    assert HOOK["files"] == r"^(\.gitmodules|3rdparty/)"
+    assert "directory" in HOOK["types_or"] and HOOK["types"] == []
+
+
+def test_manifest_is_accepted_after_the_verb(tmp_path: Path) -> None:
+    chain = make_fixed_chain(tmp_path)
+    os.environ["FORKCTL_CACHE"] = str(tmp_path / "cache")
+    try:
+        after = CliRunner().invoke(cli, ["check-pins", "--json", "--manifest", str(chain.manifest)])
+        before = CliRunner().invoke(cli, ["--manifest", str(chain.manifest), "check-pins", "--json"])
+    finally:
+        del os.environ["FORKCTL_CACHE"]
+    assert after.exit_code == before.exit_code == 0, after.output
+    assert after.stdout == before.stdout
+    assert hoist_manifest(["status", "--manifest=m.yaml", "--", "--manifest", "x"]) == [
+        "--manifest=m.yaml",
+        "status",
+        "--",
+        "--manifest",
+        "x",
+    ]
+    assert hoist_manifest(["--manifest", "status", "lint"]) == ["--manifest", "status", "lint"]
+
+
+def _consumer(chain: Chain, tmp: Path) -> Path:
+    clone = tmp / "consumer"
+    git(tmp, "clone", "-q", "--depth", "1", "--branch", "farai/main", url(chain.bridge), str(clone))
+    return clone
+
+
+def _pre_commit(workspace: Path, tmp: Path, *args: str, env: dict[str, str] | None = None):
+    base = {k: v for k, v in os.environ.items() if not k.startswith(("FORKCTL_", "PIP_", "PYTEST_"))}
+    base |= {
+        "PIP_NO_INDEX": "1",
+        "PIP_FIND_LINKS": str(WHEELHOUSE),
+        "PIP_CONFIG_FILE": os.devnull,  # this machine's pip.conf names other indexes: offline, only ours
+        "PRE_COMMIT_HOME": str(tmp / "pre-commit-home"),
+        "FORKCTL_CACHE": str(tmp / "cache"),
+        **(env or {}),
+    }
+    return subprocess.run(
+        [sys.executable, "-m", "pre_commit", *args],
+        cwd=workspace,
+        env=base,
+        capture_output=True,
+        text=True,
+        timeout=600,
+    )
+
+
+@needs_wheelhouse
+@pytest.mark.parametrize(("fixed", "expected"), [(True, 0), (False, 1)])
+def test_try_repo_in_a_consumer_with_the_manifest_from_the_environment(
+    tmp_path: Path, fixed: bool, expected: int
+) -> None:
+    chain = make_fixed_chain(tmp_path) if fixed else make_chain(tmp_path)
+    workspace = _consumer(chain, tmp_path)
+    result = _pre_commit(
+        workspace,
+        tmp_path,
+        "try-repo",
+        str(ROOT),
+        "forkctl-check-pins",
+        "--all-files",
+        "--hook-stage",
+        "pre-push",
+        env={"FORKCTL_MANIFEST": str(chain.manifest)},
+    )
+    assert result.returncode == expected, result.stdout + result.stderr
+    assert "forkctl check-pins" in result.stdout
+    assert ("Passed" if fixed else "Failed") in result.stdout
+    if not fixed:
+        assert "megatron-bridge" in result.stdout
+
+
+def _snapshot_of_this_checkout(dest: Path) -> Path:
+    """A clone of this repository with the working tree's tracked changes committed (the hook as it is now)."""
+    git(ROOT.parent, "clone", "-q", "--no-local", str(ROOT), str(dest))
+    changed = git(ROOT, "diff", "--name-only", "HEAD").splitlines()
+    for name in changed:
+        source, target = ROOT / name, dest / name
+        if source.exists():
+            target.write_bytes(source.read_bytes())
+        else:
+            target.unlink()
+    git(dest, "add", "-A")
+    git(dest, "commit", "-q", "--allow-empty", "-m", "the working tree")
+    return dest
+
+
+def _base_python(version: str) -> str | None:
+    venv = ROOT / ".venv-pythons" / version / "bin" / "python"
+    if version == f"{sys.version_info[0]}.{sys.version_info[1]}":
+        return sys.executable
+    if not venv.exists():
+        return None
+    probe = subprocess.run(
+        [str(venv), "-c", "import sys; print(sys._base_executable)"], capture_output=True, text=True
+    )
+    return probe.stdout.strip() or None
+
+
+@needs_wheelhouse
+@pytest.mark.parametrize("version", ["3.12", "3.11"])
+def test_consumer_config_with_manifest_in_args_runs_only_when_pins_change(
+    tmp_path: Path, version: str
+) -> None:
+    python = _base_python(version)
+    if python is None:
+        pytest.skip(f"no .venv-pythons/{version} on this machine")
+    chain = make_fixed_chain(tmp_path)
+    hook_repo = _snapshot_of_this_checkout(tmp_path / "forkctl")
+    workspace = _consumer(chain, tmp_path)
+    config = {
+        "default_language_version": {"python": python},
+        "repos": [
+            {
+                "repo": url(hook_repo),
+                "rev": git(hook_repo, "rev-parse", "HEAD"),
+                "hooks": [{"id": "forkctl-check-pins", "args": ["--manifest", str(chain.manifest)]}],
+            }
+        ],
+    }
+    (workspace / ".pre-commit-config.yaml").write_text(yaml.safe_dump(config))
+    run = ("run", "--hook-stage", "pre-push", "forkctl-check-pins")
+    # A change elsewhere: skipped. A gitlink moved to upstream's tip: the hook runs and fails.
+    other = _pre_commit(workspace, tmp_path, *run, "--files", "src/bridge/mod0.py")
+    assert other.returncode == 0 and "Skipped" in other.stdout, other.stdout + other.stderr
+    passing = _pre_commit(workspace, tmp_path, *run, "--files", BRIDGE_GITLINK)
+    assert passing.returncode == 0 and "Passed" in passing.stdout, passing.stdout + passing.stderr
+    git(workspace, "update-index", "--cacheinfo", f"160000,{chain.upstream_tip},{BRIDGE_GITLINK}")
+    git(workspace, "commit", "-q", "-m", "bump megatron to upstream")
+    failing = _pre_commit(workspace, tmp_path, *run, "--files", BRIDGE_GITLINK)
+    assert failing.returncode == 1 and "unpatched upstream commit" in failing.stdout, failing.stdout
+    env_python = next(
+        p for p in (tmp_path / "pre-commit-home").rglob("python") if p.parent.name == "bin" and p.is_file()
+    )
+    reported = subprocess.run(
+        [str(env_python), "-c", "import sys; print('%d.%d' % sys.version_info[:2])"],
+        capture_output=True,
+        text=True,
+    )
+    assert reported.stdout.strip() == version
