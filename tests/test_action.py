@@ -245,3 +245,23 @@ def test_args_are_split_into_words_and_inputs_never_run_as_shell(tmp_path: Path)
     result = _run_action(workspace, {"manifest": hostile}, tmp_path)
     assert result.returncode == 2 and not marker.exists()
     assert "touch" in result.stderr  # the spec was read as a (missing) manifest path
+
+
+@pytest.mark.parametrize(("fixed", "expected"), [(True, 0), (False, 1)])
+def test_the_examples_args_judge_the_commit_under_test(tmp_path: Path, fixed: bool, expected: int) -> None:
+    # The example workflows pass `--github --under-test HERE`: in the shallow PR checkout the action
+    # judges that commit and what it pins, as the plain CLI does.
+    example = yaml.safe_load((ROOT / "examples" / "bridge-check-pins.yml").read_text())
+    args = next(
+        s["with"]["args"]
+        for job in example["jobs"].values()
+        for s in job["steps"]
+        if "with" in s and "args" in s["with"]
+    )
+    assert args.split() == ["--github", "--under-test", "HERE"]
+    chain = make_fixed_chain(tmp_path) if fixed else make_chain(tmp_path)
+    workspace = _shallow_consumer(chain, tmp_path)
+    result = _run_action(workspace, {"manifest": str(chain.manifest), "args": args}, tmp_path)
+    plain = _plain_cli(workspace, chain.manifest, args.split(), tmp_path)
+    assert result.returncode == plain.returncode == expected, result.stdout + result.stderr
+    assert result.stdout == plain.stdout and "under test" in result.stdout + result.stderr
