@@ -9,6 +9,7 @@ still names upstream. Then the check-pins core runs on the new branches; it must
 from __future__ import annotations
 
 import re
+from collections.abc import Callable
 from pathlib import Path
 
 import click
@@ -58,11 +59,11 @@ def _body_file(step: BumpStep) -> Path:
 
 
 def _open_pull_requests(
-    manifest: Manifest, fork: ForkContext, plan: BumpPlan, out: Report
+    manifest: Manifest, fork: ForkContext, plan: BumpPlan, out: Report, progress: Callable[[str], None]
 ) -> tuple[list[dict], list[str]]:
     """Open or update one pull request per pushed branch with gh; without gh, print body and command."""
     facts = manifest_facts(manifest, fork.patches)
-    complete(facts, manifest, fork, plan, report.info)
+    complete(facts, manifest, fork, plan, progress)
     summary = summarise(manifest)
     gh = github.gh_on_path()
     opened: list[dict] = []
@@ -174,45 +175,51 @@ def command(
     if not manifest.consumers:
         raise BadInput("the manifest lists no consumers", hint="add consumers: to manifest.yaml")
     last = _through_index(manifest, through)
-    fork = fork_context(manifest, upstream_repo, report.info)
-    if fork_commit and not fork.head.startswith(fork_commit.lower()):
-        raise BadInput(
-            f"refusing {fork_commit}: it is not the reproducible fork head {fork.head[:12]} = "
-            f"{manifest.upstream.repo}@{fork.base[:12]} + {len(fork.patches)} patches, so it fails the fork-link check",
-            hint="leave out --fork-commit to pin the reproducible head (forkctl check-pins explains the difference)",
-        )
-    plan = plan_bump(manifest, fork, last, _local_clones(last, bridge_repo, through_repo), report.info)
-    steps = plan.steps
-    out = chain_report("bump-bridge", manifest, plan.check)
-    described = bump_lines(steps)
-    if not out.ok:
-        out.lines = [
-            *described,
-            "the bumped chain does not pass check-pins: no branch was created",
-            *out.lines,
-        ]
-        out.data["steps"] = bump_json(steps, created=False, pushed=False)
+    with report.phases("bump-bridge") as progress:
+        fork = fork_context(manifest, upstream_repo, progress)
+        if fork_commit and not fork.head.startswith(fork_commit.lower()):
+            raise BadInput(
+                f"refusing {fork_commit}: it is not the reproducible fork head {fork.head[:12]} = "
+                f"{manifest.upstream.repo}@{fork.base[:12]} + {len(fork.patches)} patches, so it fails the fork-link check",
+                hint="leave out --fork-commit to pin the reproducible head (forkctl check-pins explains the difference)",
+            )
+        plan = plan_bump(manifest, fork, last, _local_clones(last, bridge_repo, through_repo), progress)
+        steps = plan.steps
+        out = chain_report("bump-bridge", manifest, plan.check)
+        described = bump_lines(steps)
+        if not out.ok:
+            out.lines = [
+                *described,
+                "the bumped chain does not pass check-pins: no branch was created",
+                *out.lines,
+            ]
+            out.data["steps"] = bump_json(steps, created=False, pushed=False)
+            return out
+        if dry_run:
+            out.lines = ["dry run: no ref was changed; the plan:", *described, *out.lines]
+            out.data["steps"] = bump_json(steps, created=False, pushed=False)
+            return out
+        for step in steps:
+            apply_step(step)
+        opened: list[dict] = []
+        pr_lines: list[str] = []
+        if push:
+            push_steps(steps, progress)
+            tail = (
+                []
+                if open_pr
+                else ["pushed the new branches; open pull requests from them (or use --open-pr)"]
+            )
+            if open_pr:
+                opened, pr_lines = _open_pull_requests(manifest, fork, plan, out, progress)
+        else:
+            tail = [
+                f"to push: git --git-dir {step.repo.git_dir} push {step.push_url} {step.branch}"
+                for step in steps
+            ]
+            tail.append("(or rerun with --push)")
+        out.lines = ["created:", *described, *out.lines, *tail, *pr_lines]
+        out.data["steps"] = bump_json(steps, created=True, pushed=push)
+        for entry, pull_request in zip(out.data["steps"], opened, strict=False):
+            entry["pull_request"] = pull_request
         return out
-    if dry_run:
-        out.lines = ["dry run: no ref was changed; the plan:", *described, *out.lines]
-        out.data["steps"] = bump_json(steps, created=False, pushed=False)
-        return out
-    for step in steps:
-        apply_step(step)
-    opened: list[dict] = []
-    pr_lines: list[str] = []
-    if push:
-        push_steps(steps, report.info)
-        tail = [] if open_pr else ["pushed the new branches; open pull requests from them (or use --open-pr)"]
-        if open_pr:
-            opened, pr_lines = _open_pull_requests(manifest, fork, plan, out)
-    else:
-        tail = [
-            f"to push: git --git-dir {step.repo.git_dir} push {step.push_url} {step.branch}" for step in steps
-        ]
-        tail.append("(or rerun with --push)")
-    out.lines = ["created:", *described, *out.lines, *tail, *pr_lines]
-    out.data["steps"] = bump_json(steps, created=True, pushed=push)
-    for entry, pull_request in zip(out.data["steps"], opened, strict=False):
-        entry["pull_request"] = pull_request
-    return out

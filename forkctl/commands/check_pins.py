@@ -89,7 +89,8 @@ def command(
         sources, start = under_test_sources(manifest, under_test, as_name, Path.cwd())
     else:
         sources = default_sources(manifest, list(consumers), Path.cwd())
-    result = check_chain(
-        manifest, sources, upstream_repo, progress=report.info, fork_location=fork_repo, start=start
-    )
+    with report.phases("check-pins") as step:  # fetches can take a while on a cold cache
+        result = check_chain(
+            manifest, sources, upstream_repo, progress=step, fork_location=fork_repo, start=start
+        )
     return chain_report("check-pins", manifest, result)

@@ -76,9 +76,9 @@ def command(ctx: Context, keep: Path | None) -> Report:
     package = find_installed(real.package)
     root, scratch = _workdir(keep)
     try:
-        with demochain.isolated_environment(root):
-            chain = demochain.build_chain(root, real, package, report.info)
-            flow = demochain.run_flow(chain, report.info)
+        with demochain.isolated_environment(root), report.phases("demo") as step:
+            chain = demochain.build_chain(root, real, package, step)
+            flow = demochain.run_flow(chain, step)
         return _report(chain, flow, keep is not None)
     finally:
         if scratch is not None:

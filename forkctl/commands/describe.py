@@ -48,7 +48,8 @@ def command(ctx: Context, through: str | None, upstream_repo: str | None) -> Rep
     """
     manifest = ctx.manifest()
     last = _through_index([c.name for c in manifest.consumers], through)
-    facts = gather(manifest, upstream_repo, last, report.info)
+    with report.phases("describe") as step:
+        facts = gather(manifest, upstream_repo, last, step)
     summary = summarise(manifest)
     body = pr_body(manifest, facts, summary)
     out = Report(command="describe")
