@@ -22,7 +22,7 @@ OTHER_VERSIONS = [
 
 # Every verb's entry and the error contract, the manifest, series reading, apply and export on real
 # repositories, a bump with its chain check, fork-base: what a consumer's CI or a maintainer runs, in about
-# 20 s per Python here (test_check_pins.py alone would add 30 s: the bump tests run the same checker).
+# 30 s per Python here (test_check_pins.py alone would add 30 s: the bump tests run the same checker).
 # Nothing here imports torch.
 CLI_TESTS = [
     "tests/test_cli_startup.py",
@@ -34,6 +34,9 @@ CLI_TESTS = [
     "tests/test_export.py",
     "tests/test_bump_bridge.py",
     "tests/test_fork_base.py",
+    # A consumer's CI: the commit under test judged alone, and the action's steps run as the examples do.
+    "tests/test_check_pins_under_test.py",
+    "tests/test_action.py::test_the_examples_args_judge_the_commit_under_test",
 ]
 
 
