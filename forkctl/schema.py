@@ -9,7 +9,6 @@ A check in a struct's `__post_init__` raises `FieldError` so that the message na
 
 from __future__ import annotations
 
-import difflib
 import re
 from typing import Any, get_args, get_type_hints
 
@@ -102,6 +101,8 @@ def describe(exc: msgspec.ValidationError, data: Any, root: type[msgspec.Struct]
         loc = (*loc, unknown.group(1))
         where = ".".join(str(p) for p in loc)
         allowed = _allowed_keys(loc, root)
+        import difflib  # only for a misspelt key: not a cost of every load
+
         guess = difflib.get_close_matches(str(loc[-1]), allowed, n=1)
         tip = f"did you mean {guess[0]!r}?" if guess else f"allowed keys here: {', '.join(allowed)}"
         return loc, f"unknown key {where!r}: {tip}"

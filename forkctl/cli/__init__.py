@@ -6,7 +6,6 @@ module (and through it the manifest, report and git layers) is imported only whe
 
 from __future__ import annotations
 
-import difflib
 import sys
 
 import click
@@ -36,6 +35,8 @@ class LazyGroup(click.Group):
     ) -> tuple[str | None, click.Command | None, list[str]]:
         name = args[0] if args else ""
         if name and not name.startswith("-") and verbs.load(name) is None:
+            import difflib  # only for a mistyped verb: not a cost of every start
+
             guess = difflib.get_close_matches(name, list(verbs.SUMMARIES), n=1)
             tip = f" Did you mean {guess[0]!r}?" if guess else ""
             raise click.UsageError(f"No such command {name!r}.{tip}", ctx)
