@@ -17,6 +17,7 @@ from forkctl import github, report
 from forkctl.chain.bump import BumpPlan, BumpStep, apply_step, plan_bump, push_steps
 from forkctl.chain.describe import complete, manifest_facts
 from forkctl.chain.forkhead import ForkContext, fork_context
+from forkctl.chain.publish import published_head
 from forkctl.cli import options, verbs
 from forkctl.cli.kit import Context, forkctl_command, output_options
 from forkctl.errors import BadInput
@@ -115,8 +116,9 @@ def _open_pull_requests(
 @click.option(
     "--fork-commit",
     metavar="SHA",
-    help="The fork commit to pin (default: the reproducible head "
-    "apply(series, base)); any other commit is refused because it fails the fork-link check.",
+    help="The fork commit to pin (default: the reproducible head apply(series, base), or with "
+    "fork.publish: merge the fork branch's published merge of it); any other commit is refused "
+    "because it fails the fork-link check.",
 )
 @options.through(
     "Also bump every consumer up to this one (e.g. nemo-rl) to the new commit of the one before it."
@@ -175,13 +177,19 @@ def command(
         raise BadInput("the manifest lists no consumers", hint="add consumers: to manifest.yaml")
     last = _through_index(manifest, through)
     fork = fork_context(manifest, upstream_repo, report.info)
-    if fork_commit and not fork.head.startswith(fork_commit.lower()):
+    published = published_head(manifest, fork)  # merge mode: the fork branch's merge of the head
+    pins = [sha for sha in (published, fork.head) if sha]
+    if fork_commit and not any(sha.startswith(fork_commit.lower()) for sha in pins):
         raise BadInput(
             f"refusing {fork_commit}: it is not the reproducible fork head {fork.head[:12]} = "
-            f"{manifest.upstream.repo}@{fork.base[:12]} + {len(fork.patches)} patches, so it fails the fork-link check",
+            f"{manifest.upstream.repo}@{fork.base[:12]} + {len(fork.patches)} patches"
+            + (f" nor its published merge {published[:12]}" if published else "")
+            + ", so it fails the fork-link check",
             hint="leave out --fork-commit to pin the reproducible head (forkctl check-pins explains the difference)",
         )
-    plan = plan_bump(manifest, fork, last, _local_clones(last, bridge_repo, through_repo), report.info)
+    pin = next((sha for sha in pins if fork_commit and sha.startswith(fork_commit.lower())), pins[0])
+    clones = _local_clones(last, bridge_repo, through_repo)
+    plan = plan_bump(manifest, fork, last, clones, report.info, pin=pin)
     steps = plan.steps
     out = chain_report("bump-bridge", manifest, plan.check)
     described = bump_lines(steps)
