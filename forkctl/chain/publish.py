@@ -116,12 +116,16 @@ def push_plan(plan: PublishPlan, store: GitRepo) -> None:
 
 def published_head(manifest: Manifest, fork: ForkContext) -> str | None:
     """In merge mode, the fork branch's tip at the fork URL when it is the publish merge of R (what
-    consumers should pin: it is on the branch); None otherwise, and always in rebuild mode."""
+    consumers should pin: it is on the branch); None otherwise (also when the fork URL cannot be read:
+    the head itself is then pinned, which check-pins accepts as well), and always in rebuild mode."""
     if manifest.fork.publish != "merge":
         return None
-    tip = remote.ls_remote(manifest.fork.url).get(f"refs/heads/{manifest.fork.branch}")
-    if tip is None or tip == fork.head:
-        return None
-    if gitstore.fetch_sha_why(fork.store, manifest.fork.url, tip) is not None:
+    try:
+        tip = remote.listed_refs(manifest.fork.url).refs.get(f"refs/heads/{manifest.fork.branch}")
+        if tip is None or tip == fork.head:
+            return None
+        if gitstore.fetch_sha_why(fork.store, manifest.fork.url, tip) is not None:
+            return None
+    except BadInput:
         return None
     return tip if _published(fork.store, tip, fork) else None
