@@ -139,12 +139,14 @@ def _same_commit(repo: GitRepo, existing: str | None, tree: str, parent: str, me
     return existing if same else None
 
 
-def series_description(manifest: Manifest, fork: ForkContext) -> str:
+def series_description(manifest: Manifest, fork: ForkContext, pin: str | None = None) -> str:
     lines = [
         f"The fork head {fork.head} is {manifest.upstream.repo}@{fork.base}",
         f"+ {len(fork.patches)} patches:",
     ]
     lines += [f"  {i:>2}. {patch.subject}" for i, patch in enumerate(fork.patches, start=1)]
+    if pin is not None and pin != fork.head:
+        lines.append(f"{manifest.fork.branch} publishes it as the merge {pin} (the same tree).")
     return "\n".join(lines) + "\n"
 
 
@@ -154,15 +156,18 @@ def plan_bump(
     last: int,
     local_repos: dict[int, Path | None],
     progress: Progress,
+    pin: str | None = None,
 ) -> BumpPlan:
-    """Plan consumers 0..last: each pins the new commit of the one before it (the first pins the fork
-    head). Commits are made (objects only, no ref moves); then the planned chain is checked, with the
-    planned commits counted as reachable because they are not pushed yet."""
-    branch = f"{manifest.fork.bump_branch_prefix}{fork.head[:12]}"
-    body = series_description(manifest, fork)
+    """Plan consumers 0..last: each pins the new commit of the one before it (the first pins `pin`,
+    default the fork head; in merge mode its published merge). Commits are made (objects only, no ref
+    moves); then the planned chain is checked, with the planned commits counted as reachable because
+    they are not pushed yet."""
+    new_pin = pin or fork.head
+    branch = f"{manifest.fork.bump_branch_prefix}{new_pin[:12]}"
+    body = series_description(manifest, fork, new_pin)
     steps: list[BumpStep] = []
     sources: list[Source] = []
-    new_pin, target_url, target_upstream = fork.head, manifest.fork.url, manifest.upstream.url
+    target_url, target_upstream = manifest.fork.url, manifest.upstream.url
     for index in range(last + 1):
         consumer = manifest.consumers[index]
         source = Source(consumer, local=local_repos.get(index))

@@ -54,6 +54,10 @@ class ForkContext:
     def bump_fix(self) -> str:
         return f"pin the reproducible fork head {self.head[:12]}: forkctl bump-bridge"
 
+    def head_tree(self) -> str:
+        """The tree of the fork head (read in the store it was built in)."""
+        return self.store.commit_info(self.head).tree
+
 
 def fork_context(manifest: Manifest, upstream_location: str | None, progress: Progress) -> ForkContext:
     """Build apply(series, base) in the upstream store: `--upstream-repo` (a clone, lent as alternate
@@ -131,6 +135,40 @@ def unpatched_upstream(repo: GitRepo, pinned: str, ctx: ForkContext) -> ChainFin
         f"with none of the {len(ctx.patches)} patches",
         ctx.bump_fix,
     )
+
+
+def publish_merge_finding(repo: GitRepo, pinned: str, head: str, head_tree: str) -> ChainFinding | None:
+    """A pinned merge commit judged as what `forkctl publish` makes on a merge-only fork branch: a merge
+    that has the fork head among its parents and exactly its tree is the fork head, published (OK).
+    When only one of the two holds, the finding says which; None for a commit that is no merge, or a
+    merge with neither (the usual diagnosis then says what it is). `repo` holds the commit object."""
+    tree, parents = repo.recorded_parents(pinned)
+    if len(parents) < 2:
+        return None
+    has_head, same_tree = head in parents, tree == head_tree
+    if has_head and same_tree:
+        return ChainFinding(
+            "pin",
+            Status.OK,
+            "published-merge",
+            f"pins {pinned[:12]}, the published merge of the fork head {head[:12]} (same tree; "
+            "forkctl publish on a merge-only fork branch)",
+        )
+    fix = f"pin the fork head {head[:12]} or its published merge (forkctl publish), then forkctl bump-bridge"
+    if has_head:
+        message = (
+            f"pins {pinned[:12]}, a merge of the fork head {head[:12]} whose tree is not the head's "
+            f"({tree[:12]} vs {head_tree[:12]}): the merge changes files the series does not"
+        )
+        return _mismatch("publish-merge-tree", message, fix)
+    if same_tree:
+        named = ", ".join(p[:12] for p in parents)
+        message = (
+            f"pins {pinned[:12]}, a merge with the fork head's tree whose parents ({named}) do not "
+            f"include the fork head {head[:12]}"
+        )
+        return _mismatch("publish-merge-parents", message, fix)
+    return None
 
 
 def diagnose_fork_pin(ctx: ForkContext, pinned: str, branch: str) -> list[ChainFinding]:

@@ -10,7 +10,7 @@ from dataclasses import replace
 from pathlib import Path
 
 from forkctl.chain import forkbase
-from forkctl.chain.forkhead import ForkContext, diagnose_fork_pin, unpatched_upstream
+from forkctl.chain.forkhead import ForkContext, diagnose_fork_pin, publish_merge_finding, unpatched_upstream
 from forkctl.chain.model import ChainFinding, LinkResult, Status
 from forkctl.chain.reachable import CommitGraphs
 from forkctl.chain.sources import Remotes, Store, local_branch_tip, parse_location
@@ -41,7 +41,7 @@ def check_fork_pin(
         return
     fork_cache = _fork_cache_with(pinned, url, fork, manifest)
     if fork_cache is not None:
-        link.findings += diagnose_fork_pin(replace(fork, store=fork_cache), pinned, manifest.upstream.branch)
+        link.findings += _judge(replace(fork, store=fork_cache), pinned, fork.head_tree(), manifest)
         return
     store = fork.store
     urls = [u for u in (url, manifest.fork.url) if u]
@@ -68,7 +68,13 @@ def check_fork_pin(
             "forkctl bump-bridge",
         )
         return
-    link.findings += diagnose_fork_pin(fork, pinned, manifest.upstream.branch)
+    link.findings += _judge(fork, pinned, fork.head_tree(), manifest)
+
+
+def _judge(fork: ForkContext, pinned: str, head_tree: str, manifest: Manifest) -> list[ChainFinding]:
+    """The pin, read in `fork.store`: the fork head's published merge (forkctl publish), or why not."""
+    published = publish_merge_finding(fork.store, pinned, fork.head, head_tree)
+    return [published] if published is not None else diagnose_fork_pin(fork, pinned, manifest.upstream.branch)
 
 
 def _upstream_finding(pinned: str, fork: ForkContext, graphs: CommitGraphs) -> ChainFinding | None:
@@ -122,10 +128,13 @@ def fork_branch_notes(
         return [ChainFinding("fork-branch", Status.OK, "skipped", f"fork branch not read: {exc.message}")]
     if head is None or repo is None:
         return [ChainFinding("fork-branch", Status.OK, "skipped", f"the fork has no branch {branch}")]
+    published = _published_note(repo, head, fork) if head != fork.head else None
     if head == fork.head:
         notes = [
             ChainFinding("fork-branch", Status.OK, "ok", f"{branch} is the reproducible head {head[:12]}")
         ]
+    elif published is not None:
+        notes = [ChainFinding("fork-branch", Status.OK, "ok", f"{branch} is {published}")]
     else:
         notes = [
             ChainFinding(
@@ -140,6 +149,14 @@ def fork_branch_notes(
     if raw is not None:
         notes.append(_fork_base_note(raw, manifest))
     return notes
+
+
+def _published_note(repo: GitRepo, head: str, fork: ForkContext) -> str | None:
+    """'<tip>, the published merge of the reproducible head <R>' when the branch tip is that (else None)."""
+    found = publish_merge_finding(repo, head, fork.head, fork.head_tree())
+    if found is None or found.status != Status.OK:
+        return None
+    return f"{head[:12]}, the published merge of the reproducible head {fork.head[:12]} (forkctl publish)"
 
 
 def _fork_branch(

@@ -20,6 +20,7 @@ SUMMARIES: dict[str, str] = {
     "export": "Export a branch's commits after the base as the patch series.",
     "port": "Move the series to a new upstream base (--continue / --skip / --abort).",
     "check-pins": "Check the nested pin chain: fork base, fork head and every consumer's gitlink.",
+    "publish": "Push the fork head to the fork's branch: a fast-forward, or a merge (publish: merge).",
     "bump-bridge": "Pin the fork head in the Bridge, and with --through the Bridge in NeMo-RL.",
     "describe": "Print the pull-request body (Markdown) for moving the chain to the fork head.",
     "fork-base": "Check .fork-base.json in the fork against the manifest; --write updates it.",

@@ -18,6 +18,7 @@ from forkctl import github, report
 from forkctl.chain.bump import BumpPlan, BumpStep, apply_step, plan_bump, push_steps
 from forkctl.chain.describe import complete, manifest_facts
 from forkctl.chain.forkhead import ForkContext, fork_context
+from forkctl.chain.publish import published_head
 from forkctl.cli import options, verbs
 from forkctl.cli.kit import Context, forkctl_command, output_options
 from forkctl.errors import BadInput
@@ -56,6 +57,22 @@ def _body_file(step: BumpStep) -> Path:
     """Where the body for `step`'s pull request is kept (the cache), so a printed gh command runs as is."""
     name = re.sub(r"[^A-Za-z0-9._-]+", "-", step.consumer.name).strip("-.") or "consumer"
     return cache_root() / "pull-requests" / f"{name}-{step.commit[:12]}.md"
+
+
+def _pin(manifest: Manifest, fork: ForkContext, fork_commit: str | None) -> str:
+    """What the first consumer pins: the reproducible head, or in merge mode the fork branch's published
+    merge of it; `--fork-commit` must name one of them."""
+    published = published_head(manifest, fork)  # merge mode: the fork branch's merge of the head
+    pins = [sha for sha in (published, fork.head) if sha]
+    if fork_commit and not any(sha.startswith(fork_commit.lower()) for sha in pins):
+        raise BadInput(
+            f"refusing {fork_commit}: it is not the reproducible fork head {fork.head[:12]} = "
+            f"{manifest.upstream.repo}@{fork.base[:12]} + {len(fork.patches)} patches"
+            + (f" nor its published merge {published[:12]}" if published else "")
+            + ", so it fails the fork-link check",
+            hint="leave out --fork-commit to pin the reproducible head (forkctl check-pins explains the difference)",
+        )
+    return next((sha for sha in pins if fork_commit and sha.startswith(fork_commit.lower())), pins[0])
 
 
 def _open_pull_requests(
@@ -116,8 +133,9 @@ def _open_pull_requests(
 @click.option(
     "--fork-commit",
     metavar="SHA",
-    help="The fork commit to pin (default: the reproducible head "
-    "apply(series, base)); any other commit is refused because it fails the fork-link check.",
+    help="The fork commit to pin (default: the reproducible head apply(series, base), or with "
+    "fork.publish: merge the fork branch's published merge of it); any other commit is refused "
+    "because it fails the fork-link check.",
 )
 @options.through(
     "Also bump every consumer up to this one (e.g. nemo-rl) to the new commit of the one before it."
@@ -177,13 +195,10 @@ def command(
     last = _through_index(manifest, through)
     with report.phases("bump-bridge") as progress:
         fork = fork_context(manifest, upstream_repo, progress)
-        if fork_commit and not fork.head.startswith(fork_commit.lower()):
-            raise BadInput(
-                f"refusing {fork_commit}: it is not the reproducible fork head {fork.head[:12]} = "
-                f"{manifest.upstream.repo}@{fork.base[:12]} + {len(fork.patches)} patches, so it fails the fork-link check",
-                hint="leave out --fork-commit to pin the reproducible head (forkctl check-pins explains the difference)",
-            )
-        plan = plan_bump(manifest, fork, last, _local_clones(last, bridge_repo, through_repo), progress)
+        pin = _pin(manifest, fork, fork_commit)
+        plan = plan_bump(
+            manifest, fork, last, _local_clones(last, bridge_repo, through_repo), progress, pin=pin
+        )
         steps = plan.steps
         out = chain_report("bump-bridge", manifest, plan.check)
         described = bump_lines(steps)

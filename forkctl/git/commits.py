@@ -170,6 +170,14 @@ class Commits(GitDir):
             )
         return infos
 
+    def recorded_parents(self, sha: str) -> tuple[str, list[str]]:
+        """(tree, parents) as the commit object records them: in a shallow repository a boundary
+        commit shows no parents to `log`, but its own bytes still name them."""
+        body = self.git(["cat-file", "commit", "--end-of-options", sha]).split("\n\n", 1)[0]
+        fields = [line.split(" ", 1) for line in body.splitlines() if " " in line]
+        tree = next(value for key, value in fields if key == "tree")
+        return tree, [value for key, value in fields if key == "parent"]
+
     def tree_and_date(self, tree_of: str, date_of: str) -> tuple[str, str]:
         """(tree of `tree_of`, committer date of `date_of` in strict ISO 8601), in one process."""
         out = self.git(["log", "--no-walk=unsorted", "--format=%T %cI", tree_of, date_of, "--"])

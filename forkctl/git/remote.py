@@ -265,3 +265,38 @@ def push_branch(repo: GitRepo, url: str, sha: str, branch: str) -> None:
             f"pushing {branch} to {url} failed: {err.strip()}",
             hint="the branch may already exist with other commits: delete it on the remote or bump anew",
         )
+
+
+class RemoteMoved(BadInput):
+    """A compare-and-swap push found the branch elsewhere than where it was read: nothing was pushed."""
+
+
+def push_fast_forward(repo: GitRepo, url: str, new: str, branch: str, expected: str | None) -> None:
+    """Move `branch` at `url` from `expected` to `new` as a compare-and-swap that only fast-forwards.
+
+    `expected` None: the branch must not exist yet. `new` must descend from `expected` (checked here
+    first), so the push never drops a commit; git's lease (`--force-with-lease=<ref>:<expected>`, the
+    compare-and-swap of a push) then refuses when the remote no longer holds `expected`, also when it
+    was rewound or deleted, where a plain push would have fast-forwarded it. Nothing is ever forced
+    over a tip forkctl did not read."""
+    if expected is not None and expected != new and not repo.is_ancestor(expected, new):
+        raise BadInput(
+            f"refusing to push {new[:12]} to {branch}: it is not a fast-forward of {expected[:12]}",
+            hint="forkctl never force-pushes: publish it as a merge (fork.publish: merge)",
+        )
+    ref = f"refs/heads/{branch}"
+    lease = f"--force-with-lease={ref}:{expected or ''}"
+    status, _, err = talk(["push", "--quiet", "--no-verify", lease], url, [f"{new}:{ref}"], repo=repo)
+    if status == 0:
+        return
+    now = ls_remote(url).get(ref)
+    if now != expected:
+        raise RemoteMoved(
+            f"{branch} at {url} moved meanwhile: it was {(expected or 'absent')[:12]} when read and is "
+            f"{(now or 'absent')[:12]} now; nothing was pushed",
+            hint="run forkctl publish again (it reads the new tip)",
+        )
+    raise BadInput(
+        f"pushing {branch} to {url} failed: {git_reason(err) or f'git push exited {status}'}",
+        hint="check your push access to the fork and that the branch is not protected against this push",
+    )

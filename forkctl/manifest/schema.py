@@ -63,6 +63,10 @@ class Fork(_Model):
     tree_include: str = "**"
     # The branch forkctl creates in each consumer to move its pin: `<prefix><fork-head sha12>`.
     bump_branch_prefix: str = "forkctl/bump-"
+    # How `forkctl publish` lands apply(series, base) on `branch`: `rebuild` pushes it only as a
+    # fast-forward (or a new branch); `merge` (for merge-only branches) lands it as a merge commit onto
+    # the old tip whose tree is the new head's, so the branch never needs a force-push.
+    publish: Literal["rebuild", "merge"] = "rebuild"
 
     def __post_init__(self) -> None:
         if not self.tree_include.strip():
