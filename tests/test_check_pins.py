@@ -42,6 +42,9 @@ def test_fixed_chain_passes_with_uninitialised_submodules(tmp_path: Path) -> Non
     assert report["expected_fork_head"] == chain.head
     assert [link["status"] for link in report["links"]] == ["OK", "OK"]
     assert report["links"][0]["pinned"] == chain.head
+    # `patches` is a list of objects with `file`, as in every command's JSON (issue 13's contract).
+    assert report["schema_version"] == 1 and report["patches"]
+    assert all(set(p) == {"file", "subject"} and p["file"].endswith(".patch") for p in report["patches"])
     # Nothing was checked out: the consumers' working copies have empty submodule folders.
     assert not (chain.nemo_work.path / NEMO_GITLINK / "3rdparty").exists()
 

@@ -147,7 +147,7 @@ def _data(chain: demochain.DemoChain, flow: demochain.Flow, kept: bool, verdict:
         },
         "base": chain.base,
         "fork_head": flow.fork.head,
-        "patches": [p.subject for p in flow.fork.patches],
+        "patches": [{"file": p.path.name, "subject": p.subject} for p in flow.fork.patches],
         "remotes": {name: str(path) for name, path in chain.remotes.items()},
         "first_check": _check_json(flow.first, manifest),
         "bump": {

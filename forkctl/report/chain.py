@@ -162,7 +162,7 @@ def chain_data(result: ChainResult) -> dict[str, Any]:
     return {
         "base": result.base,
         "expected_fork_head": result.expected_head,
-        "patches": [p.subject for p in result.patches],
+        "patches": [{"file": p.path.name, "subject": p.subject} for p in result.patches],
         "links": [_link_json(link) for link in result.links],
         "fork_branch": [
             {"check": f.check, "status": f.status.value, "kind": f.kind, "message": f.message}
