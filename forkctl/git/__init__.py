@@ -66,7 +66,6 @@ _HOME = {
     "worktree_unmerged_paths": "worktree",
     "worktree_write_tree": "worktree",
     "write_blob": "objects",
-    "zero_context_patch_id": "patches",
 }
 
 __all__ = [
@@ -115,7 +114,6 @@ __all__ = [
     "worktree_unmerged_paths",
     "worktree_write_tree",
     "write_blob",
-    "zero_context_patch_id",
 ]
 
 
@@ -141,7 +139,6 @@ if TYPE_CHECKING:
         patch_ids_in_range,
         range_diff,
         series_range_diff,
-        zero_context_patch_id,
     )
     from forkctl.git.patchtext import diff_paths, diff_paths_each, patch_id, patch_ids
     from forkctl.git.refs import ZERO_SHA, check_branch_name

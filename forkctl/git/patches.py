@@ -157,24 +157,6 @@ def commit_patch_ids(repo: GitDir, range_spec: str, zero_context: bool = False) 
     return ids
 
 
-def zero_context_patch_id(repo: GitDir, old: str, new: str) -> str:
-    diff = run_bytes(
-        [
-            "--git-dir",
-            str(repo.git_dir),
-            "diff",
-            *DIFF_FLAGS,
-            "--no-renames",
-            "--full-index",
-            "--binary",
-            "-U0",
-            old,
-            new,
-        ]
-    )
-    return patch_id(diff)
-
-
 def changed_lines_per_commit(repo: GitDir, range_spec: str) -> dict[str, int]:
     """{commit: added plus removed lines (a binary file counts one)} over `range_spec`, one process."""
     out = run(
