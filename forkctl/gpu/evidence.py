@@ -107,9 +107,6 @@ class Evidence(_Model):
     patches: list[PatchRecord]
     runs: list[Run] = msgspec.field(default_factory=list)
 
-    def run_for(self, tag: str) -> Run | None:
-        return next((run for run in self.runs if run.environment.tag == tag), None)
-
 
 # --- environment tags -----------------------------------------------------------------------------
 

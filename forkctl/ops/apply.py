@@ -22,7 +22,6 @@ from forkctl.series import Series
 class Outcome:
     state: session.State
     conflict: session.ConflictReport | None = None
-    branch_moved: bool = False
 
 
 def refuse_checked_out(repo: GitRepo, branch: str) -> None:
@@ -80,7 +79,7 @@ def _run(
         return Outcome(state=state, conflict=conflict)
     session.set_branch(repo, state.branch, state.head, state.old_tip)
     session.clear(repo)
-    return Outcome(state=state, branch_moved=state.old_tip != state.head)
+    return Outcome(state=state)
 
 
 @locking.repository_locked
