@@ -16,8 +16,9 @@ demo: setup  ## the main job, offline, on an embedded default chain built from t
 test: setup  ## what CI runs: the test suite, lint on the real manifest, and the GPU-evidence gate
 # xdist here, not in addopts: forkctl validate runs the GPU suite in one process. Bytecode is written
 # even where PYTHONDONTWRITEBYTECODE is set: every xdist worker would otherwise redo pytest's assertion
-# rewriting of every test module (seconds of CPU each) on every run.
-	PYTHONDONTWRITEBYTECODE= $(PY) -m pytest -q -n 4
+# rewriting of every test module (seconds of CPU each) on every run. tests/xdist_plan.py keeps the tests
+# that import torch on one worker (--dist loadgroup) and hands the slow tests out first.
+	PYTHONDONTWRITEBYTECODE= $(PY) -m pytest -q -n 4 --dist loadgroup -p tests.xdist_plan
 	$(FORKCTL) lint
 	$(FORKCTL) gate
 

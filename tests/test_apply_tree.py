@@ -146,6 +146,7 @@ def test_a_symlinked_folder_leading_out_of_the_tree_is_refused(setup: SeriesSetu
     assert _snapshot(outside) == before
 
 
+@pytest.mark.slow
 def test_sigkill_at_any_point_leaves_old_or_new_after_the_next_run(
     setup: SeriesSetup, tmp_path: Path
 ) -> None:

@@ -42,6 +42,7 @@ def demo(manifest: Path, *args: str) -> tuple[int, dict, str]:
     return result.exit_code, json.loads(result.stdout), result.stderr
 
 
+@pytest.mark.slow
 def test_demo_finds_the_unpatched_base_bumps_and_passes(tmp_path: Path, repo_root: Path) -> None:
     keep = tmp_path / "demo"
     code, report, progress = demo(repo_root / "manifest.yaml", "--keep-in", str(keep))
@@ -98,6 +99,7 @@ def test_demo_finds_the_unpatched_base_bumps_and_passes(tmp_path: Path, repo_roo
     assert not (tmp_path / "user-cache").exists()
 
 
+@pytest.mark.slow
 def test_demo_text_output_and_temp_dir_removed(tmp_path: Path, repo_root: Path) -> None:
     result = CliRunner().invoke(cli, ["--manifest", str(repo_root / "manifest.yaml"), "demo"])
     assert result.exit_code == 0, result.output

@@ -351,6 +351,7 @@ def test_validate_refuses_at_once_where_no_gpu_driver_shows(tmp_path: Path) -> N
     assert not (toolkit.root / "validation").exists()
 
 
+@pytest.mark.slow
 def test_validate_asks_torch_where_a_driver_shows(tmp_path: Path) -> None:
     """A driver shows (a stand-in nvidia-smi) but torch sees no device (none visible): torch's answer refuses."""
     toolkit = gpu_toolkit(tmp_path)

@@ -88,6 +88,7 @@ def _pre_commit(workspace: Path, tmp: Path, *args: str, env: dict[str, str] | No
     )
 
 
+@pytest.mark.slow
 @needs_wheelhouse
 def test_try_repo_in_a_consumer_with_the_manifest_from_the_environment(tmp_path: Path) -> None:
     # A broken chain, so the verdict can only come from check-pins having read $FORKCTL_MANIFEST. The
@@ -148,6 +149,7 @@ def _another_python() -> tuple[str, str]:
     raise AssertionError("unreachable: this interpreter is always there")
 
 
+@pytest.mark.slow
 @needs_wheelhouse
 def test_consumer_config_with_manifest_in_args_runs_only_when_pins_change(tmp_path: Path) -> None:
     version, python = _another_python()

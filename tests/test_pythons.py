@@ -73,6 +73,7 @@ def _tests_for(version: str) -> list[str]:
     return CLI_TESTS if version == oldest else ENTRY_TESTS
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("version", OTHER_VERSIONS)
 def test_the_cli_suite_passes_under(version: str, tmp_path: Path) -> None:
     if not _interpreter_on_this_machine(version):
