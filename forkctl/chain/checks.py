@@ -17,7 +17,7 @@ from forkctl.chain.forkhead import ForkContext, fork_context
 from forkctl.chain.forklink import check_fork_pin, fork_branch_notes
 from forkctl.chain.model import ChainResult, LinkResult, Progress, Status
 from forkctl.chain.reachable import CommitGraphs, check_reachable
-from forkctl.chain.sources import Remotes, Source, Store, commit_to_check
+from forkctl.chain.sources import Remotes, Source, Store, commit_to_check, planned_commit
 from forkctl.errors import BadInput
 from forkctl.git import GitRepo, SubmoduleEntry, remote
 from forkctl.manifest import Consumer, Manifest
@@ -69,6 +69,7 @@ class Checker:
 
     def run(self) -> ChainResult:
         starts = range(len(self.sources)) if self.start is None else [self.start]
+        self._prefetch()
         for index in starts:
             commit, role = commit_to_check(self.sources[index], self.store(index), self.remotes)
             link = self.check(index, commit, role)
@@ -83,6 +84,42 @@ class Checker:
             else []
         )
         return ChainResult(self.fork.base, self.fork.head, self.fork.patches, links, notes)
+
+    def _prefetch(self) -> None:
+        """Fetch the consumer commits the check will read, one request per repository, outermost
+        consumer first: its commits name (by their gitlinks) the commits of the one it pins, which
+        are fetched together with that one's own branch tip. Fetched one at a time, two commits of one
+        repository would bring the trees they share twice. What cannot be read here is fetched (and
+        its failure told) by the check itself."""
+        top = len(self.sources) - 1 if self.start is None else self.start
+        pinned: list[str] = []
+        for index in range(top, -1, -1):
+            source, store = self.sources[index], self.store(index)
+            try:
+                tip = (
+                    planned_commit(source, store, self.remotes)
+                    if index == top or self.start is None
+                    else None
+                )
+            except BadInput:
+                tip = None  # an unlistable URL: the check says so
+            wanted = list(dict.fromkeys([*([tip] if tip else []), *pinned]))
+            store.prefetch(wanted)
+            pinned = [] if index == 0 else self._gitlinks(index, wanted)
+
+    def _gitlinks(self, index: int, commits: list[str]) -> list[str]:
+        """The commits that the gitlinks of `commits` (of consumer `index`, where held) pin."""
+        consumer, store = self.sources[index].consumer, self.store(index)
+        found = []
+        for commit in commits:
+            repo = store.holding(commit)
+            if repo is None:
+                continue
+            entries = repo.tree_entries(commit, [".gitmodules", forkbase.FORK_BASE_FILE, consumer.gitlink])
+            entry = entries.get(consumer.gitlink)
+            if entry is not None and entry.kind == "commit":
+                found.append(entry.sha)
+        return found
 
     def check(self, index: int, commit: str, role: str) -> LinkResult:
         """The link of consumer `index` at `commit`, every check run on it (once per commit)."""

@@ -40,6 +40,20 @@ class Store:
         if blobs and repo is self._cache:
             gitstore.fetch_objects(repo, self.url, blobs)
 
+    def prefetch(self, shas: list[str]) -> None:
+        """Fetch those of the commits `shas` that neither the local clone nor the cache holds, in one
+        request (each arrives once, however many trees they share); `repo_with` then finds them."""
+        if self.local is not None:
+            shas = [sha for sha in shas if not self.local.has_object(f"{sha}^{{commit}}")]
+        gitstore.fetch_commits(self.cache(), self.url, shas)
+
+    def holding(self, sha: str) -> GitRepo | None:
+        """The local clone or the cache when it already holds commit `sha` (nothing is fetched)."""
+        for repo in (self.local, self.cache()):
+            if repo is not None and repo.has_object(f"{sha}^{{commit}}"):
+                return repo
+        return None
+
     def repo_with(self, sha: str, extra_urls: tuple[str, ...] = ()) -> GitRepo | None:
         """A repository that holds commit `sha`, fetching it (depth 1) when none does yet."""
         if self.local is not None and self.local.has_object(f"{sha}^{{commit}}"):
@@ -132,6 +146,16 @@ def _fetched_tip(store: Store, refs: dict[str, str], branch: str) -> str | None:
     if sha is not None and store.repo_with(sha) is None:
         raise BadInput(f"cannot fetch {sha[:12]} from {store.url}: {store.why}")
     return sha
+
+
+def planned_commit(source: Source, store: Store, remotes: Remotes) -> str | None:
+    """The commit `commit_to_check` will start from when it is at the source's URL (a full SHA given,
+    else the branch tip as listed), without fetching it; None for a local clone or an unlisted branch."""
+    if store.local is not None:
+        return None
+    if source.rev and len(source.rev) == 40:
+        return source.rev
+    return remotes.refs(source.fetch_url).get(f"refs/heads/{source.rev or source.consumer.branch}")
 
 
 def commit_to_check(source: Source, store: Store, remotes: Remotes) -> tuple[str, str]:

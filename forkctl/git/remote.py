@@ -150,16 +150,28 @@ def talk(
         raise _silent(url) from None
 
 
+def promisor_remote_name(public_url: str) -> str:
+    """The name of the remote (by URL identity) that a cache repository fetches `public_url` through."""
+    return "forkctl-" + hashlib.sha256(cache_identity(public_url).encode()).hexdigest()[:12]
+
+
+_CONFIGURED: set[tuple[str, str]] = set()  # (git dir, remote name) whose settings were read this run
+
+
 def _promisor_remote(repo: GitRepo, public_url: str) -> str:
     """The remote (named by URL identity) that a cache repository fetches `public_url` through."""
-    name = "forkctl-" + hashlib.sha256(cache_identity(public_url).encode()).hexdigest()[:12]
+    name = promisor_remote_name(public_url)
+    key = (str(repo.git_dir), name)
+    if key in _CONFIGURED:  # only forkctl writes these settings, and it wrote them already
+        return name
     wanted = {"url": public_url, "promisor": "true", "partialclonefilter": "blob:none"}
     # One read of the remote's settings; writes only for what is missing (the first fetch).
     _, out, _ = repo.try_git(["config", "-z", "--get-regexp", rf"^remote\.{name}\."])
     current = dict(item.split("\n", 1) for item in out.split("\x00") if "\n" in item)
-    for key, value in wanted.items():
-        if current.get(f"remote.{name}.{key}") != value:
-            repo.set_config(f"remote.{name}.{key}", value)
+    for key_name, value in wanted.items():
+        if current.get(f"remote.{name}.{key_name}") != value:
+            repo.set_config(f"remote.{name}.{key_name}", value)
+    _CONFIGURED.add(key)
     return name
 
 

@@ -16,8 +16,17 @@ from pathlib import Path
 
 from forkctl.errors import BadInput
 from forkctl.files import atomic_write_text
-from forkctl.git.remote import cache_identity, cache_root, checked_url, git_reason, normalise_url, talk
+from forkctl.git.remote import (
+    cache_identity,
+    cache_root,
+    checked_url,
+    git_reason,
+    normalise_url,
+    promisor_remote_name,
+    talk,
+)
 from forkctl.git.repo import GitRepo
+from forkctl.git.runner import run
 from forkctl.redact import without_credentials
 
 # --- the cache of partial clones --------------------------------------------------------------
@@ -27,23 +36,21 @@ def cache_repo_for(url: str, alternates: list[Path] | None = None, graph: bool =
     """The cache's bare partial clone for `url` (made on first use). `alternates`: local object stores
     to borrow from (read only), so a local clone given on the command line saves the network.
 
-    `graph`: the URL's commit graph instead: commits only (`--filter=tree:0`), full depth, never
-    shallow, for history questions (ancestry, counts, which branch contains a commit). The tree cache
-    holds single commits fetched at depth 1 with their trees; its shallow boundaries would cut
-    history, and deepening it makes the server send again the trees it already sent."""
-    key = hashlib.sha256(cache_identity(url).encode()).hexdigest()[:16]
-    name = re.sub(r"[^a-z0-9]+", "-", normalise_url(url).lower()).strip("-")[-40:]
-    path = cache_root() / "repos" / f"{name}-{key}{'-graph' if graph else ''}.git"
+    `graph`: the URL's commit graph instead: commits only (`--filter=tree:0`), full depth, for
+    history questions (ancestry, counts, which branch contains a commit). The tree cache holds single
+    commits fetched at depth 1 with their trees; its shallow boundaries would cut history, and
+    deepening it makes the server send again the trees it already sent. The graph borrows the tree
+    cache's objects and deepens from its commits (`lend_tree_commits`), so none arrives twice."""
+    path = cache_path(url, graph)
     if not (path / "HEAD").is_file():
         path.parent.mkdir(parents=True, exist_ok=True)
-        repo = GitRepo.init_bare(path)
-        # The cache's config never holds credentials: fetches pass the URL on the command line.
-        repo.git(["config", "--", "remote.origin.url", without_credentials(checked_url(url))])
-        repo.git(["config", "remote.origin.promisor", "true"])
-        repo.git(["config", "remote.origin.partialclonefilter", "blob:none"])
-        repo.git(["config", "extensions.partialClone", "origin"])
+        run(["init", "--quiet", "--bare", "--", str(path)])
+        _configure(path, url)
     # Made by forkctl, bare, at a path it chose: no need to ask git what it is (two processes a call).
     repo = GitRepo.known_bare(path)
+    if graph:
+        # The graph borrows the tree cache's commits (see lend_tree_commits): none arrives twice.
+        alternates = [cache_repo_for(url).git_dir, *(alternates or [])]
     if alternates:
         info = path / "objects" / "info"
         info.mkdir(parents=True, exist_ok=True)
@@ -52,12 +59,39 @@ def cache_repo_for(url: str, alternates: list[Path] | None = None, graph: bool =
         merged = listed + [w for w in wanted if w not in listed]
         if merged != listed:
             atomic_write_text(info / "alternates", "".join(f"{line}\n" for line in merged))
+    if graph:
+        lend_tree_commits(repo, url)
     return repo
+
+
+def cache_path(url: str, graph: bool = False) -> Path:
+    """Where the cache keeps `url`'s partial clone (`graph`: its commit graph)."""
+    key = hashlib.sha256(cache_identity(url).encode()).hexdigest()[:16]
+    name = re.sub(r"[^a-z0-9]+", "-", normalise_url(url).lower()).strip("-")[-40:]
+    return cache_root() / "repos" / f"{name}-{key}{'-graph' if graph else ''}.git"
+
+
+def _configure(path: Path, url: str) -> None:
+    """Make the new bare repository at `path` a partial clone of `url`, its promisor remotes (`origin`
+    and the one `talk` fetches through) written straight into its config file: one write, where
+    `git config` costs a process per key (eight per cache repository). The config never holds
+    credentials: fetches pass the URL on the command line."""
+    public = without_credentials(checked_url(url))
+    quoted = '"' + public.replace("\\", "\\\\").replace('"', '\\"') + '"'
+    sections = "".join(
+        f'[remote "{name}"]\n\turl = {quoted}\n\tpromisor = true\n\tpartialclonefilter = blob:none\n'
+        for name in ("origin", promisor_remote_name(public))
+    )
+    config = path / "config"
+    text = config.read_text()
+    if "partialClone" not in text:  # another forkctl made it meanwhile
+        atomic_write_text(config, text + sections + "[extensions]\n\tpartialClone = origin\n")
 
 
 # --- fetches: one SHA, a batch of objects, a URL's branches and tags, commit graphs ------------
 
 FETCHED_REFS = "refs/forkctl/fetched/"  # single commits fetched by SHA; never a URL's branch or tag
+FULL_SHA = re.compile(r"[0-9a-f]{40}")
 
 
 def fetch_sha(cache_repo: GitRepo, url: str, sha: str, depth: int | None = 1) -> bool:
@@ -85,6 +119,19 @@ def fetch_sha_why(cache_repo: GitRepo, url: str, sha: str, depth: int | None = 1
     if status == 0 and cache_repo.has_object(f"{sha}^{{commit}}"):
         return None
     return git_reason(err) or f"git fetch exited {status}"
+
+
+def fetch_commits(cache_repo: GitRepo, url: str, shas: list[str]) -> None:
+    """Fetch the commits `shas` (full SHAs) that the cache lacks in one request, at depth 1 with their
+    trees: one pack, so a tree two of them share arrives once (fetched one at a time, the server sends
+    the second commit's trees again even though the first is a "have": its shallow pack ignores it).
+    A commit the server refuses is left out; `fetch_sha_why` then says why, one at a time."""
+    wanted = [sha for sha in dict.fromkeys(shas) if FULL_SHA.fullmatch(sha)]
+    missing = cache_repo.missing_objects(wanted)
+    if not missing:
+        return
+    args = ["fetch", "--quiet", "--no-tags", "--filter=blob:none", "--depth=1"]
+    talk(args, url, [f"{sha}:{FETCHED_REFS}{sha}" for sha in missing], repo=cache_repo, fetch=True)
 
 
 def fetch_objects(cache_repo: GitRepo, url: str, shas: list[str]) -> None:
@@ -151,6 +198,53 @@ def fetch_history(
         )
 
 
+def _shallow_commits(repo: GitRepo) -> list[str]:
+    shallow = repo.git_dir / "shallow"
+    return shallow.read_text().split() if shallow.is_file() else []
+
+
+LENT_FILE = "forkctl-lent"  # in a commit graph: the tree cache's shallow commits already looked at
+
+
+def lend_tree_commits(graph: GitRepo, url: str) -> None:
+    """Keep `url`'s commit graph exact while it borrows the objects of `url`'s tree cache (alternates,
+    set up by `cache_repo_for`): a commit the tree cache fetched at depth 1 is visible in the graph
+    without its parents, so the graph lists it as shallow too, unless the graph already holds its
+    parents. The graph's next fetch then tells the server it has that commit (the tree cache's refs
+    are "haves") and deepens from it (`--unshallow`): each commit arrives once, with its trees, and
+    the graph still gets every commit below it. (Kept as two repositories because a blob:none fetch
+    into a repository holding tree-less commits would be told it has their trees.)"""
+    trees = GitRepo.known_bare(cache_path(url))
+    if trees.git_dir == graph.git_dir:
+        return
+    lent_file = graph.git_dir / LENT_FILE
+    looked = set(lent_file.read_text().split()) if lent_file.is_file() else set()
+    shallow = set(_shallow_commits(graph))
+    new = [sha for sha in _shallow_commits(trees) if sha not in looked and sha not in shallow]
+    if not new:
+        return
+    # A parent the graph can read: the graph has the commit's history (fetched with a branch) already.
+    parents = graph.object_ids([f"{sha}^1" for sha in new])
+    parents = [parents[f"{sha}^1"] for sha in new]
+    boundary = [sha for sha, found in zip(new, parents, strict=True) if found is None]
+    if boundary:
+        listed = _shallow_commits(graph)
+        atomic_write_text(
+            graph.git_dir / "shallow", "".join(f"{s}\n" for s in dict.fromkeys(listed + boundary))
+        )
+    atomic_write_text(lent_file, "".join(f"{s}\n" for s in sorted(looked | set(new))))
+
+
+def _graph_fetch(graph: GitRepo, url: str, refspecs: list[str]) -> int:
+    """One commits-only fetch into a commit graph, deepening it when it holds shallow commits (lent by
+    the tree cache, or left by a fetch that failed): the graph is exact only at full depth."""
+    lend_tree_commits(graph, url)
+    args = ["fetch", "--quiet", "--no-tags", "--filter=tree:0"]
+    if (graph.git_dir / "shallow").is_file():
+        args.append("--unshallow")
+    return talk(args, url, refspecs, repo=graph, fetch=True)[0]
+
+
 def fetch_graph(graph: GitRepo, url: str, wanted: dict[str, str]) -> bool:
     """Bring the commit graph of the branches `wanted` ({refs/heads/B: tip as listed}) into `graph`
     (commits only, full depth: exact ancestry, a fraction of the bytes of the trees), under
@@ -161,22 +255,22 @@ def fetch_graph(graph: GitRepo, url: str, wanted: dict[str, str]) -> bool:
     if not todo:
         return all(held[ref] == tip for ref, tip in wanted.items())
     refspecs = [f"+{ref}:{ref.replace('refs/', 'refs/forkctl/', 1)}" for ref in todo]
-    args = ["fetch", "--quiet", "--no-tags", "--filter=tree:0"]
-    status, _, _ = talk(args, url, refspecs, repo=graph, fetch=True)
+    status = _graph_fetch(graph, url, refspecs)
     return status == 0 and all(
         graph.ref_sha(ref.replace("refs/", "refs/forkctl/", 1)) == tip for ref, tip in wanted.items()
     )
 
 
 def fetch_graph_of(graph: GitRepo, url: str, sha: str) -> bool:
-    """The commit graph of one commit (commits only, full depth), kept under a ref; True when here."""
-    if graph.has_object(f"{sha}^{{commit}}"):
+    """The commit graph of one commit (commits only, full depth), kept under a ref; True when here.
+    A shallow commit of the graph (lent by the tree cache) is here without its history: deepened."""
+    shallow = _shallow_commits(graph)
+    if sha not in shallow and graph.has_object(f"{sha}^{{commit}}"):
         return True
-    if not re.fullmatch(r"[0-9a-f]{40}", sha):
+    if not FULL_SHA.fullmatch(sha):
         return False
-    args = ["fetch", "--quiet", "--no-tags", "--filter=tree:0"]
-    status, _, _ = talk(args, url, [f"{sha}:{FETCHED_REFS}{sha}"], repo=graph, fetch=True)
-    return status == 0 and graph.has_object(f"{sha}^{{commit}}")
+    status = _graph_fetch(graph, url, [f"{sha}:{FETCHED_REFS}{sha}"])
+    return status == 0 and graph.has_object(f"{sha}^{{commit}}") and sha not in _shallow_commits(graph)
 
 
 # --- which branches and tags of a URL contain a commit (what a fresh recursive clone needs) -----

@@ -1,0 +1,67 @@
+"""A cold check-pins downloads each object once: on a chain shaped like the real one (the fork URL is
+upstream's, the Bridge's branch pins an upstream commit, NeMo-RL pins an older Bridge commit that pins
+another), no object is an entry of two packs of the cache (git keeps one pack per fetch)."""
+
+from __future__ import annotations
+
+import json
+from collections import Counter
+from pathlib import Path
+
+import pytest
+import yaml
+from click.testing import CliRunner
+
+from forkctl.cli import cli
+from tests.chain import Chain, make_chain, url
+from tests.gitrepos import git
+
+
+@pytest.fixture(autouse=True)
+def _cache(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("FORKCTL_CACHE", str(tmp_path / "cache"))
+    monkeypatch.chdir(tmp_path)
+
+
+def check(chain: Chain) -> tuple[int, dict]:
+    result = CliRunner().invoke(cli, ["--manifest", str(chain.manifest), "check-pins", "--json"])
+    return result.exit_code, json.loads(result.stdout)
+
+
+def pack_entries(cache: Path) -> Counter[str]:
+    """How many packs of the cache hold each object (`git verify-pack -v` of every pack index)."""
+    counts: Counter[str] = Counter()
+    for idx in sorted(cache.rglob("objects/pack/*.idx")):
+        for line in git(idx.parent, "verify-pack", "-v", str(idx)).splitlines():
+            fields = line.split()
+            if len(fields) >= 5 and len(fields[0]) == 40:
+                counts[fields[0]] += 1
+    return counts
+
+
+def real_shaped(tmp_path: Path) -> tuple[Chain, str]:
+    """The real chain's shape: fork URL = upstream URL; the Bridge branch pins upstream's tip, NeMo-RL
+    pins the Bridge commit before it (which pins the upstream commit before the tip). Returns the
+    chain and that older Bridge commit."""
+    chain = make_chain(tmp_path)
+    data = yaml.safe_load(chain.manifest.read_text())
+    data["fork"]["url"] = url(chain.upstream)
+    chain.manifest.write_text(yaml.safe_dump(data, sort_keys=False))
+    before_tip = git(chain.upstream, "rev-parse", f"{chain.upstream_tip}~1")
+    older = chain.pin_bridge(before_tip, files={"src/bridge/older.py": "O = 1\n"})
+    chain.pin_bridge(chain.upstream_tip, files={"src/bridge/newer.py": "N = 1\n"})
+    chain.pin_nemo(older)
+    return chain, older
+
+
+def test_a_cold_check_of_the_real_shaped_chain_receives_no_object_twice(tmp_path: Path) -> None:
+    chain, older = real_shaped(tmp_path)
+    code, report = check(chain)
+    assert code == 1  # the Bridge pins plain upstream, as the real one does
+    kinds = {(link["consumer"], f["kind"]) for link in report["links"] for f in link["findings"]}
+    assert ("megatron-bridge", "unpatched-upstream") in kinds
+    assert any(link["commit"] == older for link in report["links"])
+    counts = pack_entries(tmp_path / "cache")
+    assert counts, "nothing was fetched"
+    twice = sorted(name for name, seen in counts.items() if seen > 1)
+    assert not twice, f"{len(twice)} object(s) received twice: {twice[:5]}"
