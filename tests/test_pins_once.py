@@ -65,3 +65,27 @@ def test_a_cold_check_of_the_real_shaped_chain_receives_no_object_twice(tmp_path
     assert counts, "nothing was fetched"
     twice = sorted(name for name, seen in counts.items() if seen > 1)
     assert not twice, f"{len(twice)} object(s) received twice: {twice[:5]}"
+
+
+def git_processes(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, chain: Chain) -> int:
+    """The git processes forkctl starts for one check-pins (git's own children not counted), read
+    from git's trace2 events (a global config file that names the event target)."""
+    events = tmp_path / f"trace-{len(list(tmp_path.glob('trace-*')))}.json"
+    config = tmp_path / "gitconfig-trace"
+    config.write_text(f'[trace2]\n\teventTarget = {events}\n[protocol "file"]\n\tallow = always\n')
+    monkeypatch.setenv("GIT_CONFIG_GLOBAL", str(config))
+    check(chain)
+    monkeypatch.delenv("GIT_CONFIG_GLOBAL")
+    starts = [json.loads(line) for line in events.read_text().splitlines()]
+    return sum(1 for e in starts if e["event"] == "start" and "/" not in e["sid"])
+
+
+def test_cold_and_warm_checks_start_few_git_processes(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    chain, _ = real_shaped(tmp_path)
+    cold = git_processes(tmp_path, monkeypatch, chain)
+    warm = git_processes(tmp_path, monkeypatch, chain)
+    # Before: 129 cold (eight `git config` per cache repository, one fetch per commit) and 29 warm.
+    assert cold <= 85, cold
+    assert warm <= 20, warm

@@ -87,7 +87,7 @@ def _upstream_finding(pinned: str, fork: ForkContext, graphs: CommitGraphs) -> C
     if fork.upstream_local is not None:
         return None  # a local clone answers history questions already, without the network
     graph = graphs.upstream()
-    tip = graph.ref_sha(f"refs/forkctl/heads/{branch}") if graph else None
+    tip = gitstore.held_branch_tip(graph, f"refs/heads/{branch}") if graph else None
     if graph is None or tip is None or not graph.has_object(f"{pinned}^{{commit}}"):
         return None
     if not graph.is_ancestor(pinned, tip):

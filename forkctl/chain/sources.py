@@ -215,13 +215,11 @@ def branch_to_bump(source: Source, progress: Progress) -> tuple[GitRepo, str]:
 def detect_checkout(manifest: Manifest, cwd: Path) -> tuple[int, Path] | None:
     """(consumer index, repo root) when `cwd` is inside a consumer's checkout: a .gitmodules entry at HEAD
     whose path is that consumer's gitlink."""
-    root = git.toplevel(cwd)
-    if root is None:
+    found = git.checkout_at(cwd)
+    if found is None or found[1] is None:
         return None
-    repo = GitRepo(root)
-    head = repo.resolve_commit("HEAD")
-    if head is None:
-        return None
+    repo, head = found
+    root = repo.path
     modules = git.read_gitmodules(repo, head) or []
     paths = {m.path for m in modules}
     for index, consumer in enumerate(manifest.consumers):

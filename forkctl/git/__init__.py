@@ -56,6 +56,7 @@ _HOME = {
     "run": "runner",
     "run_bytes": "runner",
     "toplevel": "repo",
+    "checkout_at": "repo",
     "tree_apply": "worktree",
     "tree_apply_check": "worktree",
     "tree_from_directory": "index",
@@ -84,6 +85,7 @@ __all__ = [
     "changed_paths_between",
     "check_branch_name",
     "checked_out_branches",
+    "checkout_at",
     "commit_patch_ids",
     "commit_with_identity",
     "committer_of",
@@ -142,7 +144,7 @@ if TYPE_CHECKING:
     )
     from forkctl.git.patchtext import diff_paths, diff_paths_each, patch_id, patch_ids
     from forkctl.git.refs import ZERO_SHA, check_branch_name
-    from forkctl.git.repo import GitRepo, toplevel
+    from forkctl.git.repo import GitRepo, checkout_at, toplevel
     from forkctl.git.runner import GitFailed, run, run_bytes, try_run
     from forkctl.git.submodules import (
         SubmoduleEntry,

@@ -2,7 +2,12 @@
 
 from __future__ import annotations
 
+import re
+
 from forkctl.git.gitdir import GitDir
+
+_FULL_SHA = re.compile(r"[0-9a-f]{40}|[0-9a-f]{64}")
+_ANCESTRY: set[tuple[str, str, str]] = set()  # (git dir, older, newer) known to be ancestry
 
 
 class History(GitDir):
@@ -18,7 +23,15 @@ class History(GitDir):
         return {sha for sha in commits if sha not in unreachable}
 
     def is_ancestor(self, older: str, newer: str) -> bool:
-        return self.try_git(["merge-base", "--is-ancestor", "--end-of-options", older, newer])[0] == 0
+        """Is `older` an ancestor of (or equal to) `newer`? A yes between two full SHAs is remembered
+        for the run: history is only ever added to while forkctl runs, so it stays a yes."""
+        key = (str(self.git_dir), older, newer)
+        if key in _ANCESTRY:
+            return True
+        yes = self.try_git(["merge-base", "--is-ancestor", "--end-of-options", older, newer])[0] == 0
+        if yes and _FULL_SHA.fullmatch(older) and _FULL_SHA.fullmatch(newer):
+            _ANCESTRY.add(key)
+        return yes
 
     def merge_bases(self, a: str, b: str) -> list[str]:
         status, out, _ = self.try_git(["merge-base", "--all", "--end-of-options", a, b])

@@ -73,6 +73,19 @@ class GitRepo(ObjectReads, Commits, History, Refs, Indexes, Worktrees, Patches):
         return [item.split("\n", 1)[1] for item in out.split("\x00") if "\n" in item]
 
 
+def checkout_at(cwd: Path) -> tuple[GitRepo, str | None] | None:
+    """(the clone whose working tree holds `cwd`, its HEAD commit or None when unborn), or None outside
+    any working tree: one `rev-parse`, where `toplevel` + `GitRepo` + resolving HEAD take four."""
+    status, out, _ = try_run(["rev-parse", "--show-toplevel", "--absolute-git-dir", "HEAD^{commit}"], cwd=cwd)
+    lines = out.splitlines()
+    if len(lines) < 2 or not lines[0].strip():
+        return None
+    repo = GitRepo.__new__(GitRepo)
+    repo.path, repo.git_dir = Path(lines[0]), Path(lines[1])
+    head = lines[2] if status == 0 and len(lines) == 3 else None
+    return repo, head
+
+
 def toplevel(cwd: Path) -> Path | None:
     """The root of the working tree that contains `cwd`, or None outside any repository."""
     status, out, _ = try_run(["rev-parse", "--show-toplevel"], cwd=cwd)

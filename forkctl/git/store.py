@@ -92,6 +92,7 @@ def _configure(path: Path, url: str) -> None:
 
 FETCHED_REFS = "refs/forkctl/fetched/"  # single commits fetched by SHA; never a URL's branch or tag
 FULL_SHA = re.compile(r"[0-9a-f]{40}")
+_HELD: dict[tuple[str, str], str | None] = {}  # (graph, branch ref): its tip there, as read this run
 
 
 def fetch_sha(cache_repo: GitRepo, url: str, sha: str, depth: int | None = 1) -> bool:
@@ -127,7 +128,8 @@ def fetch_commits(cache_repo: GitRepo, url: str, shas: list[str]) -> None:
     the second commit's trees again even though the first is a "have": its shallow pack ignores it).
     A commit the server refuses is left out; `fetch_sha_why` then says why, one at a time."""
     wanted = [sha for sha in dict.fromkeys(shas) if FULL_SHA.fullmatch(sha)]
-    missing = cache_repo.missing_objects(wanted)
+    # Asked one by one: a yes is remembered for the run, and the check asks about each commit again.
+    missing = [sha for sha in wanted if not cache_repo.has_object(f"{sha}^{{commit}}")]
     if not missing:
         return
     args = ["fetch", "--quiet", "--no-tags", "--filter=blob:none", "--depth=1"]
@@ -191,6 +193,8 @@ def fetch_history(
         args.append("--unshallow")
     refspecs = ["+refs/heads/*:refs/forkctl/heads/*", "+refs/tags/*:refs/forkctl/tags/*"]
     status, _, err = talk(args, url, refspecs, repo=cache_repo, fetch=True)
+    for key in [key for key in _HELD if key[0] == str(cache_repo.git_dir)]:
+        del _HELD[key]  # every branch may have moved (or gone: --prune)
     if status != 0:
         raise BadInput(
             f"cannot fetch the branches and tags of {url}: {git_reason(err)}",
@@ -250,15 +254,23 @@ def fetch_graph(graph: GitRepo, url: str, wanted: dict[str, str]) -> bool:
     (commits only, full depth: exact ancestry, a fraction of the bytes of the trees), under
     refs/forkctl/heads/. Branches already held at the listed tip are not fetched (a warm cache works
     offline). True when every wanted branch is now held at its tip."""
-    held = {ref: graph.ref_sha(ref.replace("refs/", "refs/forkctl/", 1)) for ref in wanted}
+    held = {ref: held_branch_tip(graph, ref) for ref in wanted}
     todo = [ref for ref, tip in wanted.items() if held[ref] != tip and ref.startswith("refs/heads/")]
-    if not todo:
-        return all(held[ref] == tip for ref, tip in wanted.items())
-    refspecs = [f"+{ref}:{ref.replace('refs/', 'refs/forkctl/', 1)}" for ref in todo]
-    status = _graph_fetch(graph, url, refspecs)
-    return status == 0 and all(
-        graph.ref_sha(ref.replace("refs/", "refs/forkctl/", 1)) == tip for ref, tip in wanted.items()
-    )
+    if todo:
+        refspecs = [f"+{ref}:{ref.replace('refs/', 'refs/forkctl/', 1)}" for ref in todo]
+        if _graph_fetch(graph, url, refspecs) != 0:
+            return False
+        held = {ref: held_branch_tip(graph, ref, again=True) for ref in wanted}
+    return all(held[ref] == tip for ref, tip in wanted.items())
+
+
+def held_branch_tip(graph: GitRepo, ref: str, again: bool = False) -> str | None:
+    """The graph's copy of the URL's branch `ref` (refs/forkctl/...), read once a run unless `again`
+    (after a fetch into it): a check asks about the same branch for every pin on it."""
+    key = (str(graph.git_dir), ref)
+    if again or key not in _HELD:
+        _HELD[key] = graph.ref_sha(ref.replace("refs/", "refs/forkctl/", 1))
+    return _HELD[key]
 
 
 def fetch_graph_of(graph: GitRepo, url: str, sha: str) -> bool:
@@ -306,7 +318,8 @@ def reachability(
         ref = f"refs/heads/{branch}"
         if ref not in remote_refs or not fetch_graph(graph, url, {ref: remote_refs[ref]}):
             continue
-        if graph.has_object(f"{sha}^{{commit}}") and graph.is_ancestor(sha, f"refs/forkctl/heads/{branch}"):
+        # Asked of the tip's SHA (the graph holds the branch there): the answer is remembered.
+        if graph.has_object(f"{sha}^{{commit}}") and graph.is_ancestor(sha, remote_refs[ref]):
             return Reachability(True, [ref])
     fetch_history(graph, url, remote_refs, commits_only=True)
     if not graph.has_object(f"{sha}^{{commit}}"):
