@@ -39,8 +39,7 @@ def cache_repo_for(url: str, alternates: list[Path] | None = None, graph: bool =
     `graph`: the URL's commit graph instead: commits only (`--filter=tree:0`), full depth, for
     history questions (ancestry, counts, which branch contains a commit). The tree cache holds single
     commits fetched at depth 1 with their trees; its shallow boundaries would cut history, and
-    deepening it makes the server send again the trees it already sent. The graph borrows the tree
-    cache's objects and deepens from its commits (`lend_tree_commits`), so none arrives twice."""
+    deepening it makes the server send again the trees it already sent."""
     path = cache_path(url, graph)
     if not (path / "HEAD").is_file():
         path.parent.mkdir(parents=True, exist_ok=True)
@@ -48,9 +47,6 @@ def cache_repo_for(url: str, alternates: list[Path] | None = None, graph: bool =
         _configure(path, url)
     # Made by forkctl, bare, at a path it chose: no need to ask git what it is (two processes a call).
     repo = GitRepo.known_bare(path)
-    if graph:
-        # The graph borrows the tree cache's commits (see lend_tree_commits): none arrives twice.
-        alternates = [cache_repo_for(url).git_dir, *(alternates or [])]
     if alternates:
         info = path / "objects" / "info"
         info.mkdir(parents=True, exist_ok=True)
@@ -59,8 +55,6 @@ def cache_repo_for(url: str, alternates: list[Path] | None = None, graph: bool =
         merged = listed + [w for w in wanted if w not in listed]
         if merged != listed:
             atomic_write_text(info / "alternates", "".join(f"{line}\n" for line in merged))
-    if graph:
-        lend_tree_commits(repo, url)
     return repo
 
 
@@ -202,51 +196,17 @@ def fetch_history(
         )
 
 
-def _shallow_commits(repo: GitRepo) -> list[str]:
-    shallow = repo.git_dir / "shallow"
-    return shallow.read_text().split() if shallow.is_file() else []
-
-
-LENT_FILE = "forkctl-lent"  # in a commit graph: the tree cache's shallow commits already looked at
-
-
-def lend_tree_commits(graph: GitRepo, url: str) -> None:
-    """Keep `url`'s commit graph exact while it borrows the objects of `url`'s tree cache (alternates,
-    set up by `cache_repo_for`): a commit the tree cache fetched at depth 1 is visible in the graph
-    without its parents, so the graph lists it as shallow too, unless the graph already holds its
-    parents. The graph's next fetch then tells the server it has that commit (the tree cache's refs
-    are "haves") and deepens from it (`--unshallow`): each commit arrives once, with its trees, and
-    the graph still gets every commit below it. (Kept as two repositories because a blob:none fetch
-    into a repository holding tree-less commits would be told it has their trees.)"""
-    trees = GitRepo.known_bare(cache_path(url))
-    if trees.git_dir == graph.git_dir:
-        return
-    lent_file = graph.git_dir / LENT_FILE
-    looked = set(lent_file.read_text().split()) if lent_file.is_file() else set()
-    shallow = set(_shallow_commits(graph))
-    new = [sha for sha in _shallow_commits(trees) if sha not in looked and sha not in shallow]
-    if not new:
-        return
-    # A parent the graph can read: the graph has the commit's history (fetched with a branch) already.
-    parents = graph.object_ids([f"{sha}^1" for sha in new])
-    parents = [parents[f"{sha}^1"] for sha in new]
-    boundary = [sha for sha, found in zip(new, parents, strict=True) if found is None]
-    if boundary:
-        listed = _shallow_commits(graph)
-        atomic_write_text(
-            graph.git_dir / "shallow", "".join(f"{s}\n" for s in dict.fromkeys(listed + boundary))
-        )
-    atomic_write_text(lent_file, "".join(f"{s}\n" for s in sorted(looked | set(new))))
-
-
 def _graph_fetch(graph: GitRepo, url: str, refspecs: list[str]) -> int:
-    """One commits-only fetch into a commit graph, deepening it when it holds shallow commits (lent by
-    the tree cache, or left by a fetch that failed): the graph is exact only at full depth."""
-    lend_tree_commits(graph, url)
-    args = ["fetch", "--quiet", "--no-tags", "--filter=tree:0"]
-    if (graph.git_dir / "shallow").is_file():
-        args.append("--unshallow")
-    return talk(args, url, refspecs, repo=graph, fetch=True)[0]
+    """One commits-only fetch into a commit graph (full depth: never shallow).
+
+    A commit the tree cache fetched at depth 1 arrives here again (one commit object each, no tree).
+    Telling the server the graph has it (borrowing the tree cache's objects, listing the commit as
+    shallow, fetching with `--unshallow`) avoids that, but the deepening fetch took 1.6-1.8x as long
+    as this one for Megatron-LM's main (9,632 commits) on git 2.39: measured, and not worth one
+    commit object per pin."""
+    return talk(["fetch", "--quiet", "--no-tags", "--filter=tree:0"], url, refspecs, repo=graph, fetch=True)[
+        0
+    ]
 
 
 def fetch_graph(graph: GitRepo, url: str, wanted: dict[str, str]) -> bool:
@@ -274,15 +234,13 @@ def held_branch_tip(graph: GitRepo, ref: str, again: bool = False) -> str | None
 
 
 def fetch_graph_of(graph: GitRepo, url: str, sha: str) -> bool:
-    """The commit graph of one commit (commits only, full depth), kept under a ref; True when here.
-    A shallow commit of the graph (lent by the tree cache) is here without its history: deepened."""
-    shallow = _shallow_commits(graph)
-    if sha not in shallow and graph.has_object(f"{sha}^{{commit}}"):
+    """The commit graph of one commit (commits only, full depth), kept under a ref; True when here."""
+    if graph.has_object(f"{sha}^{{commit}}"):
         return True
     if not FULL_SHA.fullmatch(sha):
         return False
     status = _graph_fetch(graph, url, [f"{sha}:{FETCHED_REFS}{sha}"])
-    return status == 0 and graph.has_object(f"{sha}^{{commit}}") and sha not in _shallow_commits(graph)
+    return status == 0 and graph.has_object(f"{sha}^{{commit}}")
 
 
 # --- which branches and tags of a URL contain a commit (what a fresh recursive clone needs) -----
