@@ -1,0 +1,53 @@
+"""How `make test` runs: its tmpfs folder (scripts/test-tmpdir.sh) and its xdist plan (tests/xdist_plan.py)."""
+
+from __future__ import annotations
+
+import os
+import shutil
+import subprocess
+from pathlib import Path
+
+from tests.xdist_plan import PATCH_TESTS, PatchTestsTogether
+
+ROOT = Path(__file__).resolve().parent.parent
+SCRIPT = ROOT / "scripts" / "test-tmpdir.sh"
+
+
+def _tmpdir_for(shm: Path) -> str:
+    env = {**os.environ, "FORKCTL_TEST_SHM": str(shm)}
+    return subprocess.run([str(SCRIPT)], env=env, capture_output=True, text=True, check=True).stdout.strip()
+
+
+def test_the_tmpfs_folder_is_ours_and_never_a_planted_link(tmp_path: Path) -> None:
+    shm = tmp_path / "shm"
+    shm.mkdir()
+    if shutil.disk_usage(shm).free <= 4 << 30:
+        assert _tmpdir_for(shm) == ""  # no room: TMPDIR stays as it is
+        return
+    chosen = Path(_tmpdir_for(shm))
+    assert chosen == shm / f"forkctl-tests-{os.getuid()}" and chosen.is_dir() and not chosen.is_symlink()
+    assert oct(chosen.stat().st_mode & 0o777) == "0o700"
+    # Someone else's link in the shared folder: the tests keep TMPDIR as it is.
+    chosen.rename(tmp_path / "moved")
+    elsewhere = tmp_path / "attacker"
+    elsewhere.mkdir()
+    chosen.symlink_to(elsewhere)
+    assert _tmpdir_for(shm) == ""
+    assert not any(elsewhere.iterdir())
+
+
+def test_no_tmpfs_folder_where_the_shared_folder_is_missing(tmp_path: Path) -> None:
+    assert _tmpdir_for(tmp_path / "missing") == ""
+
+
+def test_the_patch_tests_are_one_unit_of_work_and_every_other_test_its_own() -> None:
+    plan = PatchTestsTogether.__new__(PatchTestsTogether)  # _split_scope reads no state
+    units = {
+        plan._split_scope(nodeid)
+        for nodeid in (
+            "tests/patches/test_bench_moe_layer.py::test_smoke",
+            "tests/patches/test_in_patch_units.py::test_units",
+        )
+    }
+    assert units == {PATCH_TESTS}
+    assert plan._split_scope("tests/test_apply.py::test_a[1]") == "tests/test_apply.py::test_a[1]"
