@@ -60,7 +60,9 @@ class Checker:
 
     def __post_init__(self) -> None:
         self.remotes = Remotes(self.progress)
-        self.graphs = CommitGraphs(self.manifest, self.fork.upstream_url, self.remotes)
+        self.graphs = CommitGraphs(
+            self.manifest, self.fork.upstream_url, self.remotes, self.fork.store, self.fork.base
+        )
 
     def store(self, index: int) -> Store:
         if index not in self._stores:

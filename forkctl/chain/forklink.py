@@ -16,6 +16,7 @@ from forkctl.chain.reachable import CommitGraphs
 from forkctl.chain.sources import Remotes, Store, local_branch_tip, parse_location
 from forkctl.errors import BadInput
 from forkctl.git import GitRepo, remote
+from forkctl.git import graph as gitgraph
 from forkctl.git import store as gitstore
 from forkctl.manifest import Manifest
 
@@ -87,8 +88,9 @@ def _upstream_finding(pinned: str, fork: ForkContext, graphs: CommitGraphs) -> C
     if fork.upstream_local is not None:
         return None  # a local clone answers history questions already, without the network
     graph = graphs.upstream()
-    tip = gitstore.held_branch_tip(graph, f"refs/heads/{branch}") if graph else None
-    if graph is None or tip is None or not graph.has_object(f"{pinned}^{{commit}}"):
+    tip = gitgraph.held_branch_tip(graph, f"refs/heads/{branch}") if graph else None
+    # `holds` and `is_ancestor` deepen a bounded graph when the bound could hide the answer.
+    if graph is None or tip is None or not graph.holds(pinned):
         return None
     if not graph.is_ancestor(pinned, tip):
         return None

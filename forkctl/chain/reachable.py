@@ -7,13 +7,15 @@ upstream's, so that only the fork's own commits cross the network.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 from forkctl.chain.model import LinkResult, Status
 from forkctl.chain.sources import Remotes
 from forkctl.errors import BadInput
 from forkctl.git import GitRepo, remote
+from forkctl.git import graph as gitgraph
 from forkctl.git import store as gitstore
+from forkctl.git.graph import CommitGraph
 from forkctl.manifest import Manifest
 
 
@@ -24,18 +26,32 @@ class CommitGraphs:
     manifest: Manifest
     upstream_url: str  # where the fork head was built from: the manifest's URL or --upstream-repo
     remotes: Remotes
+    # The store holding the manifest base's commit object: a new graph starts a little before it.
+    base_store: GitRepo | None = None
+    base: str | None = None
+    _bound: list[int | None] = field(default_factory=list)
 
-    def for_url(self, url: str) -> GitRepo:
+    def since(self) -> int | None:
+        """Where a new commit graph starts (a Unix time): a month before the manifest base's commit
+        date, read once a run and only when a graph is fetched (store.py bounds and deepens)."""
+        if not self._bound:
+            store, base = self.base_store, self.base
+            self._bound.append(gitgraph.bound_before(store, base) if store and base else None)
+        return self._bound[0]
+
+    def for_url(self, url: str) -> CommitGraph:
         """The commit-graph cache to answer `url`'s history questions in. The fork shares upstream's
         history: its graph borrows the upstream graph's objects (alternates) once that holds upstream's
         branch, so that the fork's fetch tells the server it has them and only the fork's own commits
         arrive."""
         if not remote.same_repo(url, self.manifest.fork.url) or remote.same_repo(url, self.upstream_url):
-            return gitstore.cache_repo_for(url, graph=True)
+            return gitstore.graph_for(url)
         lender = self.upstream()
-        return gitstore.cache_repo_for(url, alternates=[lender.git_dir] if lender else None, graph=True)
+        # A bounded lender would hand over commits whose parents this graph cannot know are cut off.
+        lent = [lender.git_dir] if lender is not None and not (lender.git_dir / "shallow").is_file() else None
+        return gitstore.graph_for(url, alternates=lent)
 
-    def upstream(self) -> GitRepo | None:
+    def upstream(self) -> CommitGraph | None:
         """The upstream commit graph holding the upstream branch as listed now (None: not listable)."""
         url = self.upstream_url
         try:
@@ -43,8 +59,8 @@ class CommitGraphs:
         except BadInput:
             return None
         ref = f"refs/heads/{self.manifest.upstream.branch}"
-        graph = gitstore.cache_repo_for(url, graph=True)
-        if ref in refs and gitstore.fetch_graph(graph, url, {ref: refs[ref]}):
+        graph = gitstore.graph_for(url)
+        if ref in refs and gitstore.fetch_graph(graph, url, {ref: refs[ref]}, self.since):
             return graph
         return None
 
@@ -79,7 +95,7 @@ def check_reachable(
             f"{url} did not answer: its branches and tags are those recorded at {listing.recorded_at}",
         )
     result = gitstore.tip_reachability(sha, refs) or gitstore.reachability(
-        graphs.for_url(url), url, sha, refs, likely=likely
+        graphs.for_url(url), url, sha, refs, likely=likely, since=graphs.since
     )
     if result.reachable:
         shown = ", ".join(r.removeprefix("refs/heads/").removeprefix("refs/tags/") for r in result.refs[:3])

@@ -16,6 +16,14 @@ from pathlib import Path
 
 from forkctl.errors import BadInput
 from forkctl.files import atomic_write_text
+from forkctl.git.graph import (
+    FETCHED_REFS,
+    CommitGraph,
+    Since,
+    fetch_graph,
+    forget_tips,
+    graph_fetch,
+)
 from forkctl.git.remote import (
     cache_identity,
     cache_root,
@@ -46,7 +54,7 @@ def cache_repo_for(url: str, alternates: list[Path] | None = None, graph: bool =
         run(["init", "--quiet", "--bare", "--", str(path)])
         _configure(path, url)
     # Made by forkctl, bare, at a path it chose: no need to ask git what it is (two processes a call).
-    repo = GitRepo.known_bare(path)
+    repo = CommitGraph.at(path, url) if graph else GitRepo.known_bare(path)
     if alternates:
         info = path / "objects" / "info"
         info.mkdir(parents=True, exist_ok=True)
@@ -56,6 +64,13 @@ def cache_repo_for(url: str, alternates: list[Path] | None = None, graph: bool =
         if merged != listed:
             atomic_write_text(info / "alternates", "".join(f"{line}\n" for line in merged))
     return repo
+
+
+def graph_for(url: str, alternates: list[Path] | None = None) -> CommitGraph:
+    """The cache's commit graph for `url` (`cache_repo_for(url, graph=True)`), typed as such."""
+    graph = cache_repo_for(url, alternates, graph=True)
+    assert isinstance(graph, CommitGraph)
+    return graph
 
 
 def cache_path(url: str, graph: bool = False) -> Path:
@@ -84,9 +99,7 @@ def _configure(path: Path, url: str) -> None:
 
 # --- fetches: one SHA, a batch of objects, a URL's branches and tags, commit graphs ------------
 
-FETCHED_REFS = "refs/forkctl/fetched/"  # single commits fetched by SHA; never a URL's branch or tag
 FULL_SHA = re.compile(r"[0-9a-f]{40}")
-_HELD: dict[tuple[str, str], str | None] = {}  # (graph, branch ref): its tip there, as read this run
 
 
 def fetch_sha(cache_repo: GitRepo, url: str, sha: str, depth: int | None = 1) -> bool:
@@ -187,50 +200,12 @@ def fetch_history(
         args.append("--unshallow")
     refspecs = ["+refs/heads/*:refs/forkctl/heads/*", "+refs/tags/*:refs/forkctl/tags/*"]
     status, _, err = talk(args, url, refspecs, repo=cache_repo, fetch=True)
-    for key in [key for key in _HELD if key[0] == str(cache_repo.git_dir)]:
-        del _HELD[key]  # every branch may have moved (or gone: --prune)
+    forget_tips(cache_repo)  # every branch may have moved (or gone: --prune)
     if status != 0:
         raise BadInput(
             f"cannot fetch the branches and tags of {url}: {git_reason(err)}",
             hint="check the URL and your access to it",
         )
-
-
-def _graph_fetch(graph: GitRepo, url: str, refspecs: list[str]) -> int:
-    """One commits-only fetch into a commit graph (full depth: never shallow).
-
-    A commit the tree cache fetched at depth 1 arrives here again (one commit object each, no tree).
-    Telling the server the graph has it (borrowing the tree cache's objects, listing the commit as
-    shallow, fetching with `--unshallow`) avoids that, but the deepening fetch took 1.6-1.8x as long
-    as this one for Megatron-LM's main (9,632 commits) on git 2.39: measured, and not worth one
-    commit object per pin."""
-    return talk(["fetch", "--quiet", "--no-tags", "--filter=tree:0"], url, refspecs, repo=graph, fetch=True)[
-        0
-    ]
-
-
-def fetch_graph(graph: GitRepo, url: str, wanted: dict[str, str]) -> bool:
-    """Bring the commit graph of the branches `wanted` ({refs/heads/B: tip as listed}) into `graph`
-    (commits only, full depth: exact ancestry, a fraction of the bytes of the trees), under
-    refs/forkctl/heads/. Branches already held at the listed tip are not fetched (a warm cache works
-    offline). True when every wanted branch is now held at its tip."""
-    held = {ref: held_branch_tip(graph, ref) for ref in wanted}
-    todo = [ref for ref, tip in wanted.items() if held[ref] != tip and ref.startswith("refs/heads/")]
-    if todo:
-        refspecs = [f"+{ref}:{ref.replace('refs/', 'refs/forkctl/', 1)}" for ref in todo]
-        if _graph_fetch(graph, url, refspecs) != 0:
-            return False
-        held = {ref: held_branch_tip(graph, ref, again=True) for ref in wanted}
-    return all(held[ref] == tip for ref, tip in wanted.items())
-
-
-def held_branch_tip(graph: GitRepo, ref: str, again: bool = False) -> str | None:
-    """The graph's copy of the URL's branch `ref` (refs/forkctl/...), read once a run unless `again`
-    (after a fetch into it): a check asks about the same branch for every pin on it."""
-    key = (str(graph.git_dir), ref)
-    if again or key not in _HELD:
-        _HELD[key] = graph.ref_sha(ref.replace("refs/", "refs/forkctl/", 1))
-    return _HELD[key]
 
 
 def fetch_graph_of(graph: GitRepo, url: str, sha: str) -> bool:
@@ -239,7 +214,7 @@ def fetch_graph_of(graph: GitRepo, url: str, sha: str) -> bool:
         return True
     if not FULL_SHA.fullmatch(sha):
         return False
-    status = _graph_fetch(graph, url, [f"{sha}:{FETCHED_REFS}{sha}"])
+    status = graph_fetch(graph, url, [f"{sha}:{FETCHED_REFS}{sha}"])
     return status == 0 and graph.has_object(f"{sha}^{{commit}}")
 
 
@@ -259,13 +234,19 @@ def tip_reachability(sha: str, remote_refs: dict[str, str]) -> Reachability | No
 
 
 def reachability(
-    graph: GitRepo, url: str, sha: str, remote_refs: dict[str, str], likely: tuple[str, ...] = ()
+    graph: CommitGraph,
+    url: str,
+    sha: str,
+    remote_refs: dict[str, str],
+    likely: tuple[str, ...] = (),
+    since: Since | None = None,
 ) -> Reachability:
     """Is `sha` reachable from a branch or tag of `url` (what a fresh recursive clone needs)?
 
     `graph`: the URL's commit-graph cache (`cache_repo_for(url, graph=True)`). A tip answers from the
-    listing alone. Then the `likely` branches: the commit graph of each (commits only, full depth, so
-    a pin deep in history is found and a "no" is exact) and one `merge-base --is-ancestor`. Only when
+    listing alone. Then the `likely` branches: the commit graph of each (commits only, bounded at
+    `since()` when new, deepened when the bound could hide the answer: a "no" is exact) and one
+    `merge-base --is-ancestor`. Only when
     none contains `sha` is the graph of every branch and tag fetched and searched
     (`for-each-ref --contains`, slow over hundreds of refs).
     """
@@ -274,10 +255,11 @@ def reachability(
         return at_tip
     for branch in dict.fromkeys(likely):
         ref = f"refs/heads/{branch}"
-        if ref not in remote_refs or not fetch_graph(graph, url, {ref: remote_refs[ref]}):
+        if ref not in remote_refs or not fetch_graph(graph, url, {ref: remote_refs[ref]}, since):
             continue
-        # Asked of the tip's SHA (the graph holds the branch there): the answer is remembered.
-        if graph.has_object(f"{sha}^{{commit}}") and graph.is_ancestor(sha, remote_refs[ref]):
+        # Asked of the tip's SHA (the graph holds the branch there): the answer is remembered. A
+        # bounded graph deepens itself when the bound may hide the commit or the path (graph.py).
+        if graph.holds(sha) and graph.is_ancestor(sha, remote_refs[ref]):
             return Reachability(True, [ref])
     fetch_history(graph, url, remote_refs, commits_only=True)
     if not graph.has_object(f"{sha}^{{commit}}"):
