@@ -1,10 +1,10 @@
 """The cache of partial clones keyed by URL, and every download forkctl makes into it.
 
 `$FORKCTL_CACHE` or `~/.cache/forkctl` holds one bare partial clone (`blob:none`) per URL identity,
-and for history questions one commit graph per URL (`tree:0`: commits only, full depth, never
-shallow). A local repository is only ever read, or lent as an object alternate. Objects arrive by
-explicit fetches only (one SHA, a batch of blobs, a URL's branches and tags), never by git's lazy
-fetch; a warm cache answers without the network.
+and for history questions one commit graph per URL (`tree:0`: commits only; bounded in time and
+deepened when an answer needs it, see graph.py). A local repository is only ever read, or lent as
+an object alternate. Objects arrive by explicit fetches only (one SHA, a batch of blobs, a URL's
+branches and tags), never by git's lazy fetch; a warm cache answers without the network.
 """
 
 from __future__ import annotations
@@ -44,7 +44,7 @@ def cache_repo_for(url: str, alternates: list[Path] | None = None, graph: bool =
     """The cache's bare partial clone for `url` (made on first use). `alternates`: local object stores
     to borrow from (read only), so a local clone given on the command line saves the network.
 
-    `graph`: the URL's commit graph instead: commits only (`--filter=tree:0`), full depth, for
+    `graph`: the URL's commit graph instead (a `CommitGraph`): commits only (`--filter=tree:0`), for
     history questions (ancestry, counts, which branch contains a commit). The tree cache holds single
     commits fetched at depth 1 with their trees; its shallow boundaries would cut history, and
     deepening it makes the server send again the trees it already sent."""
