@@ -1,12 +1,15 @@
-"""Writing files so that a kill at any moment leaves the old bytes or the new ones, never a mix."""
+"""Writing files so that a kill at any moment leaves the old bytes or the new ones, never a mix; and
+where forkctl keeps its cache.
+
+`tempfile` and `shutil` are imported by the functions that write: a command that only reads (lint,
+status) imports this module for `cache_root` and must not pay for them.
+"""
 
 from __future__ import annotations
 
 import contextlib
 import os
 import re
-import shutil
-import tempfile
 from collections.abc import Iterable
 from pathlib import Path
 
@@ -15,11 +18,19 @@ TEMP_SUFFIX = ".tmp"
 _RANDOM_PART = r"[a-z0-9_]{8}"
 
 
+def cache_root() -> Path:
+    """Where forkctl keeps what it learned: remote listings, partial clones, parsed manifests."""
+    configured = os.environ.get("FORKCTL_CACHE")
+    return Path(configured) if configured else Path.home() / ".cache" / "forkctl"
+
+
 def atomic_write(path: Path, data: bytes) -> None:
     """Write `data` to a temp file in `path`'s folder, flush it to disk, then rename it over `path`.
 
     A symlink at `path` is replaced by a regular file (the link's target is never written through).
     """
+    import tempfile
+
     path.parent.mkdir(parents=True, exist_ok=True)
     mode = path.stat().st_mode & 0o777 if path.is_file() and not path.is_symlink() else 0o644
     handle, temporary = tempfile.mkstemp(prefix=f".{path.name}.", suffix=TEMP_SUFFIX, dir=path.parent)
@@ -74,6 +85,9 @@ def atomic_folder(path: Path, files: dict[str, bytes]) -> Path:
     When `path` already exists (another process made it first) it is kept and the new copy dropped:
     the caller names a folder by its content, so both are the same. Returns `path`.
     """
+    import shutil
+    import tempfile
+
     path.parent.mkdir(parents=True, exist_ok=True)
     temporary = Path(tempfile.mkdtemp(prefix=f".{path.name}.", suffix=TEMP_SUFFIX, dir=path.parent))
     try:

@@ -44,12 +44,16 @@ def test_hook_definition_takes_its_manifest_from_args_and_runs_when_pins_change(
 
 def test_manifest_is_accepted_after_the_verb(tmp_path: Path) -> None:
     chain = make_fixed_chain(tmp_path)
+    session_cache = os.environ.get("FORKCTL_CACHE")
     os.environ["FORKCTL_CACHE"] = str(tmp_path / "cache")
     try:
         after = CliRunner().invoke(cli, ["check-pins", "--json", "--manifest", str(chain.manifest)])
         before = CliRunner().invoke(cli, ["--manifest", str(chain.manifest), "check-pins", "--json"])
     finally:
-        del os.environ["FORKCTL_CACHE"]
+        if session_cache is None:
+            del os.environ["FORKCTL_CACHE"]
+        else:
+            os.environ["FORKCTL_CACHE"] = session_cache
     assert after.exit_code == before.exit_code == 0, after.output
     assert after.stdout == before.stdout
     assert hoist_manifest(["status", "--manifest=m.yaml", "--", "--manifest", "x"]) == [

@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import hashlib
 import json
-import os
 import re
 from dataclasses import dataclass
 from datetime import datetime, timezone
@@ -19,7 +18,7 @@ from pathlib import Path
 from urllib.parse import urlsplit
 
 from forkctl.errors import BadInput
-from forkctl.files import atomic_write_text
+from forkctl.files import atomic_write_text, cache_root
 from forkctl.git.repo import GitRepo
 from forkctl.git.runner import GitTimeout, network_args, network_timeout, try_run
 from forkctl.redact import without_credentials
@@ -192,12 +191,6 @@ def _silent(url: str) -> BadInput:
 
 
 # --- branches and tags of a URL, recorded for when it does not answer -------------------------
-
-
-def cache_root() -> Path:
-    """Where forkctl keeps what it learned from remotes: listings (here) and partial clones (`store`)."""
-    configured = os.environ.get("FORKCTL_CACHE")
-    return Path(configured) if configured else Path.home() / ".cache" / "forkctl"
 
 
 def ls_remote(url: str) -> dict[str, str]:

@@ -7,14 +7,16 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-import yaml
-
 from forkctl.errors import BadInput
-from forkctl.manifest.loader import YAML_LOADER, parse_manifest
+from forkctl.manifest.loader import parse_manifest
 
 
 def _span(text: str, key_path: tuple[str, ...]) -> tuple[int, int, int] | None:
     """(start offset, end offset, indent) of the value under `key_path`, or None if absent."""
+    import yaml  # only writers pay for PyYAML (`forkctl.manifest` is imported by every command)
+
+    from forkctl.manifest.yamldata import YAML_LOADER
+
     node = yaml.compose(text, Loader=YAML_LOADER)
     for key in key_path:
         if not isinstance(node, yaml.MappingNode):
@@ -28,6 +30,8 @@ def _span(text: str, key_path: tuple[str, ...]) -> tuple[int, int, int] | None:
 
 
 def _dump_value(value: Any, indent: int) -> str:
+    import yaml
+
     if not isinstance(value, (list, dict)):
         return yaml.safe_dump(value, default_flow_style=True, width=1_000).removesuffix("\n...\n").strip()
     if not value:
