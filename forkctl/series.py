@@ -11,12 +11,10 @@ import dataclasses
 import re
 from dataclasses import dataclass, field
 from datetime import datetime
-from email import message_from_bytes
-from email.errors import HeaderParseError
-from email.header import decode_header, make_header
-from email.utils import parseaddr, parsedate_to_datetime
 from pathlib import Path
+from typing import Any
 
+from forkctl import mail
 from forkctl.errors import BadInput
 from forkctl.git import patchtext
 from forkctl.manifest import Manifest
@@ -58,10 +56,18 @@ class Patch:
         return int(match.group(1)) if match else None
 
 
-def _header(value: str | None, path: Path | None = None, name: str = "header") -> str:
-    """A mail header's text, RFC 2047 words decoded; a malformed encoding is a BadInput, not a crash."""
+def _header(value: Any, path: Path | None = None, name: str = "header") -> str:
+    """A mail header's text, RFC 2047 words decoded; a malformed encoding is a BadInput, not a crash.
+    `value` is the header as the email package's compat32 policy gives it (a `str`, or a `Header` for
+    raw non-ASCII bytes)."""
     if value is None:
         return ""
+    if isinstance(value, str) and "=?" not in value:
+        # No encoded word: `email.header` would hand the text back as it is, so spare its import.
+        return value.replace("\n", "").replace("\r", "")
+    from email.errors import HeaderParseError
+    from email.header import decode_header, make_header
+
     try:
         text = str(make_header(decode_header(value)))
     except (UnicodeDecodeError, LookupError, ValueError, HeaderParseError) as exc:
@@ -70,6 +76,46 @@ def _header(value: str | None, path: Path | None = None, name: str = "header") -
             hint="re-export the patch with forkctl export (or git format-patch --encode-email-headers)",
         ) from None
     return text.replace("\n", "").replace("\r", "")
+
+
+def _headers_and_payload(raw: bytes, path: Path) -> tuple[dict[str, Any], bytes]:
+    """Subject, From and Date as the email package's compat32 policy gives them, and the body's bytes:
+    read by `mail` when the file has git's plain shape, by the email package (imported only then)
+    otherwise."""
+    plain = mail.split(raw)
+    if plain is not None:
+        headers, payload = plain
+        return {name: headers.get(name) for name in ("subject", "from", "date")}, payload
+    from email import message_from_bytes
+
+    message = message_from_bytes(raw)  # the compat32 policy: raw header strings, decoded by _header
+    payload_bytes = message.get_payload(decode=True)
+    if not isinstance(payload_bytes, bytes):
+        raise BadInput(
+            f"{path}: a multipart mail, not a git format-patch file", hint="make it with git format-patch"
+        )
+    return {name: message.get(name) for name in ("subject", "from", "date")}, payload_bytes
+
+
+def _author(text: str) -> tuple[str, str]:
+    plain = mail.address(text)
+    if plain is not None:
+        return plain
+    from email.utils import parseaddr
+
+    return parseaddr(text)
+
+
+def _date(date_raw: str, path: Path) -> datetime:
+    plain = mail.date(date_raw)
+    if plain is not None:
+        return plain
+    from email.utils import parsedate_to_datetime
+
+    try:
+        return parsedate_to_datetime(date_raw)
+    except (TypeError, ValueError):
+        raise BadInput(f"{path}: Date header {date_raw!r} is not an RFC 2822 date") from None
 
 
 def _split_message_and_diff(payload: str, path: Path) -> tuple[str, str]:
@@ -123,18 +169,13 @@ def _read_mail(path: Path) -> Patch:
             f"{path}: not a git format-patch file (it must start with a 'From <sha>' line)",
             hint="make patch files with `forkctl export` or `git format-patch`",
         )
-    mail = message_from_bytes(raw)  # the compat32 policy: raw header strings, decoded by _header
-    subject = SUBJECT_PREFIX_RE.sub("", _header(mail.get("Subject"), path, "Subject")).strip()
-    author_name, author_email = parseaddr(_header(mail.get("From"), path, "From"))
-    date_raw = _header(mail.get("Date"), path, "Date")
+    headers, payload_bytes = _headers_and_payload(raw, path)
+    subject = SUBJECT_PREFIX_RE.sub("", _header(headers["subject"], path, "Subject")).strip()
+    author_name, author_email = _author(_header(headers["from"], path, "From"))
+    date_raw = _header(headers["date"], path, "Date")
     if not subject or not author_email or not date_raw:
         raise BadInput(f"{path}: missing Subject, From or Date header: not a git format-patch file")
-    try:
-        date = parsedate_to_datetime(date_raw)
-    except (TypeError, ValueError):
-        raise BadInput(f"{path}: Date header {date_raw!r} is not an RFC 2822 date") from None
-    payload_bytes = mail.get_payload(decode=True)
-    assert isinstance(payload_bytes, bytes)
+    date = _date(date_raw, path)
     payload = payload_bytes.decode("utf-8", errors="surrogateescape")
     body, diff = _split_message_and_diff(payload, path)
     return Patch(

@@ -71,6 +71,19 @@ def test_lint_and_status_to_a_pipe_do_not_import_rich(tmp_path: Path) -> None:
         assert out.strip(), verb
 
 
+def test_lint_and_status_load_no_gpu_or_mail_code(tmp_path: Path) -> None:
+    """A manifest with allowed signers is checked without the signing module (ssh-keygen, tempfile), and
+    plain ASCII patches are read without the email package (socket, calendar, its parser)."""
+    toolkit = make_toolkit(tmp_path)
+    data = toolkit.manifest_data()
+    data["validation"]["allowed_signers"] = ["runner@forkctl ssh-ed25519 AAAAC3NzaC1lZDI1NTE5AAAAIExample"]
+    toolkit.write_manifest(data)
+    for verb in ("lint", "status"):
+        modules, out = _imported(tmp_path, "--manifest", str(toolkit.manifest), verb)
+        assert out.strip(), verb
+        assert not _heavy(modules, ("forkctl.gpu", "email", "socket", "calendar")), verb
+
+
 def test_every_verb_loads_under_its_name_with_the_table_summary() -> None:
     for name, summary in verbs.SUMMARIES.items():
         command = verbs.load(name)

@@ -12,7 +12,6 @@ The private key never enters the repository: it stays with the GPU runner (or ma
 from __future__ import annotations
 
 import os
-import re
 import shutil
 import subprocess
 import tempfile
@@ -24,9 +23,6 @@ from forkctl.files import atomic_write
 
 NAMESPACE = "forkctl-evidence"
 SIGNATURE_SUFFIX = ".sig"
-ALLOWED_SIGNER_RE = re.compile(
-    r"^[A-Za-z0-9._@+-]+ (ssh-ed25519|ssh-rsa|ecdsa-sha2-nistp(256|384|521)) [A-Za-z0-9+/=]+$"
-)
 TIMEOUT_S = 60
 
 
@@ -67,14 +63,6 @@ def sign(evidence: Path, key: Path) -> Path:
     target = signature_path(evidence)
     atomic_write(target, done.stdout)
     return target
-
-
-def check_allowed_signers(lines: list[str]) -> list[str]:
-    """The manifest's `validation.allowed_signers`, each `<principal> <key-type> <base64>`."""
-    for line in lines:
-        if not ALLOWED_SIGNER_RE.match(line.strip()):
-            raise ValueError(f"not an allowed-signers line (`<principal> <key-type> <base64-key>`): {line!r}")
-    return [line.strip() for line in lines]
 
 
 @dataclass(frozen=True)

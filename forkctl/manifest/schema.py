@@ -18,11 +18,25 @@ from forkctl.schema import FieldError
 PATCHES_ROOT = "patches"
 SHA_RE = re.compile(r"^[0-9a-f]{7,40}$")
 FULL_SHA_RE = re.compile(r"^[0-9a-f]{40}$")
+# git's allowed-signers lines (`gpg.ssh.allowedSignersFile`), as `forkctl gate` hands them to ssh-keygen.
+# Checked here, not in gpu.signing: every lint and status validates the manifest, and must not import
+# the signing code (subprocess, tempfile) to do it.
+ALLOWED_SIGNER_RE = re.compile(
+    r"^[A-Za-z0-9._@+-]+ (ssh-ed25519|ssh-rsa|ecdsa-sha2-nistp(256|384|521)) [A-Za-z0-9+/=]+$"
+)
 
 
 def _check_sha(key: str, value: str | None) -> None:
     if value is not None and not SHA_RE.match(value):
         raise FieldError(key, f"{value!r} is not a commit SHA (7 to 40 lowercase hex digits)")
+
+
+def check_allowed_signers(lines: list[str]) -> list[str]:
+    """The manifest's `validation.allowed_signers`, each `<principal> <key-type> <base64>`."""
+    for line in lines:
+        if not ALLOWED_SIGNER_RE.match(line.strip()):
+            raise ValueError(f"not an allowed-signers line (`<principal> <key-type> <base64-key>`): {line!r}")
+    return [line.strip() for line in lines]
 
 
 def _check_relpath(key: str, value: str) -> None:
@@ -154,8 +168,6 @@ class Validation(_Model):
                 "benchmark_rows", f"{self.benchmark_rows!r} is not a comma-separated list of row counts"
             )
         if self.allowed_signers:
-            from forkctl.gpu.signing import check_allowed_signers
-
             try:
                 stripped = check_allowed_signers(self.allowed_signers)
             except ValueError as exc:
