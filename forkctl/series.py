@@ -1,8 +1,9 @@
 """The patch series: `git format-patch` files parsed into typed `Patch` objects.
 
 A format-patch file is one mbox message: `From <sha> <date>` line, mail headers (From, Date, Subject),
-the commit message body, a `---` separator, an optional diffstat, and the diff. The patch-id is
-computed by git itself (`git patch-id --stable`) through the git object layer.
+the commit message body, a `---` separator, an optional diffstat, and the diff. The paths a diff
+names and its patch-id are git's own answers (`git apply --numstat`, `git patch-id --stable`, through
+`git.patchtext`), kept in the cache by the diffs' content so that a series read before spawns no git.
 """
 
 from __future__ import annotations
@@ -14,9 +15,10 @@ from datetime import datetime
 from pathlib import Path
 from typing import Any
 
-from forkctl import mail
+import msgspec
+
+from forkctl import contentcache, mail
 from forkctl.errors import BadInput
-from forkctl.git import patchtext
 from forkctl.manifest import Manifest
 
 PROVENANCE_RE = re.compile(r"^\(cherry picked from commit ([0-9a-f]{7,40})\)\s*$", re.MULTILINE)
@@ -201,24 +203,56 @@ def parse_patch(path: Path) -> Patch:
 
 
 def parse_patches(paths: list[Path]) -> list[Patch]:
-    """Parse format-patch files; git reads all their diffs in two processes, not two per patch.
+    """Parse format-patch files; git reads all their diffs in two processes, not two per patch, and
+    what it said is kept by the diffs' content (`_FACTS`), so the same series again spawns no git.
     Raise BadInput for the first file that is not a format-patch file or whose diff does not parse."""
     mails = [_read_mail(path) for path in paths]
-    diffs = [mail.diff for mail in mails]
-    try:
-        paths_each = patchtext.diff_paths_each(diffs)
-    except BadInput:
-        for mail, diff in zip(mails, diffs, strict=True):  # find the one git refused, and say so
-            _diff_paths_of(mail.path, diff)
-        raise
-    ids = patchtext.patch_ids(diffs)
+    diffs = [parsed.diff for parsed in mails]
+    key = contentcache.key_of(_FACTS, *diffs)
+    facts = _cached_facts(key, len(diffs))
+    if facts is None:
+        facts = _git_facts(mails)
+        contentcache.write(_FACTS, key, msgspec.json.encode(facts))
     return [
-        dataclasses.replace(mail, paths=p, patch_id=i)
-        for mail, p, i in zip(mails, paths_each, ids, strict=True)
+        dataclasses.replace(parsed, paths=list(p), patch_id=i)
+        for parsed, (p, i) in zip(mails, facts, strict=True)
     ]
 
 
+# Cache entries of git's answers about a series' diffs: [(paths, patch-id)] per diff, in order. Both
+# are functions of the diff's bytes alone (`patch-id --stable` is stable across git versions).
+_FACTS = "patch-facts"
+_PATCH_ID_RE = re.compile(r"(?:[0-9a-f]{40}|[0-9a-f]{64})?")
+
+
+def _cached_facts(key: str, count: int) -> list[tuple[list[str], str]] | None:
+    payload = contentcache.read(_FACTS, key)
+    if payload is None:
+        return None
+    try:
+        facts = msgspec.json.decode(payload, type=list[tuple[list[str], str]])
+    except msgspec.MsgspecError:
+        return None
+    sound = len(facts) == count and all(_PATCH_ID_RE.fullmatch(i) for _p, i in facts)
+    return facts if sound else None
+
+
+def _git_facts(mails: list[Patch]) -> list[tuple[list[str], str]]:
+    from forkctl.git import patchtext  # only a series not seen before starts git (and subprocess)
+
+    diffs = [parsed.diff for parsed in mails]
+    try:
+        paths_each = patchtext.diff_paths_each(diffs)
+    except BadInput:
+        for parsed in mails:  # find the one git refused, and say so
+            _diff_paths_of(parsed.path, parsed.diff)
+        raise
+    return list(zip(paths_each, patchtext.patch_ids(diffs), strict=True))
+
+
 def _diff_paths_of(path: Path, diff: bytes) -> list[str]:
+    from forkctl.git import patchtext
+
     try:
         return patchtext.diff_paths(diff)
     except BadInput as exc:

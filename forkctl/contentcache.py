@@ -1,0 +1,65 @@
+"""Content-addressed cache entries: facts derived from some bytes, kept under the sha256 of those bytes.
+
+An entry lives at `$FORKCTL_CACHE/<folder>/<key>.json` and holds a header (the entry format, its key
+and the sha256 of its payload) then the payload. It is data, never trusted: `read` returns the payload
+only when the header names exactly this key and the payload's digest matches (so an entry copied under
+another name, truncated or edited is ignored), and the caller still validates what it decodes. Entries
+are written atomically; a cache that cannot be read or written costs the work it would have saved, never
+a failure. Used for parsed manifests (`manifest.cache`) and for git's answers about patch text
+(`series`), so a `lint` or `status` of files seen before imports no YAML and spawns no git.
+"""
+
+from __future__ import annotations
+
+import contextlib
+
+from forkctl import __version__
+from forkctl.files import cache_root
+
+_FORMAT = b"forkctl-cache-entry 1"
+
+
+def sha256_hex(data: bytes) -> str:
+    """sha256 in hex, from CPython's built-in implementation when there is one: `hashlib` loads OpenSSL,
+    a few milliseconds of a start that hashes a few kilobytes. Both give the same digest."""
+    try:
+        from _sha2 import sha256  # Python 3.12+
+    except ImportError:
+        try:
+            from _sha256 import sha256  # type: ignore[no-redef]  # Python 3.10, 3.11
+        except ImportError:
+            from hashlib import sha256
+    return sha256(data).hexdigest()
+
+
+def key_of(kind: str, *parts: bytes) -> str:
+    """The key of `parts` for one kind of entry; forkctl's version is part of it, so an upgrade never
+    reads what an older forkctl derived. Each part is length-prefixed: the split cannot be shifted."""
+    material = [_FORMAT, kind.encode(), __version__.encode()]
+    material += [b"%d:%s" % (len(part), part) for part in parts]
+    return sha256_hex(b"\0".join(material))
+
+
+def _header(key: str, payload: bytes) -> bytes:
+    return b"\n".join([_FORMAT, key.encode(), sha256_hex(payload).encode()]) + b"\n\n"
+
+
+def read(folder: str, key: str) -> bytes | None:
+    """The payload stored under `key`, or None when there is none or it is not sound."""
+    try:
+        with open(cache_root() / folder / f"{key}.json", "rb") as stream:
+            entry = stream.read()
+    except OSError:
+        return None
+    header, separator, payload = entry.partition(b"\n\n")
+    if not separator or header + separator != _header(key, payload):
+        return None
+    return payload
+
+
+def write(folder: str, key: str, payload: bytes) -> None:
+    """Store `payload` under `key`; a cache that cannot be written is skipped."""
+    from forkctl.files import atomic_write  # only a cold start writes (and pays for tempfile)
+
+    with contextlib.suppress(OSError):
+        atomic_write(cache_root() / folder / f"{key}.json", _header(key, payload) + payload)
