@@ -20,14 +20,15 @@ class GitShim:
         return env
 
     def calls(self) -> list[str]:
-        """The git subcommand of each recorded call (the `-c key=value` pairs skipped), in order."""
+        """The git subcommand of each recorded call, in order (global options such as `-c key=value`
+        and `--git-dir=PATH` skipped)."""
         if not self.log.exists():
             return []
         found = []
         for line in self.log.read_text().splitlines():
             words = line.split("\x1f")
-            while words[:1] == ["-c"]:
-                words = words[2:]
+            while words and words[0].startswith("-"):
+                words = words[2:] if words[0] in ("-c", "-C", "--git-dir", "--work-tree") else words[1:]
             found.append(words[0] if words else "")
         return found
 

@@ -3,11 +3,19 @@ unless it is forkctl's own bookkeeping); which names may become branches."""
 
 from __future__ import annotations
 
+import re
+
 from forkctl.errors import BadInput
 from forkctl.git.gitdir import GitDir
 from forkctl.git.runner import try_run
 
 ZERO_SHA = "0" * 40
+# A name git's ref rules certainly accept as a branch (check-ref-format --branch), with no git process:
+# components of letters, digits, `_`, `-` and `.` that start with a letter, digit or `_`, joined by
+# single slashes, none ending in `.` or `.lock`, no `..` (see the test that holds it to git's answer).
+_PLAIN_BRANCH_RE = re.compile(
+    r"(?!.*\.\.)(?!.*\.(?:lock)?(?:/|$))[A-Za-z0-9_][A-Za-z0-9_.-]*(?:/[A-Za-z0-9_][A-Za-z0-9_.-]*)*"
+)
 
 
 def check_branch_name(name: str) -> str:
@@ -15,7 +23,10 @@ def check_branch_name(name: str) -> str:
 
     git's own rule (`check-ref-format --branch`) plus: no `@`, no leading `-`, no `refs/` prefix (which
     would create refs/heads/refs/heads/...), nothing a shell or terminal would treat specially.
+    A plain name (`_PLAIN_BRANCH_RE`) is accepted without asking git.
     """
+    if _PLAIN_BRANCH_RE.fullmatch(name) and name != "HEAD" and not name.startswith("refs/"):
+        return name
     status, out, _ = try_run(["check-ref-format", "--branch", name])
     if (
         status != 0

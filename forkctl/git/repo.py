@@ -29,15 +29,19 @@ class GitRepo(ObjectReads, Commits, History, Refs, Indexes, Worktrees, Patches):
     """A repository addressed by path; bare or not. No method touches its working tree or index."""
 
     def __init__(self, path: Path) -> None:
-        status, out, _ = try_run(["rev-parse", "--absolute-git-dir", "--is-bare-repository"], cwd=path)
+        # One process: rev-parse prints the git dir and bareness, then the top level of the working
+        # tree; where there is none (a bare repository, a path inside a git dir) it stops there and exits
+        # non-zero, the first two answers already printed.
+        status, out, _ = try_run(
+            ["rev-parse", "--absolute-git-dir", "--is-bare-repository", "--show-toplevel"], cwd=path
+        )
         lines = out.splitlines()
-        if not Path(path).is_dir() or status != 0 or len(lines) != 2:
+        if not Path(path).is_dir() or len(lines) not in (2, 3) or (len(lines) == 3 and status != 0):
             raise BadInput(f"{path} is not a git repository", hint="pass the path of a clone")
         self.git_dir = Path(lines[0])
-        toplevel_status, toplevel_out, _ = try_run(["rev-parse", "--show-toplevel"], cwd=path)
         # A bare repository, or a path inside a git dir, is addressed by its git dir.
-        bare = lines[1] == "true" or toplevel_status != 0 or not toplevel_out.strip()
-        self.path = self.git_dir if bare else Path(toplevel_out.strip())
+        bare = lines[1] == "true" or len(lines) == 2 or not lines[2].strip()
+        self.path = self.git_dir if bare else Path(lines[2].strip())
         if Path(path).resolve() not in (self.path.resolve(), self.git_dir.resolve()):
             raise BadInput(
                 f"{path} is not a git repository (it is inside {self.path})",

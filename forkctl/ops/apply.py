@@ -41,7 +41,9 @@ def resolve_base(repo: GitRepo, wanted: str, manifest: Manifest) -> str:
             f"unknown commit {wanted!r}: {repo.git_dir} has no commit by that name",
             hint="check the SHA, or fetch upstream into that repository",
         )
-    manifest_base = repo.resolve_commit(manifest.upstream.base)
+    # Usually the same full SHA as --base: then there is nothing more to ask git.
+    same = manifest.upstream.base in (wanted, full)
+    manifest_base = full if same else repo.resolve_commit(manifest.upstream.base)
     if full != manifest_base:
         raise BadInput(
             f"{full[:12]} is not the manifest's base {manifest.upstream.base[:12]}: "
@@ -110,12 +112,9 @@ def start(
     )
     # Build first (objects only, no ref moves yet); the result decides whether an existing branch may stay.
     # A branch that already is apply(base, series) is recognised without building it again.
-    existing = replay.built_by_apply(repo, base, series.patches, old_tip) if old_tip else None
+    existing = replay.existing_build(repo, base, series.patches, old_tip) if old_tip else None
     if existing is not None:
-        built = replay.BuildResult(
-            base=base,
-            applied=[replay.AppliedPatch(p, c) for p, c in zip(series.patches, existing, strict=True)],
-        )
+        built = replay.BuildResult(base=base, applied=existing)
     else:
         built = replay.build_series(repo, base, series.patches, on_patch=on_patch)
     if old_tip is not None and not force and not (built.complete and built.head == old_tip):

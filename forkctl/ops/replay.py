@@ -16,6 +16,7 @@ from pathlib import Path
 from forkctl.errors import BadInput
 from forkctl.git import GitRepo, Identity
 from forkctl.git.repo import commit_object
+from forkctl.ops import record
 from forkctl.series import Patch
 
 
@@ -23,6 +24,7 @@ from forkctl.series import Patch
 class AppliedPatch:
     patch: Patch
     commit: str
+    tree: str = ""  # the commit's tree, when the build knows it (for the apply record)
 
 
 @dataclass(frozen=True)
@@ -180,15 +182,34 @@ def build_series(
             tree = index.write_tree()
             steps.append((head_tree, tree, patch))
             head, head_tree = commits.make(head, tree, patch), tree
-            result.applied.append(AppliedPatch(patch=patch, commit=head))
+            result.applied.append(AppliedPatch(patch=patch, commit=head, tree=tree))
             if on_patch:
                 on_patch(patch.subject)
     verify_results(repo, steps)
     commits.flush()
+    if result.complete and start == 0 and head_parent_is_base(parent, base):
+        record.remember(base, patches, [(a.commit, a.tree) for a in result.applied])
     return result
 
 
-def built_by_apply(repo: GitRepo, base: str, patches: list[Patch], tip: str) -> list[str] | None:
+def head_parent_is_base(parent: str | None, base: str) -> bool:
+    """A build from the base itself (not a resumed one): its result is apply(base, patches)."""
+    return parent is None or parent == base
+
+
+def existing_build(repo: GitRepo, base: str, patches: list[Patch], tip: str) -> list[AppliedPatch] | None:
+    """The commits base..tip when they are exactly apply(base, patches), else None: from the apply
+    record when it holds (no git process), else from the full check, whose answer is then recorded."""
+    recalled = record.recall(base, patches, tip)
+    if recalled is not None:
+        return [AppliedPatch(p, commit, tree) for p, (commit, tree) in zip(patches, recalled, strict=True)]
+    found = built_by_apply(repo, base, patches, tip)
+    if found:
+        record.remember(base, patches, [(a.commit, a.tree) for a in found])
+    return found
+
+
+def built_by_apply(repo: GitRepo, base: str, patches: list[Patch], tip: str) -> list[AppliedPatch] | None:
     """The commits base..tip when they are exactly apply(base, patches), else None; a few processes
     whatever the length of the series, where building it again takes two per patch.
 
@@ -200,15 +221,17 @@ def built_by_apply(repo: GitRepo, base: str, patches: list[Patch], tip: str) -> 
     commits = repo.rev_list(f"{base}..{tip}", "--first-parent")
     if len(commits) != len(patches):
         return None
+    applied = []
     for info, parent, patch in zip(repo.commit_infos(commits), [base, *commits[:-1]], patches, strict=True):
         made = commit_object(
             info.tree, [parent], patch.message, patch.author_name, patch.author_email, patch.date
         )
         if made is None or made[0] != info.sha:
             return None
+        applied.append(AppliedPatch(patch, info.sha, info.tree))
     if commits and repo.format_patches(base, commits) != [patch.raw for patch in patches]:
         return None
-    return commits
+    return applied
 
 
 def check_series(repo: GitRepo, base: str, patches: list[Patch]) -> list[tuple[Patch, str | None]]:

@@ -181,9 +181,9 @@ def old_series(
 ) -> tuple[list[str | None], str | None]:
     """apply(old base, series): the old commit of each patch (None past a failure) and the old head.
     When `branch_tip` already is that (the usual case: the branch forkctl built), it is taken as is."""
-    reused = replay.built_by_apply(repo, old_base, series.patches, branch_tip) if branch_tip else None
+    reused = replay.existing_build(repo, old_base, series.patches, branch_tip) if branch_tip else None
     if reused is not None:
-        return list(reused), reused[-1] if reused else old_base
+        return [a.commit for a in reused], reused[-1].commit if reused else old_base
     old = replay.build_series(repo, old_base, series.patches)
     commits: list[str | None] = [a.commit for a in old.applied]
     commits += [None] * (len(series.patches) - len(commits))
