@@ -14,22 +14,10 @@ from __future__ import annotations
 import contextlib
 
 from forkctl import __version__
+from forkctl.digests import sha256_hex
 from forkctl.files import cache_root
 
 _FORMAT = b"forkctl-cache-entry 1"
-
-
-def sha256_hex(data: bytes) -> str:
-    """sha256 in hex, from CPython's built-in implementation when there is one: `hashlib` loads OpenSSL,
-    a few milliseconds of a start that hashes a few kilobytes. Both give the same digest."""
-    try:
-        from _sha2 import sha256  # Python 3.12+
-    except ImportError:
-        try:
-            from _sha256 import sha256  # type: ignore[no-redef]  # Python 3.10, 3.11
-        except ImportError:
-            from hashlib import sha256
-    return sha256(data).hexdigest()
 
 
 def key_of(kind: str, *parts: bytes) -> str:

@@ -6,13 +6,13 @@ from __future__ import annotations
 import contextlib
 import fcntl
 import functools
-import hashlib
 import os
 import time
 from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import ParamSpec, TypeVar
 
+from forkctl.digests import sha256_hex
 from forkctl.errors import BadInput
 
 DEFAULT_WAIT_S = 60.0
@@ -58,7 +58,7 @@ def repository(git_dir: Path) -> contextlib.AbstractContextManager[None]:
 
 def toolkit(manifest_path: Path, cache: Path) -> contextlib.AbstractContextManager[None]:
     """The manifest and its patch files. The lock lives in forkctl's cache, not in the user's tree."""
-    key = hashlib.sha256(str(manifest_path.resolve()).encode()).hexdigest()[:16]
+    key = sha256_hex(str(manifest_path.resolve()).encode())[:16]
     return held(cache / "locks" / f"toolkit-{key}.lock", f"the patch series of {manifest_path}")
 
 

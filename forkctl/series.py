@@ -17,7 +17,7 @@ from typing import Any
 
 import msgspec
 
-from forkctl import contentcache, mail
+from forkctl import contentcache, digests, mail
 from forkctl.errors import BadInput
 from forkctl.manifest import Manifest
 
@@ -269,9 +269,7 @@ class Series:
     @property
     def digest(self) -> str:
         """sha256 over the base SHA and each patch file's bytes in order: what GPU evidence names."""
-        import hashlib  # only the digest needs it: lint and status do not pay for loading OpenSSL
-
-        hasher = hashlib.sha256()
+        hasher = digests.sha256()
         hasher.update(self.base.encode())
         for patch in self.patches:
             hasher.update(b"\0")

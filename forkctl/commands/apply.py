@@ -11,6 +11,7 @@ Two targets:
 from __future__ import annotations
 
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import click
 
@@ -21,13 +22,17 @@ from forkctl.errors import EXIT_CHECK_FAILED, BadInput
 from forkctl.git import GitRepo
 from forkctl.git import store as gitstore
 from forkctl.manifest import Manifest
-from forkctl.ops import apply, patch_dir
+from forkctl.ops import apply
 from forkctl.ops.state import ConflictReport, State
 from forkctl.report import Problem, Report, Table
 from forkctl.series import load_series
 
+if TYPE_CHECKING:
+    from forkctl.ops.patch_dir import TreePlan
 
-def _tree_report(tree_plan: patch_dir.TreePlan, reverse: bool, changed: list[str]) -> Report:
+
+def _tree_report(tree_plan: TreePlan, reverse: bool, changed: list[str]) -> Report:
+
     result = Report(command="apply")
     rows = []
     patches_json = []
@@ -67,6 +72,8 @@ def _apply_tree(ctx: Context, tree: Path, include: str, reverse: bool) -> Report
         raise BadInput(
             f"{tree} is not a directory", hint="pass the folder that holds the package the series patches"
         )
+    from forkctl.ops import patch_dir  # --tree only: the repository mode never loads it
+
     series = load_series(ctx.manifest())
     finished = patch_dir.recover(tree)  # an earlier run killed mid-swap is completed first
     tree_plan = patch_dir.plan(tree, series.patches, include, reverse=reverse)

@@ -9,14 +9,13 @@ A reproducible commit's bytes depend only on its inputs, so a series of them can
 from __future__ import annotations
 
 import contextlib
-import hashlib
 import os
-import tempfile
 import zlib
 from dataclasses import dataclass
 from datetime import datetime
 from pathlib import Path
 
+from forkctl.digests import sha1_hex, sha256_hex
 from forkctl.git.gitdir import GitDir
 from forkctl.git.runner import GitFailed
 
@@ -66,8 +65,8 @@ def commit_object(
     ident = b"%s <%s> %d %s" % (name, email, int(when.timestamp()), zone.encode())
     lines = [b"tree " + tree.encode(), *(b"parent " + p.encode() for p in parents)]
     body = b"\n".join([*lines, b"author " + ident, b"committer " + ident]) + b"\n\n" + message.encode("utf-8")
-    hasher = hashlib.sha256 if len(tree) == 64 else hashlib.sha1
-    return hasher(b"commit %d\0" % len(body) + body).hexdigest(), body
+    hasher = sha256_hex if len(tree) == 64 else sha1_hex
+    return hasher(b"commit %d\0" % len(body) + body), body
 
 
 class Commits(GitDir):
@@ -109,6 +108,8 @@ class Commits(GitDir):
             return oid
         target.parent.mkdir(exist_ok=True)
         data = zlib.compress(b"commit %d\0" % len(body) + body)
+        import tempfile  # only writers pay for it (a re-apply or a check writes no object)
+
         handle, temp = tempfile.mkstemp(prefix="tmp_obj_", dir=target.parent)
         try:
             with os.fdopen(handle, "wb") as stream:
@@ -125,6 +126,8 @@ class Commits(GitDir):
         under the id it was made with (git checks the format, and we check git agrees with us)."""
         if not objects:
             return
+        import tempfile
+
         with tempfile.TemporaryDirectory(prefix="forkctl-commits-") as scratch:
             paths = []
             for number, (_, body) in enumerate(objects):

@@ -4,7 +4,6 @@ repository's own index and files are never touched; read-tree, apply --cached, w
 from __future__ import annotations
 
 import contextlib
-import tempfile
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -51,6 +50,8 @@ class Indexes(GitDir):
     @contextlib.contextmanager
     def private_index(self, tree: str) -> Iterator[PrivateIndex]:
         """A temporary index file loaded with `tree`; the repository's own index is never touched."""
+        import tempfile  # only a build pays for it: a re-apply recognised from its record makes none
+
         with tempfile.TemporaryDirectory(prefix="forkctl-index-") as scratch:
             index = PrivateIndex(self, Path(scratch) / "index")
             index.read_tree(tree)
@@ -74,6 +75,8 @@ def tree_from_directory(repo: GitDir, directory: Path) -> str:
     A private index and `--work-tree` pointed at `directory`: the repository's own index and files
     are never touched (the demo snapshots an installed package this way).
     """
+    import tempfile
+
     with tempfile.TemporaryDirectory(prefix="forkctl-index-") as scratch:
         env = {"GIT_INDEX_FILE": str(Path(scratch) / "index")}
         where = ["-c", "core.autocrlf=false", "--git-dir", str(repo.git_dir), "--work-tree", str(directory)]

@@ -9,7 +9,6 @@ under `cache_root()`.
 
 from __future__ import annotations
 
-import hashlib
 import json
 import re
 from dataclasses import dataclass
@@ -17,6 +16,7 @@ from datetime import datetime, timezone
 from pathlib import Path
 from urllib.parse import urlsplit
 
+from forkctl.digests import sha256_hex
 from forkctl.errors import BadInput
 from forkctl.files import atomic_write_text, cache_root
 from forkctl.git.repo import GitRepo
@@ -151,7 +151,7 @@ def talk(
 
 def promisor_remote_name(public_url: str) -> str:
     """The name of the remote (by URL identity) that a cache repository fetches `public_url` through."""
-    return "forkctl-" + hashlib.sha256(cache_identity(public_url).encode()).hexdigest()[:12]
+    return "forkctl-" + sha256_hex(cache_identity(public_url).encode())[:12]
 
 
 _CONFIGURED: set[tuple[str, str]] = set()  # (git dir, remote name) whose settings were read this run
@@ -239,7 +239,7 @@ def listed_refs(url: str) -> Listing:
 
 
 def _listing_file(url: str) -> Path:
-    key = hashlib.sha256(cache_identity(url).encode()).hexdigest()[:16]
+    key = sha256_hex(cache_identity(url).encode())[:16]
     return cache_root() / "listings" / f"{key}.json"
 
 

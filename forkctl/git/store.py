@@ -9,11 +9,11 @@ branches and tags), never by git's lazy fetch; a warm cache answers without the 
 
 from __future__ import annotations
 
-import hashlib
 import re
 from dataclasses import dataclass
 from pathlib import Path
 
+from forkctl.digests import sha256_hex
 from forkctl.errors import BadInput
 from forkctl.files import atomic_write_text
 from forkctl.git.graph import (
@@ -75,7 +75,7 @@ def graph_for(url: str, alternates: list[Path] | None = None) -> CommitGraph:
 
 def cache_path(url: str, graph: bool = False) -> Path:
     """Where the cache keeps `url`'s partial clone (`graph`: its commit graph)."""
-    key = hashlib.sha256(cache_identity(url).encode()).hexdigest()[:16]
+    key = sha256_hex(cache_identity(url).encode())[:16]
     name = re.sub(r"[^a-z0-9]+", "-", normalise_url(url).lower()).strip("-")[-40:]
     return cache_root() / "repos" / f"{name}-{key}{'-graph' if graph else ''}.git"
 

@@ -22,12 +22,12 @@ run: a full SHA then needs no network, a branch or tag one `ls-remote`.
 
 from __future__ import annotations
 
-import hashlib
 import re
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path, PurePosixPath
 
+from forkctl.digests import sha256_hex
 from forkctl.errors import BadInput
 from forkctl.manifest.schema import PATCHES_ROOT
 
@@ -111,7 +111,7 @@ def _checked_path(path: str, shown: str) -> str:
 def snapshot_folder(cache: Path, sha: str, path: str) -> Path:
     """Where the files of commit `sha` read with the manifest at `path` live (no URL in the name)."""
     slug = re.sub(r"[^A-Za-z0-9._-]+", "_", path)[-40:]
-    key = hashlib.sha256(path.encode()).hexdigest()[:12]
+    key = sha256_hex(path.encode())[:12]
     return cache / SNAPSHOTS / sha / f"{slug}-{key}"
 
 

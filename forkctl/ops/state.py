@@ -15,18 +15,19 @@ from __future__ import annotations
 
 import json
 import re
-import shutil
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from forkctl import git
 from forkctl.errors import BadInput
 from forkctl.files import atomic_write_text, remove_temporaries
 from forkctl.git import GitRepo
-from forkctl.git.merge import MergeResult
 from forkctl.ops.replay import identity_of
 from forkctl.series import Patch
+
+if TYPE_CHECKING:
+    from forkctl.git.merge import MergeResult  # a port's stop carries it; apply never imports merges
 
 STATE_DIR = "forkctl"
 STATE_FILE = "apply-state.json"
@@ -241,11 +242,14 @@ def remove_leftovers(repo: GitRepo) -> None:
     worktree = worktree_path(repo)
     if worktree.exists() or (repo.git_dir / "worktrees" / WORKTREE_DIR).exists():
         repo.remove_worktree(worktree)
-    if worktree.exists():
-        shutil.rmtree(worktree)
     backup = path.parent / "backup"
-    if backup.is_dir():
-        shutil.rmtree(backup)
+    if worktree.exists() or backup.is_dir():
+        import shutil  # only the leftovers of a killed run need it
+
+        if worktree.exists():
+            shutil.rmtree(worktree)
+        if backup.is_dir():
+            shutil.rmtree(backup)
     remove_temporaries([path])
     folder = path.parent
     if folder.is_dir() and not any(folder.iterdir()):
