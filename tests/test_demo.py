@@ -48,6 +48,8 @@ def test_demo_finds_the_unpatched_base_bumps_and_passes(tmp_path: Path, repo_roo
     code, report, progress = demo(repo_root / "manifest.yaml", "--keep-in", str(keep))
     assert code == 0, report
     assert report["ok"] is True
+    # The demo used its own cache (asked before this test's own `load` below writes to the user's).
+    assert not (tmp_path / "user-cache").exists()
     assert "step 1: check-pins" in progress and "step 3: check-pins" in progress
     # The base is the installed package's megatron/ tree, the fork head the real series on it.
     package = find_installed(load(repo_root / "manifest.yaml").package)
@@ -96,7 +98,6 @@ def test_demo_finds_the_unpatched_base_bumps_and_passes(tmp_path: Path, repo_roo
     assert final["links"][0]["pinned"] == report["fork_head"]
     assert report["verdict"].startswith("demo: OK")
     assert report["workdir"] == str(keep.resolve())
-    assert not (tmp_path / "user-cache").exists()
 
 
 @pytest.mark.slow

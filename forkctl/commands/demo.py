@@ -72,11 +72,12 @@ def command(ctx: Context, keep: Path | None) -> Report:
     apply(series, base), check-pins on the bumped branches passes. Uses the real manifest's patch series;
     touches none of your repositories and not ~/.cache/forkctl. Exit 0 when the final check passes, 1 when
     it fails, 2 when the series does not apply to the installed megatron-core."""
-    real = ctx.manifest()
-    package = find_installed(real.package)
     root, scratch = _workdir(keep)
     try:
         with demochain.isolated_environment(root), report.phases("demo") as step:
+            # Read inside: the manifest cache is the demo's own then, never ~/.cache/forkctl.
+            real = ctx.manifest()
+            package = find_installed(real.package)
             chain = demochain.build_chain(root, real, package, step)
             flow = demochain.run_flow(chain, step)
         return _report(chain, flow, keep is not None)

@@ -94,13 +94,20 @@ def command(ctx: Context, branch: str | None, repo_path: Path | None, check: boo
     branch = branch or manifest.fork.branch
     repo = gitstore.object_store(repo_path, manifest.upstream.url, [manifest.upstream.base])
     base = repo.resolve_commit(manifest.upstream.base) or manifest.upstream.base
-    exported = export.render(repo, manifest, export.branch_commits(repo, base, branch))
+    exported = export.recorded(repo, manifest, base, branch)
+    rendered = exported is None
+    if exported is None:
+        exported = export.render(repo, manifest, export.branch_commits(repo, base, branch))
     difference = export.compare(manifest, exported)
     result = _report(branch, base, check, exported, difference)
     if check:
         _check(result, branch, difference)
+        if rendered and not difference.dirty:
+            export.remember(manifest, base, exported)
         return result
     export.write(manifest, exported, difference)
+    if rendered:
+        export.remember(manifest, base, exported)
     result.lines.append(
         f"wrote {len(difference.changed)} file(s), removed {len(difference.stale)} stale file(s)"
         + (": " + ", ".join(difference.stale) if difference.stale else "")

@@ -167,6 +167,19 @@ def hermetic_env(extra: Mapping[str, str] | None = None) -> dict[str, str]:
     return env
 
 
+def git_identity() -> str:
+    """Which git binary runs (the first `git` on PATH, as exec finds it): its path, size and change
+    time, without running it. Part of the key of what forkctl keeps about git's byte-exact output
+    (the export record), so that another git build is asked again rather than trusted."""
+    for folder in os.environ.get("PATH", os.defpath).split(os.pathsep):
+        candidate = os.path.join(folder or ".", "git")
+        if os.path.isfile(candidate) and os.access(candidate, os.X_OK):
+            real = os.path.realpath(candidate)
+            stat = os.stat(real)
+            return f"{real}:{stat.st_size}:{stat.st_mtime_ns}"
+    return "no-git-on-path"
+
+
 def argv(args: Sequence[str]) -> list[str]:
     pinned = [part for key, value in PINNED_CONFIG for part in ("-c", f"{key}={value}")]
     return ["git", *pinned, *args]

@@ -10,6 +10,7 @@ as it is. Any other commit (a maintainer's cherry-pick, an amended fix) gets a n
 from __future__ import annotations
 
 import re
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -20,7 +21,8 @@ from forkctl.errors import BadInput
 from forkctl.files import atomic_write
 from forkctl.git import CommitInfo, GitRepo
 from forkctl.manifest import Manifest
-from forkctl.series import PROVENANCE_RE, TRAILER_RE
+from forkctl.ops import record
+from forkctl.series import PROVENANCE_RE, TRAILER_RE, parse_patches
 
 SLUG_MAX = 52  # like git format-patch: names stay short enough for every file system and terminal
 
@@ -32,6 +34,7 @@ class ExportedPatch:
     content: bytes
     provenance: str  # the commit the newest provenance line names
     tagged_now: bool  # a provenance line was added by this export
+    tree: str = ""  # the commit's tree (for the export record)
 
 
 def slug(subject: str) -> str:
@@ -92,11 +95,58 @@ def branch_commits(repo: GitRepo, base: str, branch: str) -> list[str]:
     return repo.rev_list(f"{base}..{tip}")
 
 
-def render(repo: GitRepo, manifest: Manifest, commits: list[str]) -> list[ExportedPatch]:
+def _namer(manifest: Manifest) -> Callable[[int, str], str]:
+    """The file (relative to the manifest's folder) of the patch at `number` (1-based) with `subject`."""
     series_dir = manifest.series_dir().relative_to(manifest.root)
     # A file keeps the name it has when only letter case tells it from ours (e.g. a file named by
     # `git format-patch`, which keeps capitals): renaming it would churn the series for nothing.
     kept_names = {Path(entry.file).name.lower(): Path(entry.file).name for entry in manifest.series}
+
+    def name(number: int, subject: str) -> str:
+        plain = f"{number:04d}-{slug(subject)}.patch"
+        return str(series_dir / kept_names.get(plain, plain))
+
+    return name
+
+
+def recorded(repo: GitRepo, manifest: Manifest, base: str, branch: str) -> list[ExportedPatch] | None:
+    """What `render` gives for base..branch, from the export record (`ops.record`): when it holds for
+    the files as they are and ends at the branch's tip, each commit formats back to its file byte for
+    byte, so the file is its own rendering; None when it does not hold (then `render` decides)."""
+    tip = repo.resolve_commit(branch)
+    try:
+        patches = parse_patches(manifest.patch_paths()) if tip else []
+    except BadInput:
+        return None
+    recalled = record.recall(base, patches, tip, record.EXPORTED) if tip else None
+    if recalled is None:
+        return None
+    name = _namer(manifest)
+    exported = []
+    for number, (patch, (commit, tree)) in enumerate(zip(patches, recalled, strict=True), start=1):
+        provenance = PROVENANCE_RE.findall(patch.message)
+        if not provenance:
+            return None  # export would tag it: its file is not its rendering
+        subject = patch.message.split("\n", 1)[0]
+        exported.append(ExportedPatch(commit, name(number, subject), patch.raw, provenance[-1], False, tree))
+    return exported
+
+
+def remember(manifest: Manifest, base: str, exported: list[ExportedPatch]) -> None:
+    """Record a rendering that the files now hold byte for byte, for the next `recorded`."""
+    if not exported or any(patch.tagged_now or not patch.tree for patch in exported):
+        return
+    try:
+        patches = parse_patches([manifest.root / patch.file for patch in exported])
+    except BadInput:
+        return
+    if [patch.raw for patch in patches] == [patch.content for patch in exported]:
+        built = [(patch.commit, patch.tree) for patch in exported]
+        record.remember(base, patches, built, record.EXPORTED)
+
+
+def render(repo: GitRepo, manifest: Manifest, commits: list[str]) -> list[ExportedPatch]:
+    name_of = _namer(manifest)
     if not commits:
         return []
     # One process for every commit's metadata (and the first one's parent), one for every mail.
@@ -117,16 +167,15 @@ def render(repo: GitRepo, manifest: Manifest, commits: list[str]) -> list[Export
                 hint="drop the commit from the branch (or, mid-port, use forkctl port --skip)",
             )
         to_format, provenance, tagged = _exportable(repo, info)
-        name = f"{number:04d}-{slug(info.subject)}.patch"
-        name = kept_names.get(name, name)
         content = mails[number - 1] if mails is not None and not tagged else repo.format_patch(to_format)
         exported.append(
             ExportedPatch(
                 commit=info.sha,
-                file=str(series_dir / name),
+                file=name_of(number, info.subject),
                 content=content,
                 provenance=provenance,
                 tagged_now=tagged,
+                tree=info.tree,
             )
         )
     return exported

@@ -2,6 +2,11 @@
 patch file's bytes) so that a branch that already is apply(base, series) is recognised without a git
 process, where the full check (`replay.built_by_apply`) walks, reads and formats the whole range.
 
+Two kinds: APPLIED (a complete build, or a branch that passed the full check) and EXPORTED (the commits
+format back to exactly these patch files' bytes: a branch that passed the full check, or an export
+whose output equalled the files). EXPORTED is keyed by the git binary as well (`git.git_identity`),
+since it vouches for git's output bytes; `export --check` trusts only that kind.
+
 A record is data, never trusted on its own: beyond the cache entry's own checks (`contentcache`), every
 commit id is computed again here from the recorded tree, its parent, and the patch's message, author and
 date (what `commit-tree` would write), from the base up; the chain must end at the branch's tip. So the
@@ -19,9 +24,11 @@ import msgspec
 
 from forkctl import contentcache
 from forkctl.git.repo import commit_object
+from forkctl.git.runner import git_identity
 from forkctl.series import Patch
 
-FOLDER = "applied"
+APPLIED = "applied"
+EXPORTED = "exported"
 _OBJECT_ID_RE = re.compile(r"[0-9a-f]{40}|[0-9a-f]{64}")
 
 
@@ -30,23 +37,24 @@ class _Record(msgspec.Struct, forbid_unknown_fields=True):
     trees: list[str]
 
 
-def _key(base: str, patches: list[Patch]) -> str:
-    return contentcache.key_of(FOLDER, base.encode(), *(patch.raw for patch in patches))
+def _key(kind: str, base: str, patches: list[Patch]) -> str:
+    git_build = git_identity().encode() if kind == EXPORTED else b""
+    return contentcache.key_of(kind, git_build, base.encode(), *(patch.raw for patch in patches))
 
 
-def remember(base: str, patches: list[Patch], built: list[tuple[str, str]]) -> None:
-    """Record `built` ((commit, tree) per patch) as apply(base, patches)."""
+def remember(base: str, patches: list[Patch], built: list[tuple[str, str]], kind: str = APPLIED) -> None:
+    """Record `built` ((commit, tree) per patch) as apply(base, patches), of `kind`."""
     if not patches or len(built) != len(patches):
         return
     record = _Record(commits=[commit for commit, _ in built], trees=[tree for _, tree in built])
-    contentcache.write(FOLDER, _key(base, patches), msgspec.json.encode(record))
+    contentcache.write(kind, _key(kind, base, patches), msgspec.json.encode(record))
 
 
-def recall(base: str, patches: list[Patch], tip: str) -> list[tuple[str, str]] | None:
-    """(commit, tree) per patch when the record of apply(base, patches) holds and ends at `tip`."""
+def recall(base: str, patches: list[Patch], tip: str, kind: str = APPLIED) -> list[tuple[str, str]] | None:
+    """(commit, tree) per patch when the record of `kind` of apply(base, patches) holds and ends at `tip`."""
     if not patches:
         return None
-    payload = contentcache.read(FOLDER, _key(base, patches))
+    payload = contentcache.read(kind, _key(kind, base, patches))
     if payload is None:
         return None
     try:

@@ -200,12 +200,13 @@ def head_parent_is_base(parent: str | None, base: str) -> bool:
 def existing_build(repo: GitRepo, base: str, patches: list[Patch], tip: str) -> list[AppliedPatch] | None:
     """The commits base..tip when they are exactly apply(base, patches), else None: from the apply
     record when it holds (no git process), else from the full check, whose answer is then recorded."""
-    recalled = record.recall(base, patches, tip)
+    recalled = record.recall(base, patches, tip) or record.recall(base, patches, tip, record.EXPORTED)
     if recalled is not None:
         return [AppliedPatch(p, commit, tree) for p, (commit, tree) in zip(patches, recalled, strict=True)]
     found = built_by_apply(repo, base, patches, tip)
-    if found:
-        record.remember(base, patches, [(a.commit, a.tree) for a in found])
+    if found:  # the full check also proved that the commits format back to the files
+        for kind in (record.APPLIED, record.EXPORTED):
+            record.remember(base, patches, [(a.commit, a.tree) for a in found], kind)
     return found
 
 
