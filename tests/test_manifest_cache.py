@@ -152,3 +152,17 @@ def test_an_unwritable_cache_is_not_an_error(tmp_path: Path, toolkit: Toolkit) -
     code, _modules, out = _forkctl(tmp_path, cache, "--manifest", str(toolkit.manifest), "lint")
     assert code == 0, out
     assert "lint: ok" in out
+
+
+def test_a_manifest_with_credentials_in_a_url_is_never_cached(tmp_path: Path, toolkit: Toolkit) -> None:
+    cache = tmp_path / "cache"
+    token = "ghp_NEVERwrittenANYWHERE0123456789"
+    data = toolkit.manifest_data()
+    data["fork"]["url"] = f"https://user:{token}@github.com/AlignmentResearch/Megatron-LM.git"
+    toolkit.write_manifest(data)
+    for _ in range(2):
+        code, modules, out = _forkctl(tmp_path, cache, "--manifest", str(toolkit.manifest), "lint")
+        assert code == 0, out
+        assert "yaml" in modules
+    assert _entries(cache) == []
+    assert not any(token.encode() in path.read_bytes() for path in cache.rglob("*") if path.is_file())

@@ -5,7 +5,7 @@ An entry (`forkctl.contentcache`: keyed by the sha256 of the manifest's bytes an
 checked against its own digest) holds the validated model as msgspec JSON. Decoding runs the schema's
 checks again; an entry that does not decode or validate is ignored and the caller parses the YAML,
 whose errors name file:line. Only a manifest that loaded cleanly is stored, so every error still comes
-from the YAML path.
+from the YAML path. A manifest with credentials in a URL is never stored.
 """
 
 from __future__ import annotations
@@ -14,6 +14,7 @@ import msgspec
 
 from forkctl import contentcache
 from forkctl.manifest.schema import ManifestModel
+from forkctl.redact import redact
 
 FOLDER = "parsed-manifests"
 _KIND = "manifest"
@@ -31,5 +32,10 @@ def lookup(manifest_bytes: bytes) -> ManifestModel | None:
 
 
 def store(manifest_bytes: bytes, model: ManifestModel) -> None:
-    """Keep `model` as what these bytes load to."""
-    contentcache.write(FOLDER, contentcache.key_of(_KIND, manifest_bytes), msgspec.json.encode(model))
+    """Keep `model` as what these bytes load to; never a manifest with credentials in a URL (they are
+    for fetching only and are written nowhere: such a manifest is parsed from its YAML every time)."""
+    payload = msgspec.json.encode(model)
+    text = payload.decode("utf-8")
+    if redact(text) != text:
+        return
+    contentcache.write(FOLDER, contentcache.key_of(_KIND, manifest_bytes), payload)
