@@ -19,8 +19,6 @@ def _isolated_git(tmp_path_factory: pytest.TempPathFactory) -> None:
     os.environ["GIT_CONFIG_NOSYSTEM"] = "1"
     os.environ.pop("GIT_DIR", None)
     os.environ.pop("GIT_INDEX_FILE", None)
-    # Commands that only read (lint, status) keep parsed manifests in the cache: never the user's own.
-    os.environ["FORKCTL_CACHE"] = str(tmp_path_factory.mktemp("forkctl-cache"))
 
 
 @pytest.fixture
