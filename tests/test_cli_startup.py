@@ -82,6 +82,7 @@ def test_lint_and_status_load_no_gpu_or_mail_code(tmp_path: Path) -> None:
         modules, out = _imported(tmp_path, "--manifest", str(toolkit.manifest), verb)
         assert out.strip(), verb
         assert not _heavy(modules, ("forkctl.gpu", "email", "socket", "calendar")), verb
+        assert "forkctl.manifest.remote" not in modules, verb  # a local --manifest is no URL spec
 
 
 def test_every_verb_loads_under_its_name_with_the_table_summary() -> None:

@@ -196,4 +196,6 @@ def test_reapply_loads_only_what_it_uses(scene, tmp_path: Path) -> None:
     assert "already at" in proc.stdout
     modules = set(json.loads(listing.read_text()))
     unwanted = {"tempfile", "shutil", "hashlib", "_hashlib", "forkctl.ops.patch_dir", "forkctl.git.merge"}
+    # --repo and a local --manifest: no cache of partial clones, no remote manifests
+    unwanted |= {"forkctl.git.store", "forkctl.git.remote", "forkctl.manifest.remote"}
     assert not unwanted & modules

@@ -45,6 +45,8 @@ class Context:
         """The manifest's URL, ref and path when --manifest names one by URL (no network: parsing only)."""
         if self.manifest_option is None:
             return None
+        if "@" not in self.manifest_option and "://" not in self.manifest_option:
+            return None  # no URL@REF:PATH (nor a URL lacking its @REF): a local path, as parse_spec says
         from forkctl.manifest.remote import parse_spec
 
         return parse_spec(self.manifest_option)
@@ -163,7 +165,7 @@ def toolkit_locked(func: Callable[..., report.Report]) -> Callable[..., report.R
     @functools.wraps(func)
     def wrapper(ctx: Context, *args: Any, **kwargs: Any) -> report.Report:
         from forkctl import locking
-        from forkctl.git.remote import cache_root
+        from forkctl.files import cache_root
 
         if ctx.remote_spec() is not None:
             return func(ctx, *args, **kwargs)

@@ -20,7 +20,6 @@ from forkctl.cli import options, verbs
 from forkctl.cli.kit import Context, forkctl_command, output_options, toolkit_locked
 from forkctl.errors import EXIT_CHECK_FAILED, BadInput
 from forkctl.git import GitRepo
-from forkctl.git import store as gitstore
 from forkctl.manifest import Manifest
 from forkctl.ops import apply
 from forkctl.ops.state import ConflictReport, State
@@ -107,7 +106,11 @@ def _apply_tree(ctx: Context, tree: Path, include: str, reverse: bool) -> Report
 
 
 def _store(manifest: Manifest, repo_path: Path | None, url: str | None, revs: list[str]) -> GitRepo:
-    return gitstore.object_store(repo_path, url or manifest.upstream.url, revs)
+    if repo_path is not None:  # the user's clone as it is: the cache of partial clones is not loaded
+        return GitRepo(repo_path)
+    from forkctl.git import store as gitstore
+
+    return gitstore.object_store(None, url or manifest.upstream.url, revs)
 
 
 def _stopped(result: Report, state: State, conflict: ConflictReport, rows: list[list[str]]) -> None:

@@ -9,7 +9,7 @@ import click
 from forkctl.cli import options, verbs
 from forkctl.cli.kit import Context, forkctl_command, output_options, toolkit_locked
 from forkctl.errors import EXIT_CHECK_FAILED
-from forkctl.git import store as gitstore
+from forkctl.git import GitRepo
 from forkctl.ops import export
 from forkctl.ops.export import Difference, ExportedPatch
 from forkctl.report import Problem, Report, Table
@@ -92,7 +92,12 @@ def command(ctx: Context, branch: str | None, repo_path: Path | None, check: boo
         ctx.require_local("export writes the patch files and manifest.yaml (export --check only reads)")
     manifest = ctx.manifest()
     branch = branch or manifest.fork.branch
-    repo = gitstore.object_store(repo_path, manifest.upstream.url, [manifest.upstream.base])
+    if repo_path is not None:  # the user's clone as it is: the cache of partial clones is not loaded
+        repo = GitRepo(repo_path)
+    else:
+        from forkctl.git import store as gitstore
+
+        repo = gitstore.object_store(None, manifest.upstream.url, [manifest.upstream.base])
     base = repo.resolve_commit(manifest.upstream.base) or manifest.upstream.base
     exported = export.recorded(repo, manifest, base, branch)
     rendered = exported is None
