@@ -19,9 +19,9 @@ TEST_TMPDIR = $(shell scripts/test-tmpdir.sh)
 test: setup  ## what CI runs: the test suite, lint on the real manifest, and the GPU-evidence gate
 # xdist here, not in addopts: forkctl validate runs the GPU suite in one process. Bytecode is written
 # even where PYTHONDONTWRITEBYTECODE is set: every xdist worker would otherwise redo pytest's assertion
-# rewriting of every test module (seconds of CPU each) on every run. tests/xdist_plan.py keeps the tests
-# that import torch on one worker and hands the slow tests out first.
-	$(if $(TEST_TMPDIR),TMPDIR=$(TEST_TMPDIR)) PYTHONDONTWRITEBYTECODE= $(PY) -m pytest -q -n 4 -p tests.xdist_plan
+# rewriting of every test module (seconds of CPU each) on every run. tests/make_test_plugin.py gives the
+# run a private forkctl cache, keeps the tests that import torch on one worker, hands slow tests out first.
+	$(if $(TEST_TMPDIR),TMPDIR=$(TEST_TMPDIR)) PYTHONDONTWRITEBYTECODE= $(PY) -m pytest -q -n 4 -p tests.make_test_plugin
 	$(FORKCTL) lint
 	$(FORKCTL) gate
 
