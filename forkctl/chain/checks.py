@@ -138,8 +138,9 @@ class Checker:
         self.progress(f"checking {consumer.name}@{commit[:12]} ({role})")
         entries = repo.tree_entries(commit, [".gitmodules", forkbase.FORK_BASE_FILE, consumer.gitlink])
         files = {path: e.sha for path, e in entries.items() if e.kind == "blob"}
-        self.store(index).ensure_blobs(repo, list(files.values()))
-        modules = git.parse_gitmodules(repo, files[".gitmodules"]) if ".gitmodules" in files else []
+        store = self.store(index)
+        store.ensure_blobs(repo, [sha for path, sha in files.items() if path != ".gitmodules"])
+        modules = store.gitmodules(repo, files[".gitmodules"]) if ".gitmodules" in files else []
         gitlink_path, module = locate_gitlink(repo, commit, consumer, modules, target, link, entries)
         if gitlink_path is None:
             return link

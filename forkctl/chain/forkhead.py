@@ -59,6 +59,22 @@ class ForkContext:
         return self.store.commit_info(self.head).tree
 
 
+def _base_and_built_head(
+    store: GitRepo, given: str, series: Series | None
+) -> tuple[str | None, str | None, bool]:
+    """(the commit the manifest base names, the fork head built before for it and the series when
+    `store` holds it, whether that was asked) in one `cat-file --batch-check`: a full base SHA names
+    the built ref before it is resolved. An abbreviated base, or a series that does not read, is asked
+    alone (and the built ref later, from the resolved base)."""
+    base_query = f"{given}^{{commit}}"
+    built = BUILT_REFS + Series(base=given, patches=series.patches).digest if series else None
+    queries = [base_query, *([built] if built and len(given) == 40 else [])]
+    found = store.resolve_commits(queries)
+    base = found[base_query]
+    asked = len(queries) == 2 and base == given
+    return base, (found[queries[-1]] if asked else None), asked
+
+
 def fork_context(manifest: Manifest, upstream_location: str | None, progress: Progress) -> ForkContext:
     """Build apply(series, base) in the upstream store: `--upstream-repo` (a clone, lent as alternate
     objects, or a URL) or the cache for the manifest's upstream URL."""
@@ -71,7 +87,11 @@ def fork_context(manifest: Manifest, upstream_location: str | None, progress: Pr
         else:
             url = given_url or url
     store = gitstore.cache_repo_for(url, alternates=[upstream_local.git_dir] if upstream_local else None)
-    base = store.resolve_commit(manifest.upstream.base)
+    try:
+        series: Series | None = load_series(manifest)
+    except BadInput:
+        series = None  # told after the base, as ever: a missing base is the first thing to fix
+    base, head, asked = _base_and_built_head(store, manifest.upstream.base, series)
     why = ""
     if base is None:
         progress(f"fetching the base {manifest.upstream.base[:12]} from {url}")
@@ -84,12 +104,14 @@ def fork_context(manifest: Manifest, upstream_location: str | None, progress: Pr
             + (f": {why}" if why else ""),
             hint="pass --upstream-repo PATH to a clone that has it (git fetch origin), or write the full SHA",
         )
-    patches = load_series(manifest).patches
+    patches = (series or load_series(manifest)).patches
     # apply(series, base) is a pure function of the base and the patch bytes: a head built before in
     # this store for the same inputs is reused (one ref read instead of ~6 git processes per patch).
     built_ref = BUILT_REFS + Series(base=base, patches=patches).digest
-    head = store.ref_sha(built_ref)
-    if head is not None and not store.missing_objects([head]):
+    if not asked:
+        head = store.ref_sha(built_ref)
+        head = head if head is not None and not store.missing_objects([head]) else None
+    if head is not None:
         return ForkContext(store, url, upstream_local, base, head, patches)
     if upstream_local is None:
         touched = list(dict.fromkeys(path for patch in patches for path in patch.paths))

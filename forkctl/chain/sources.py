@@ -40,6 +40,16 @@ class Store:
         if blobs and repo is self._cache:
             gitstore.fetch_objects(repo, self.url, blobs)
 
+    def gitmodules(self, repo: GitRepo, blob: str) -> list[git.SubmoduleEntry]:
+        """The sections of the `.gitmodules` blob `blob` of `repo`; fetched first (`ensure_blobs`) only
+        when the cache turns out not to hold it."""
+        if repo is self._cache:
+            found = git.gitmodules_here(repo, blob)
+            if found is not None:
+                return found
+            self.ensure_blobs(repo, [blob])
+        return git.parse_gitmodules(repo, blob)
+
     def prefetch(self, shas: list[str]) -> None:
         """Fetch those of the commits `shas` that neither the local clone nor the cache holds, in one
         request (each arrives once, however many trees they share); `repo_with` then finds them."""

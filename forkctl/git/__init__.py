@@ -47,6 +47,7 @@ _HOME = {
     "index_set_entry": "index",
     "last_commit_touching": "history",
     "parse_gitmodules": "submodules",
+    "gitmodules_here": "submodules",
     "patch_id": "patchtext",
     "patch_ids": "patchtext",
     "patch_ids_in_range": "patches",
@@ -93,6 +94,7 @@ __all__ = [
     "diff_paths",
     "diff_paths_each",
     "git_identity",
+    "gitmodules_here",
     "gitmodules_key_lines",
     "gitmodules_with",
     "index_apply_check",
@@ -150,6 +152,7 @@ if TYPE_CHECKING:
     from forkctl.git.runner import GitFailed, run, run_bytes, try_run
     from forkctl.git.submodules import (
         SubmoduleEntry,
+        gitmodules_here,
         gitmodules_key_lines,
         gitmodules_with,
         parse_gitmodules,

@@ -95,8 +95,20 @@ class ObjectReads(GitDir):
         return present
 
     def missing_objects(self, shas: list[str]) -> list[str]:
-        """Those of `shas` (full object names) that are not here: a question, never a download."""
-        return [sha for sha, answer in zip(shas, self._batch_check(shas), strict=True) if answer is None]
+        """Those of `shas` (object names) that are not here: a question, never a download, in one
+        process, none when every one is already known to be here (a yes is remembered, as in
+        `has_object`: the same blob or commit is asked about for every link that holds it)."""
+        where = str(self.git_dir)
+        unknown = list(dict.fromkeys(sha for sha in shas if (where, sha) not in _PRESENT))
+        answers = dict(zip(unknown, self._batch_check(unknown), strict=True))
+        _PRESENT.update((where, sha) for sha, answer in answers.items() if answer is not None)
+        return [sha for sha in shas if (where, sha) not in _PRESENT]
+
+    def missing_commits(self, shas: list[str]) -> list[str]:
+        """Those of the commits `shas` that are not here (as `has_object(f"{sha}^{{commit}}")` asks,
+        and remembered the same way), in one process for them all."""
+        peeled = {f"{sha}^{{commit}}": sha for sha in shas}
+        return [peeled[name] for name in self.missing_objects(list(peeled))]
 
     def object_ids(self, specs: list[str]) -> dict[str, str | None]:
         """{`<tree-ish>:<path>` spec: object id, None when absent}, all in one `cat-file --batch-check`.

@@ -135,8 +135,8 @@ def fetch_commits(cache_repo: GitRepo, url: str, shas: list[str]) -> None:
     the second commit's trees again even though the first is a "have": its shallow pack ignores it).
     A commit the server refuses is left out; `fetch_sha_why` then says why, one at a time."""
     wanted = [sha for sha in dict.fromkeys(shas) if FULL_SHA.fullmatch(sha)]
-    # Asked one by one: a yes is remembered for the run, and the check asks about each commit again.
-    missing = [sha for sha in wanted if not cache_repo.has_object(f"{sha}^{{commit}}")]
+    # One question for them all; a yes is remembered for the run (the check asks about each again).
+    missing = cache_repo.missing_commits(wanted)
     if not missing:
         return
     args = ["fetch", "--quiet", "--no-tags", "--filter=blob:none", "--depth=1"]

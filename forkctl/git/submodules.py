@@ -10,7 +10,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from forkctl.git.gitdir import GitDir
-from forkctl.git.objects import ObjectReads, write_blob
+from forkctl.git.objects import FULL_OBJECT_NAME, NO_LAZY_FETCH, ObjectReads, write_blob
 from forkctl.git.runner import GitFailed, run, run_bytes
 
 
@@ -24,13 +24,38 @@ class SubmoduleEntry:
     options: dict[str, str]  # every key of the section (path, url, shallow, branch, ...)
 
 
+# Sections of `.gitmodules` blobs parsed this run, by blob name: a blob's name is its content, and two
+# commits (or two repositories) often hold the same one.
+_PARSED: dict[str, list[SubmoduleEntry]] = {}
+
+
 def parse_gitmodules(repo: GitDir, blob: str) -> list[SubmoduleEntry]:
     """The sections of a `.gitmodules` blob, read by git's own config parser (`--blob`), in file order."""
+    if blob in _PARSED:
+        return list(_PARSED[blob])
     status, out, err = repo.try_git(["config", "--blob", blob, "--null", "--list"])
     if status != 0:
         raise GitFailed(f"cannot parse .gitmodules ({blob})", err, hint="fix the .gitmodules syntax")
+    return _remember(blob, out)
+
+
+def gitmodules_here(repo: ObjectReads, blob: str) -> list[SubmoduleEntry] | None:
+    """`parse_gitmodules`, never a download: None when `repo` lacks the blob (the caller fetches it
+    explicitly, then parses). One process for a blob that is here, where asking first takes two."""
+    if blob in _PARSED:
+        return list(_PARSED[blob])
+    status, out, err = repo.try_git(["config", "--blob", blob, "--null", "--list"], env=NO_LAZY_FETCH)
+    if status == 0:
+        return _remember(blob, out)
+    if repo.missing_objects([blob]):
+        return None
+    raise GitFailed(f"cannot parse .gitmodules ({blob})", err, hint="fix the .gitmodules syntax")
+
+
+def _remember(blob: str, listing: str) -> list[SubmoduleEntry]:
+    """The sections of `config --null --list` output, remembered for `blob` when that is an object name."""
     sections: dict[str, dict[str, str]] = {}
-    for item in out.split("\x00"):
+    for item in listing.split("\x00"):
         if not item:
             continue
         key, _, value = item.partition("\n")
@@ -38,10 +63,13 @@ def parse_gitmodules(repo: GitDir, blob: str) -> list[SubmoduleEntry]:
             continue
         name, variable = key[len("submodule.") :].rsplit(".", 1)
         sections.setdefault(name, {})[variable.lower()] = value
-    return [
+    entries = [
         SubmoduleEntry(name=name, path=opts.get("path"), url=opts.get("url"), options=opts)
         for name, opts in sections.items()
     ]
+    if FULL_OBJECT_NAME.fullmatch(blob):
+        _PARSED[blob] = entries
+    return list(entries)
 
 
 _SECTION = re.compile(r'^\s*\[\s*submodule\s+"((?:[^"\\]|\\.)*)"\s*\]')
