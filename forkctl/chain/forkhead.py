@@ -137,6 +137,20 @@ def _relation(repo: GitRepo, commit: str, base: str) -> str:
     """'the manifest base', 'N commits ahead of ...', 'N commits behind ...' or 'diverged from ...'."""
     if commit == base:
         return "the manifest base"
+    counts = repo.ahead_behind(base, commit)  # one rev-list where asking ancestry, then counting, took two
+    if counts is None:  # git could not walk them: asked one question at a time, as before
+        return _relation_asked_apart(repo, commit, base)
+    ahead, behind = counts
+    if behind == 0:
+        return f"{ahead} commits ahead of the manifest base {base[:12]}"
+    if ahead == 0:
+        return f"{behind} commits behind the manifest base {base[:12]}"
+    return f"diverged from the manifest base {base[:12]}"
+
+
+def _relation_asked_apart(repo: GitRepo, commit: str, base: str) -> str:
+    """`_relation` from an ancestry question each way, then a count (git's lazy fetch allowed, as
+    every history question in `repo` is)."""
     if repo.is_ancestor(base, commit):
         return f"{repo.count(f'{base}..{commit}')} commits ahead of the manifest base {base[:12]}"
     if repo.is_ancestor(commit, base):

@@ -89,10 +89,8 @@ def _upstream_finding(pinned: str, fork: ForkContext, graphs: CommitGraphs) -> C
         return None  # a local clone answers history questions already, without the network
     graph = graphs.upstream()
     tip = gitgraph.held_branch_tip(graph, f"refs/heads/{branch}") if graph else None
-    # `holds` and `is_ancestor` deepen a bounded graph when the bound could hide the answer.
-    if graph is None or tip is None or not graph.holds(pinned):
-        return None
-    if not graph.is_ancestor(pinned, tip):
+    # `reaches` deepens a bounded graph when the bound could hide the commit or the path.
+    if graph is None or tip is None or not graph.reaches(tip, pinned):
         return None
     # The base is usually on the branch already; a base elsewhere (a release branch) is fetched.
     if not gitstore.fetch_graph_of(graph, fork.upstream_url, fork.base):

@@ -73,6 +73,30 @@ class CommitGraph(GitRepo):
             return True  # exact, bound or not
         return self.bounded() and self.deepen() and super().is_ancestor(older, newer)
 
+    def reaches(self, tip: str, sha: str) -> bool:
+        """`holds(sha) and is_ancestor(sha, tip)`: one `merge-base` when the answer is yes (git's lazy
+        fetch refused: a commit not here fails it, never downloads); for anything else the two
+        questions, which deepen a bounded graph when the bound may hide the answer."""
+        if self._ask_ancestry(sha, tip, env=NO_LAZY_FETCH):
+            self.known_here(f"{sha}^{{commit}}")
+            return True
+        return self.holds(sha) and self.is_ancestor(sha, tip)
+
+    def ahead_behind(self, base: str, commit: str) -> tuple[int, int] | None:
+        """History's answer, exact under the bound: one side empty (an ancestry yes) and no boundary
+        commit listed (as for `count`); otherwise deepened and asked again."""
+        if not self.bounded():
+            return super().ahead_behind(base, commit)
+        listed = self._left_right(base, commit)
+        if listed is not None:
+            behind = sum(1 for line in listed if line.startswith("<"))
+            ahead = len(listed) - behind
+            cut = self.boundary().intersection(line[1:] for line in listed)
+            if not cut and (ahead == 0 or behind == 0):
+                return ahead, behind
+        self.deepen()
+        return super().ahead_behind(base, commit)
+
     def count(self, range_spec: str) -> int:
         if self.bounded():
             listed = self.git(["rev-list", range_spec]).split()

@@ -3,8 +3,10 @@
 from __future__ import annotations
 
 import re
+from collections.abc import Mapping
 
 from forkctl.git.gitdir import GitDir
+from forkctl.git.objects import NO_LAZY_FETCH
 
 _FULL_SHA = re.compile(r"[0-9a-f]{40}|[0-9a-f]{64}")
 _ANCESTRY: set[tuple[str, str, str]] = set()  # (git dir, older, newer) known to be ancestry
@@ -25,13 +27,33 @@ class History(GitDir):
     def is_ancestor(self, older: str, newer: str) -> bool:
         """Is `older` an ancestor of (or equal to) `newer`? A yes between two full SHAs is remembered
         for the run: history is only ever added to while forkctl runs, so it stays a yes."""
+        return self._ask_ancestry(older, newer)
+
+    def _ask_ancestry(self, older: str, newer: str, env: Mapping[str, str] | None = None) -> bool:
         key = (str(self.git_dir), older, newer)
         if key in _ANCESTRY:
             return True
-        yes = self.try_git(["merge-base", "--is-ancestor", "--end-of-options", older, newer])[0] == 0
+        yes = self.try_git(["merge-base", "--is-ancestor", "--end-of-options", older, newer], env=env)[0] == 0
         if yes and _FULL_SHA.fullmatch(older) and _FULL_SHA.fullmatch(newer):
             _ANCESTRY.add(key)
         return yes
+
+    def ahead_behind(self, base: str, commit: str) -> tuple[int, int] | None:
+        """(commits of `commit` not in `base`, commits of `base` not in `commit`) in one `rev-list`:
+        (n, 0) is `commit` n ahead of `base` (base its ancestor), (0, n) n behind. None when git
+        cannot walk the two (a commit is not here: never a download)."""
+        args = ["rev-list", "--left-right", "--count", f"{base}...{commit}", "--"]
+        status, out, _ = self.try_git(args, env=NO_LAZY_FETCH)
+        counts = out.split()
+        if status != 0 or len(counts) != 2 or not all(c.isdigit() for c in counts):
+            return None
+        return int(counts[1]), int(counts[0])
+
+    def _left_right(self, base: str, commit: str) -> list[str] | None:
+        """`rev-list --left-right base...commit`: '<sha' only `base` reaches, '>sha' only `commit`."""
+        args = ["rev-list", "--left-right", f"{base}...{commit}", "--"]
+        status, out, _ = self.try_git(args, env=NO_LAZY_FETCH)
+        return out.split() if status == 0 else None
 
     def merge_bases(self, a: str, b: str) -> list[str]:
         status, out, _ = self.try_git(["merge-base", "--all", "--end-of-options", a, b])

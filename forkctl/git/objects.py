@@ -94,6 +94,11 @@ class ObjectReads(GitDir):
             _PRESENT.add(key)
         return present
 
+    def known_here(self, name: str) -> None:
+        """Remember that object `name` is here, as a yes of `has_object` would (another git command
+        that needed it succeeded)."""
+        _PRESENT.add((str(self.git_dir), name))
+
     def missing_objects(self, shas: list[str]) -> list[str]:
         """Those of `shas` (object names) that are not here: a question, never a download, in one
         process, none when every one is already known to be here (a yes is remembered, as in

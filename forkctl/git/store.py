@@ -259,7 +259,7 @@ def reachability(
             continue
         # Asked of the tip's SHA (the graph holds the branch there): the answer is remembered. A
         # bounded graph deepens itself when the bound may hide the commit or the path (graph.py).
-        if graph.holds(sha) and graph.is_ancestor(sha, remote_refs[ref]):
+        if graph.reaches(remote_refs[ref], sha):
             return Reachability(True, [ref])
     fetch_history(graph, url, remote_refs, commits_only=True)
     if not graph.has_object(f"{sha}^{{commit}}"):
