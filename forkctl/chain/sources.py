@@ -41,13 +41,12 @@ class Store:
             gitstore.fetch_objects(repo, self.url, blobs)
 
     def gitmodules(self, repo: GitRepo, blob: str) -> list[git.SubmoduleEntry]:
-        """The sections of the `.gitmodules` blob `blob` of `repo`; fetched first (`ensure_blobs`) only
-        when the cache turns out not to hold it."""
-        if repo is self._cache:
-            found = git.gitmodules_here(repo, blob)
-            if found is not None:
-                return found
-            self.ensure_blobs(repo, [blob])
+        """The sections of the `.gitmodules` blob `blob` of `repo`: as parsed before (this run, or
+        recorded by an earlier one), else parsed, the cache's blob fetched first when it lacks it."""
+        recorded = git.recorded_gitmodules(repo, blob)
+        if recorded is not None:
+            return recorded
+        self.ensure_blobs(repo, [blob])
         return git.parse_gitmodules(repo, blob)
 
     def prefetch(self, shas: list[str]) -> None:

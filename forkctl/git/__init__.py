@@ -47,11 +47,12 @@ _HOME = {
     "index_set_entry": "index",
     "last_commit_touching": "history",
     "parse_gitmodules": "submodules",
-    "gitmodules_here": "submodules",
+    "recorded_gitmodules": "submodules",
     "patch_id": "patchtext",
     "patch_ids": "patchtext",
     "patch_ids_in_range": "patches",
     "range_diff": "patches",
+    "save_facts": "facts",
     "series_range_diff": "patches",
     "blobs_in_range": "patches",
     "read_gitmodules": "submodules",
@@ -94,7 +95,6 @@ __all__ = [
     "diff_paths",
     "diff_paths_each",
     "git_identity",
-    "gitmodules_here",
     "gitmodules_key_lines",
     "gitmodules_with",
     "index_apply_check",
@@ -106,8 +106,10 @@ __all__ = [
     "patch_ids_in_range",
     "range_diff",
     "read_gitmodules",
+    "recorded_gitmodules",
     "run",
     "run_bytes",
+    "save_facts",
     "series_range_diff",
     "toplevel",
     "tree_apply",
@@ -133,6 +135,7 @@ def __getattr__(name: str) -> Any:
 
 if TYPE_CHECKING:
     from forkctl.git.commits import CommitInfo, Identity, commit_with_identity, committer_of
+    from forkctl.git.facts import save_facts
     from forkctl.git.history import last_commit_touching
     from forkctl.git.index import PrivateIndex, index_apply_check, index_set_entry, tree_from_directory
     from forkctl.git.objects import EMPTY_TREE, TreeEntry, write_blob
@@ -152,11 +155,11 @@ if TYPE_CHECKING:
     from forkctl.git.runner import GitFailed, run, run_bytes, try_run
     from forkctl.git.submodules import (
         SubmoduleEntry,
-        gitmodules_here,
         gitmodules_key_lines,
         gitmodules_with,
         parse_gitmodules,
         read_gitmodules,
+        recorded_gitmodules,
     )
     from forkctl.git.worktree import (
         checked_out_branches,

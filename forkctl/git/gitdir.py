@@ -9,8 +9,12 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from forkctl.git.runner import run, try_run
+
+if TYPE_CHECKING:
+    from forkctl.git.facts import Facts
 
 
 class GitDir:
@@ -18,6 +22,8 @@ class GitDir:
 
     git_dir: Path
     path: Path  # the working tree's root; the git dir itself for a bare repository
+    # A cache repository's answers recorded for later runs (git/facts.py); None for a user's clone.
+    facts: Facts | None = None
 
     def git(
         self,

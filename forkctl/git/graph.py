@@ -18,6 +18,7 @@ this without the network (`rev-list --missing=print` on a partial clone), not ac
 
 from __future__ import annotations
 
+import re
 from collections.abc import Callable
 from pathlib import Path
 
@@ -27,6 +28,7 @@ from forkctl.git.repo import GitRepo
 
 FETCHED_REFS = "refs/forkctl/fetched/"  # single commits fetched by SHA; never a URL's branch or tag
 BOUND_MARGIN_S = 30 * 86400  # how far before the base's commit date a bounded graph starts
+FULL_SHAS = re.compile(r"[0-9a-f]{40} [0-9a-f]{40}")
 _HELD: dict[tuple[str, str], str | None] = {}  # (graph, branch ref): its tip there, as read this run
 
 Since = Callable[[], "int | None"]  # the bound (a Unix time) for a new graph, asked only when fetching
@@ -77,14 +79,24 @@ class CommitGraph(GitRepo):
         """`holds(sha) and is_ancestor(sha, tip)`: one `merge-base` when the answer is yes (git's lazy
         fetch refused: a commit not here fails it, never downloads); for anything else the two
         questions, which deepen a bounded graph when the bound may hide the answer."""
-        if self._ask_ancestry(sha, tip, env=NO_LAZY_FETCH):
-            self.known_here(f"{sha}^{{commit}}")
-            return True
-        return self.holds(sha) and self.is_ancestor(sha, tip)
+        # A yes (now, or recorded by an earlier run: a fact of the history) needs no presence question.
+        return self._ask_ancestry(sha, tip, env=NO_LAZY_FETCH) or (
+            self.holds(sha) and self.is_ancestor(sha, tip)
+        )
 
     def ahead_behind(self, base: str, commit: str) -> tuple[int, int] | None:
         """History's answer, exact under the bound: one side empty (an ancestry yes) and no boundary
         commit listed (as for `count`); otherwise deepened and asked again."""
+        fact = f"ahead-behind {base} {commit}"  # exact answers only: they hold for every later run
+        recorded = self.facts.get(fact) if self.facts is not None else None
+        if isinstance(recorded, list) and len(recorded) == 2 and all(isinstance(n, int) for n in recorded):
+            return recorded[0], recorded[1]
+        counts = self._exact_ahead_behind(base, commit)
+        if counts is not None and self.facts is not None and FULL_SHAS.fullmatch(f"{base} {commit}"):
+            self.facts.put(fact, list(counts))
+        return counts
+
+    def _exact_ahead_behind(self, base: str, commit: str) -> tuple[int, int] | None:
         if not self.bounded():
             return super().ahead_behind(base, commit)
         listed = self._left_right(base, commit)

@@ -31,11 +31,16 @@ class History(GitDir):
 
     def _ask_ancestry(self, older: str, newer: str, env: Mapping[str, str] | None = None) -> bool:
         key = (str(self.git_dir), older, newer)
-        if key in _ANCESTRY:
+        full = _FULL_SHA.fullmatch(older) is not None and _FULL_SHA.fullmatch(newer) is not None
+        fact = f"ancestor {older} {newer}"  # a yes is a fact of the history: it holds for every later run
+        if key in _ANCESTRY or (full and self.facts is not None and self.facts.get(fact) is True):
+            _ANCESTRY.add(key)
             return True
         yes = self.try_git(["merge-base", "--is-ancestor", "--end-of-options", older, newer], env=env)[0] == 0
-        if yes and _FULL_SHA.fullmatch(older) and _FULL_SHA.fullmatch(newer):
+        if yes and full:
             _ANCESTRY.add(key)
+            if self.facts is not None:
+                self.facts.put(fact, True)
         return yes
 
     def ahead_behind(self, base: str, commit: str) -> tuple[int, int] | None:

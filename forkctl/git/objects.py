@@ -94,11 +94,6 @@ class ObjectReads(GitDir):
             _PRESENT.add(key)
         return present
 
-    def known_here(self, name: str) -> None:
-        """Remember that object `name` is here, as a yes of `has_object` would (another git command
-        that needed it succeeded)."""
-        _PRESENT.add((str(self.git_dir), name))
-
     def missing_objects(self, shas: list[str]) -> list[str]:
         """Those of `shas` (object names) that are not here: a question, never a download, in one
         process, none when every one is already known to be here (a yes is remembered, as in
@@ -140,16 +135,31 @@ class ObjectReads(GitDir):
         key = (str(self.git_dir), commit, tuple(paths))
         if key in _TREE_ENTRIES:
             return dict(_TREE_ENTRIES[key])
-        out = self.git(["ls-tree", "-z", "--full-tree", commit, "--", *paths])
-        wanted, found = set(paths), {}
-        for record in filter(None, out.split("\x00")):
-            meta, entry_path = record.split("\t", 1)
-            mode, kind, sha = meta.split()
-            if entry_path in wanted:
-                found[entry_path] = TreeEntry(mode=mode, kind=kind, sha=sha, path=entry_path)
-        if FULL_OBJECT_NAME.fullmatch(commit):
+        full = FULL_OBJECT_NAME.fullmatch(commit) is not None
+        fact = "tree " + "\x00".join([commit, *paths])  # a commit's tree never changes: a later run reads it
+        found = self._recorded_entries(fact) if full else None
+        if found is None:
+            out = self.git(["ls-tree", "-z", "--full-tree", commit, "--", *paths])
+            wanted, found = set(paths), {}
+            for record in filter(None, out.split("\x00")):
+                meta, entry_path = record.split("\t", 1)
+                mode, kind, sha = meta.split()
+                if entry_path in wanted:
+                    found[entry_path] = TreeEntry(mode=mode, kind=kind, sha=sha, path=entry_path)
+            if full and self.facts is not None:
+                self.facts.put(fact, [[e.mode, e.kind, e.sha, e.path] for e in found.values()])
+        if full:
             _TREE_ENTRIES[key] = dict(found)
         return found
+
+    def _recorded_entries(self, fact: str) -> dict[str, TreeEntry] | None:
+        """Tree entries an earlier run recorded in this cache repository, or None."""
+        recorded = self.facts.get(fact) if self.facts is not None else None
+        try:
+            entries = [TreeEntry(*map(str, fields)) for fields in recorded] if recorded is not None else None
+        except TypeError:  # not four fields: not what a run wrote
+            return None
+        return None if entries is None else {e.path: e for e in entries}
 
     def read_blob(self, commit: str, path: str) -> bytes | None:
         entry = self.tree_entry(commit, path)

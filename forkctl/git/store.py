@@ -16,6 +16,7 @@ from pathlib import Path
 from forkctl.digests import sha256_hex
 from forkctl.errors import BadInput
 from forkctl.files import atomic_write_text
+from forkctl.git.facts import facts_of
 from forkctl.git.graph import (
     FETCHED_REFS,
     CommitGraph,
@@ -55,6 +56,7 @@ def cache_repo_for(url: str, alternates: list[Path] | None = None, graph: bool =
         _configure(path, url)
     # Made by forkctl, bare, at a path it chose: no need to ask git what it is (two processes a call).
     repo = CommitGraph.at(path, url) if graph else GitRepo.known_bare(path)
+    repo.facts = facts_of(repo.git_dir)
     if alternates:
         info = path / "objects" / "info"
         info.mkdir(parents=True, exist_ok=True)

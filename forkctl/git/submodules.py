@@ -10,7 +10,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from forkctl.git.gitdir import GitDir
-from forkctl.git.objects import FULL_OBJECT_NAME, NO_LAZY_FETCH, ObjectReads, write_blob
+from forkctl.git.objects import FULL_OBJECT_NAME, ObjectReads, write_blob
 from forkctl.git.runner import GitFailed, run, run_bytes
 
 
@@ -30,26 +30,41 @@ _PARSED: dict[str, list[SubmoduleEntry]] = {}
 
 
 def parse_gitmodules(repo: GitDir, blob: str) -> list[SubmoduleEntry]:
-    """The sections of a `.gitmodules` blob, read by git's own config parser (`--blob`), in file order."""
-    if blob in _PARSED:
-        return list(_PARSED[blob])
+    """The sections of a `.gitmodules` blob, read by git's own config parser (`--blob`), in file order;
+    remembered for the run, and in a cache repository for later runs (git/facts.py)."""
+    recorded = recorded_gitmodules(repo, blob)
+    if recorded is not None:
+        return recorded
     status, out, err = repo.try_git(["config", "--blob", blob, "--null", "--list"])
     if status != 0:
         raise GitFailed(f"cannot parse .gitmodules ({blob})", err, hint="fix the .gitmodules syntax")
-    return _remember(blob, out)
+    entries = _remember(blob, out)
+    if repo.facts is not None and FULL_OBJECT_NAME.fullmatch(blob):
+        repo.facts.put(f"gitmodules {blob}", [[e.name, e.options] for e in entries])
+    return entries
 
 
-def gitmodules_here(repo: ObjectReads, blob: str) -> list[SubmoduleEntry] | None:
-    """`parse_gitmodules`, never a download: None when `repo` lacks the blob (the caller fetches it
-    explicitly, then parses). One process for a blob that is here, where asking first takes two."""
+def recorded_gitmodules(repo: GitDir, blob: str) -> list[SubmoduleEntry] | None:
+    """The sections of `blob` as parsed before (this run, or an earlier one in this cache repository),
+    or None: then the blob may have to be fetched before it is parsed."""
     if blob in _PARSED:
         return list(_PARSED[blob])
-    status, out, err = repo.try_git(["config", "--blob", blob, "--null", "--list"], env=NO_LAZY_FETCH)
-    if status == 0:
-        return _remember(blob, out)
-    if repo.missing_objects([blob]):
+    return _recorded(repo, blob)
+
+
+def _recorded(repo: GitDir, blob: str) -> list[SubmoduleEntry] | None:
+    """The sections an earlier run recorded for `blob` in this cache repository, or None."""
+    recorded = repo.facts.get(f"gitmodules {blob}") if repo.facts is not None else None
+    if not isinstance(recorded, list):
         return None
-    raise GitFailed(f"cannot parse .gitmodules ({blob})", err, hint="fix the .gitmodules syntax")
+    entries = []
+    for item in recorded:
+        name, opts = item if isinstance(item, list) and len(item) == 2 else (None, None)
+        if not isinstance(name, str) or not isinstance(opts, dict):
+            return None
+        entries.append(SubmoduleEntry(name=name, path=opts.get("path"), url=opts.get("url"), options=opts))
+    _PARSED[blob] = entries
+    return list(entries)
 
 
 def _remember(blob: str, listing: str) -> list[SubmoduleEntry]:

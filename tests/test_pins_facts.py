@@ -1,0 +1,69 @@
+"""Answers a cache repository gave about objects that cannot change (a commit's tree entries, a
+`.gitmodules` blob's sections, an ancestry yes, the counts of base...commit in a commit graph) are
+recorded in its git dir for the next run: a warm check asks git only what may have changed. A damaged
+or tampered record is a miss (the same report, and the file rewritten); a user's clone gets none."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from forkctl.git.facts import FILE
+from tests.gitrepos import git
+from tests.test_pins_once import ROOT, real_shaped
+
+
+@pytest.fixture(autouse=True)
+def _cache(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("FORKCTL_CACHE", str(tmp_path / "cache"))
+    monkeypatch.chdir(tmp_path)
+
+
+def check(tmp_path: Path, manifest: Path, *extra: str) -> tuple[str, int]:
+    """(the JSON report, git processes started) of one check-pins in a process of its own."""
+    events = tmp_path / f"trace-{len(list(tmp_path.glob('trace-*')))}.json"
+    config = tmp_path / "gitconfig-trace"
+    config.write_text(f'[trace2]\n\teventTarget = {events}\n[protocol "file"]\n\tallow = always\n')
+    env = {**os.environ, "GIT_CONFIG_GLOBAL": str(config), "PYTHONPATH": str(ROOT)}
+    argv = [sys.executable, "-m", "forkctl", "--manifest", str(manifest), "check-pins", "--json", *extra]
+    done = subprocess.run(argv, env=env, capture_output=True, text=True, check=False)
+    assert done.returncode == 1, done.stderr  # the Bridge pins plain upstream
+    starts = [json.loads(line) for line in events.read_text().splitlines()]
+    return done.stdout, sum(1 for e in starts if e["event"] == "start" and "/" not in e["sid"])
+
+
+def test_a_warm_check_reads_recorded_answers_and_a_damaged_record_is_a_miss(tmp_path: Path) -> None:
+    chain, _ = real_shaped(tmp_path)
+    cold, _ = check(tmp_path, chain.manifest)
+    warm, processes = check(tmp_path, chain.manifest)
+    assert warm == cold
+    records = sorted((tmp_path / "cache").rglob(FILE))
+    assert len(records) >= 3, records  # the two consumers' caches and the commit graphs
+    # Before: 22 (every tree entry, .gitmodules section and history answer asked again).
+    assert processes <= 12, processes
+    for record in records:
+        document = json.loads(record.read_text())
+        key = next(iter(document["facts"]))
+        document["facts"][key] = [["160000", "commit", "0" * 40, "x"]] if key.startswith("tree") else False
+        record.write_text(json.dumps(document))  # a tampered answer under the old digest
+    records[0].write_text("{not json")
+    again, redone = check(tmp_path, chain.manifest)
+    assert again == cold
+    assert redone > processes  # asked git again
+    for record in records:  # rewritten whole
+        assert json.loads(record.read_text())["schema"] == 1
+    assert check(tmp_path, chain.manifest) == (cold, processes)
+
+
+def test_a_local_clone_is_read_and_never_given_a_record(tmp_path: Path) -> None:
+    chain, _ = real_shaped(tmp_path)
+    clone = tmp_path / "bridge-clone"
+    git(tmp_path, "clone", "-q", "--bare", str(chain.bridge), str(clone))
+    check(tmp_path, chain.manifest, "--consumer", str(clone))
+    assert not list(clone.rglob(FILE))
+    assert list((tmp_path / "cache").rglob(FILE))
