@@ -29,18 +29,24 @@ class History(GitDir):
         for the run: history is only ever added to while forkctl runs, so it stays a yes."""
         return self._ask_ancestry(older, newer)
 
+    def known_ancestor(self, older: str, newer: str) -> bool:
+        """A yes to `is_ancestor(older, newer)` given before (this run, or recorded by an earlier one in
+        this cache repository), without asking git: False means only "not known"."""
+        full = _FULL_SHA.fullmatch(older) is not None and _FULL_SHA.fullmatch(newer) is not None
+        if (str(self.git_dir), older, newer) in _ANCESTRY:
+            return True
+        return full and self.facts is not None and self.facts.get(f"ancestor {older} {newer}") is True
+
     def _ask_ancestry(self, older: str, newer: str, env: Mapping[str, str] | None = None) -> bool:
         key = (str(self.git_dir), older, newer)
-        full = _FULL_SHA.fullmatch(older) is not None and _FULL_SHA.fullmatch(newer) is not None
-        fact = f"ancestor {older} {newer}"  # a yes is a fact of the history: it holds for every later run
-        if key in _ANCESTRY or (full and self.facts is not None and self.facts.get(fact) is True):
+        if self.known_ancestor(older, newer):  # a yes is a fact of the history: it holds for every later run
             _ANCESTRY.add(key)
             return True
         yes = self.try_git(["merge-base", "--is-ancestor", "--end-of-options", older, newer], env=env)[0] == 0
-        if yes and full:
+        if yes and _FULL_SHA.fullmatch(older) and _FULL_SHA.fullmatch(newer):
             _ANCESTRY.add(key)
             if self.facts is not None:
-                self.facts.put(fact, True)
+                self.facts.put(f"ancestor {older} {newer}", True)
         return yes
 
     def ahead_behind(self, base: str, commit: str) -> tuple[int, int] | None:

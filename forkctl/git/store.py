@@ -257,6 +257,8 @@ def reachability(
         return at_tip
     for branch in dict.fromkeys(likely):
         ref = f"refs/heads/{branch}"
+        if ref in remote_refs and graph.known_ancestor(sha, remote_refs[ref]):
+            return Reachability(True, [ref])  # a fact of the history, whatever the graph holds now
         if ref not in remote_refs or not fetch_graph(graph, url, {ref: remote_refs[ref]}, since):
             continue
         # Asked of the tip's SHA (the graph holds the branch there): the answer is remembered. A
