@@ -17,7 +17,7 @@ from typing import Any
 
 from forkctl.files import atomic_write_text
 
-SCHEMA = 1
+SCHEMA = 1  # raise it when what a key means changes: files of another schema are ignored
 FILE = "forkctl-facts.json"
 MAX_FACTS = 4096  # the oldest are dropped beyond this: a cache checked for years stays small
 
