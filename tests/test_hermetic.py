@@ -257,3 +257,24 @@ def test_cache_entries_differ_by_scheme_port_and_path_not_by_credentials() -> No
         "https://user:tok@GitHub.com/NVIDIA/Megatron-LM.git/"
     ) == remote.cache_identity("https://github.com/NVIDIA/Megatron-LM")
     assert "tok" not in remote.cache_identity("https://user:tok@github.com/x/y.git")
+
+
+@pytest.mark.parametrize(
+    "ask",
+    [
+        lambda repo, spec: repo.count(spec),
+        lambda repo, spec: repo.rev_list(spec),
+    ],
+    ids=["count", "rev_list"],
+)
+def test_a_revision_that_looks_like_an_option_is_a_revision(tmp_path: Path, ask) -> None:
+    # `git rev-list --count --output=FILE` writes FILE (then fails): every revision forkctl hands git
+    # comes after --end-of-options, so such a name can only be a bad revision.
+    from forkctl.git import GitFailed, GitRepo
+    from tests.gitrepos import init_repo
+
+    repo = GitRepo(init_repo(tmp_path / "repo", {"README.md": "x\n"}).path)
+    marker = tmp_path / "written"
+    with pytest.raises(GitFailed, match="bad revision"):
+        ask(repo, f"--output={marker}")
+    assert not marker.exists()

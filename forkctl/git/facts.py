@@ -10,11 +10,11 @@ wrong answer. Only exact answers are recorded (the callers say which).
 
 from __future__ import annotations
 
-import hashlib
 import json
 from pathlib import Path
 from typing import Any
 
+from forkctl.digests import sha256_hex
 from forkctl.files import atomic_write_text
 
 SCHEMA = 1  # raise it when what a key means changes: files of another schema are ignored
@@ -62,7 +62,7 @@ class Facts:
 
 
 def _digest(facts: dict[str, Any]) -> str:
-    return hashlib.sha256(json.dumps(facts, sort_keys=True, separators=(",", ":")).encode()).hexdigest()
+    return sha256_hex(json.dumps(facts, sort_keys=True, separators=(",", ":")).encode())
 
 
 def _read(path: Path) -> dict[str, Any]:

@@ -111,7 +111,7 @@ class CommitGraph(GitRepo):
 
     def count(self, range_spec: str) -> int:
         if self.bounded():
-            listed = self.git(["rev-list", range_spec]).split()
+            listed = self.git(["rev-list", "--end-of-options", range_spec, "--"]).split()
             if not self.boundary().intersection(listed):
                 return len(listed)
             self.deepen()

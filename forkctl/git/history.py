@@ -53,7 +53,7 @@ class History(GitDir):
         """(commits of `commit` not in `base`, commits of `base` not in `commit`) in one `rev-list`:
         (n, 0) is `commit` n ahead of `base` (base its ancestor), (0, n) n behind. None when git
         cannot walk the two (a commit is not here: never a download)."""
-        args = ["rev-list", "--left-right", "--count", f"{base}...{commit}", "--"]
+        args = ["rev-list", "--left-right", "--count", "--end-of-options", f"{base}...{commit}", "--"]
         status, out, _ = self.try_git(args, env=NO_LAZY_FETCH)
         counts = out.split()
         if status != 0 or len(counts) != 2 or not all(c.isdigit() for c in counts):
@@ -62,7 +62,7 @@ class History(GitDir):
 
     def _left_right(self, base: str, commit: str) -> list[str] | None:
         """`rev-list --left-right base...commit`: '<sha' only `base` reaches, '>sha' only `commit`."""
-        args = ["rev-list", "--left-right", f"{base}...{commit}", "--"]
+        args = ["rev-list", "--left-right", "--end-of-options", f"{base}...{commit}", "--"]
         status, out, _ = self.try_git(args, env=NO_LAZY_FETCH)
         return out.split() if status == 0 else None
 
@@ -72,7 +72,7 @@ class History(GitDir):
 
     def rev_list(self, range_spec: str, *extra: str) -> list[str]:
         """Commits in `range_spec`, oldest first."""
-        out = self.git(["rev-list", "--reverse", *extra, range_spec])
+        out = self.git(["rev-list", "--reverse", *extra, "--end-of-options", range_spec, "--"])
         return out.split()
 
     def commits_not_in(self, tip: str, excluded: list[str]) -> list[str]:
@@ -80,7 +80,7 @@ class History(GitDir):
         return self.git(["rev-list", "--reverse", "--topo-order", tip, "--not", *excluded, "--"]).split()
 
     def count(self, range_spec: str) -> int:
-        return int(self.git(["rev-list", "--count", range_spec]))
+        return int(self.git(["rev-list", "--count", "--end-of-options", range_spec, "--"]))
 
 
 def last_commit_touching(repo: GitDir, range_spec: str, paths: list[str]) -> str | None:

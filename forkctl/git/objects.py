@@ -139,7 +139,7 @@ class ObjectReads(GitDir):
         fact = "tree " + "\x00".join([commit, *paths])  # a commit's tree never changes: a later run reads it
         found = self._recorded_entries(fact) if full else None
         if found is None:
-            out = self.git(["ls-tree", "-z", "--full-tree", commit, "--", *paths])
+            out = self.git(["ls-tree", "-z", "--full-tree", "--end-of-options", commit, "--", *paths])
             wanted, found = set(paths), {}
             for record in filter(None, out.split("\x00")):
                 meta, entry_path = record.split("\t", 1)
