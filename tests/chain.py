@@ -258,3 +258,21 @@ def _build_fixed_chain(tmp: Path) -> Chain:
     bridge_sha = chain.pin_bridge(chain.head, url(chain.fork))
     chain.pin_nemo(bridge_sha)
     return chain
+
+
+def use_private_cache(tmp_path: Path, monkeypatch) -> None:
+    """A check-pins test's cache and working folder: its own tmp dir (never the user's cache)."""
+    monkeypatch.setenv("FORKCTL_CACHE", str(tmp_path / "cache"))
+    monkeypatch.chdir(tmp_path)
+
+
+def check_pins_json(chain: Chain) -> tuple[int, dict]:
+    """`forkctl --manifest M check-pins --json` in process: (exit code, the report)."""
+    import json
+
+    from click.testing import CliRunner
+
+    from forkctl.cli import cli
+
+    result = CliRunner().invoke(cli, ["--manifest", str(chain.manifest), "check-pins", "--json"])
+    return result.exit_code, json.loads(result.stdout)

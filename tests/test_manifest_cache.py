@@ -15,18 +15,10 @@ from pathlib import Path
 
 import pytest
 
+from tests.test_cli_startup import PROBE  # the same probe of what a start imports
 from tests.toolkit import Toolkit, make_toolkit
 
 ROOT = Path(__file__).resolve().parent.parent
-
-PROBE = """
-import atexit, json, sys
-listing = sys.argv[1]
-atexit.register(lambda: open(listing, "w").write(json.dumps(sorted(sys.modules))))
-from forkctl.cli import main
-sys.argv = ["forkctl", *sys.argv[2:]]
-main()
-"""
 
 
 def _forkctl(tmp_path: Path, cache: Path, *args: str) -> tuple[int, set[str], str]:

@@ -112,6 +112,16 @@ def side_branch(work: Path, chain: Chain, when: int) -> str:
     return side
 
 
+def pin_merge_and_check(chain: Chain, work: Path, base: str, merge: str) -> tuple[dict, str]:
+    """Push upstream's `merge`, pin it through the chain and check: (the Bridge pin's finding, how
+    many commits git counts from the base to the merge in the whole history)."""
+    git(work, "push", "-q", "origin", "HEAD:refs/heads/main")
+    bridge = chain.pin_bridge(merge)
+    chain.pin_nemo(bridge)
+    pin = findings(check(chain), bridge)
+    return pin, git(chain.upstream, "rev-list", "--count", f"{base}..{merge}")
+
+
 def test_an_ancestry_question_cut_by_the_bound_is_asked_again_in_full(tmp_path: Path) -> None:
     """The merge of an old side branch is a boundary commit (git then hides all its parents): "is the
     base an ancestor of the merge?" says no in the bounded graph, and yes in the whole one."""
@@ -120,11 +130,7 @@ def test_an_ancestry_question_cut_by_the_bound_is_asked_again_in_full(tmp_path: 
     side = dated(work, LATER - 400 * DAY, "commit", "-q", "--allow-empty", "-m", "side: old work")
     git(work, "checkout", "-q", "main")
     merge = dated(work, LATER + 2 * DAY, "merge", "-q", "--no-ff", "-m", "merge side", side)
-    git(work, "push", "-q", "origin", "HEAD:refs/heads/main")
-    bridge = chain.pin_bridge(merge)
-    chain.pin_nemo(bridge)
-    pin = findings(check(chain), bridge)
-    ahead = git(chain.upstream, "rev-list", "--count", f"{base}..{merge}")
+    pin, ahead = pin_merge_and_check(chain, work, base, merge)
     assert f"{ahead} commits ahead of the manifest base" in pin["pin"]["message"], pin
 
 
@@ -136,10 +142,6 @@ def test_a_count_reaching_below_the_bound_is_exact(tmp_path: Path) -> None:
     dated(work, LATER + DAY, "commit", "-q", "--allow-empty", "-m", "upstream: after the base")
     side = side_branch(work, chain, LATER + 2 * DAY)
     merge = dated(work, LATER + 3 * DAY, "merge", "-q", "--no-ff", "-m", "merge side", side)
-    git(work, "push", "-q", "origin", "HEAD:refs/heads/main")
-    bridge = chain.pin_bridge(merge)
-    chain.pin_nemo(bridge)
-    pin = findings(check(chain), bridge)
-    ahead = git(chain.upstream, "rev-list", "--count", f"{base}..{merge}")
+    pin, ahead = pin_merge_and_check(chain, work, base, merge)
     assert ahead == "4"  # the merge, the commit after the base, the side's two
     assert f"{ahead} commits ahead of the manifest base" in pin["pin"]["message"], pin

@@ -7,26 +7,20 @@ is diagnosed from commits alone. No tree is received twice.
 
 from __future__ import annotations
 
-import json
 from pathlib import Path
 
 import pytest
-from click.testing import CliRunner
 
-from forkctl.cli import cli
-from tests.chain import Chain, make_chain, make_fixed_chain, url
+from tests.chain import check_pins_json, make_chain, make_fixed_chain, url, use_private_cache
 from tests.gitrepos import git
 
 
 @pytest.fixture(autouse=True)
 def _cache(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setenv("FORKCTL_CACHE", str(tmp_path / "cache"))
-    monkeypatch.chdir(tmp_path)
+    use_private_cache(tmp_path, monkeypatch)
 
 
-def check(chain: Chain) -> tuple[int, dict]:
-    result = CliRunner().invoke(cli, ["--manifest", str(chain.manifest), "check-pins", "--json"])
-    return result.exit_code, json.loads(result.stdout)
+check = check_pins_json
 
 
 def link_of(report: dict, consumer: str) -> dict:

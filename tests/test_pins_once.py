@@ -13,10 +13,8 @@ from pathlib import Path
 
 import pytest
 import yaml
-from click.testing import CliRunner
 
-from forkctl.cli import cli
-from tests.chain import Chain, make_chain, url
+from tests.chain import Chain, check_pins_json, make_chain, url, use_private_cache
 from tests.gitrepos import git
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -24,13 +22,10 @@ ROOT = Path(__file__).resolve().parent.parent
 
 @pytest.fixture(autouse=True)
 def _cache(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setenv("FORKCTL_CACHE", str(tmp_path / "cache"))
-    monkeypatch.chdir(tmp_path)
+    use_private_cache(tmp_path, monkeypatch)
 
 
-def check(chain: Chain) -> tuple[int, dict]:
-    result = CliRunner().invoke(cli, ["--manifest", str(chain.manifest), "check-pins", "--json"])
-    return result.exit_code, json.loads(result.stdout)
+check = check_pins_json
 
 
 def pack_entries(cache: Path) -> dict[str, list[str]]:

@@ -8,6 +8,7 @@ interpreter over the CLI's tests, with this checkout's `forkctl` first on its pa
 
 from __future__ import annotations
 
+import functools
 import os
 import subprocess
 import sys
@@ -51,6 +52,7 @@ ENTRY_TESTS = [
 ]
 
 
+@functools.cache  # asked for every parameter: one bash probe per version is enough
 def _interpreter_on_this_machine(version: str) -> bool:
     # The same places scripts/bootstrap.sh looks; a version the machine lacks is not a failure.
     probe = subprocess.run(
