@@ -8,9 +8,7 @@ names and its patch-id are git's own answers (`git apply --numstat`, `git patch-
 
 from __future__ import annotations
 
-import dataclasses
 import re
-from dataclasses import dataclass, field
 from datetime import datetime
 from pathlib import Path
 from typing import Any
@@ -27,8 +25,7 @@ SUBJECT_PREFIX_RE = re.compile(r"^\[PATCH[^\]]*\]\s*")
 NAME_RE = re.compile(r"^(\d{4})-([A-Za-z0-9][A-Za-z0-9._-]*)\.patch$")
 
 
-@dataclass(frozen=True)
-class Patch:
+class Patch(msgspec.Struct, frozen=True):
     path: Path
     subject: str
     author_name: str
@@ -41,7 +38,10 @@ class Patch:
     paths: list[str]
     diff: bytes
     patch_id: str
-    raw: bytes = field(repr=False)
+    raw: bytes
+
+    def __repr__(self) -> str:  # the patch's bytes are in `diff` and `raw`: too long to show
+        return f"Patch({str(self.path)!r}, {self.subject!r})"
 
     @property
     def message(self) -> str:
@@ -214,7 +214,7 @@ def parse_patches(paths: list[Path]) -> list[Patch]:
         facts = _git_facts(mails)
         contentcache.write(_FACTS, key, msgspec.json.encode(facts))
     return [
-        dataclasses.replace(parsed, paths=list(p), patch_id=i)
+        msgspec.structs.replace(parsed, paths=list(p), patch_id=i)
         for parsed, (p, i) in zip(mails, facts, strict=True)
     ]
 
@@ -261,8 +261,7 @@ def _diff_paths_of(path: Path, diff: bytes) -> list[str]:
         ) from None
 
 
-@dataclass(frozen=True)
-class Series:
+class Series(msgspec.Struct, frozen=True):
     base: str
     patches: list[Patch]
 

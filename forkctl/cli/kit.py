@@ -12,11 +12,11 @@ import functools
 import os
 import sys
 from collections.abc import Callable
-from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 import click
+import msgspec
 
 from forkctl.errors import ForkctlError, Unexpected
 
@@ -29,8 +29,7 @@ if TYPE_CHECKING:
 # and usage errors must not pay for YAML, the schema or rich.
 
 
-@dataclass
-class Context:
+class Context(msgspec.Struct):
     """Global options, with the manifest loaded once, on first use.
 
     `manifest_option` is a local path or, for a manifest in another repository, `URL@REF:PATH`
@@ -38,8 +37,8 @@ class Context:
     """
 
     manifest_option: str | None = None
-    _manifest: Manifest | None = field(default=None, repr=False)
-    _snapshot: Path | None = field(default=None, repr=False)
+    _manifest: Manifest | None = None
+    _snapshot: Path | None = None
 
     def remote_spec(self) -> ManifestSpec | None:
         """The manifest's URL, ref and path when --manifest names one by URL (no network: parsing only)."""

@@ -11,24 +11,23 @@ from __future__ import annotations
 import contextlib
 import os
 import zlib
-from dataclasses import dataclass
 from datetime import datetime
 from pathlib import Path
+
+import msgspec
 
 from forkctl.digests import sha1_hex, sha256_hex
 from forkctl.git.gitdir import GitDir
 from forkctl.git.runner import GitFailed
 
 
-@dataclass(frozen=True)
-class Identity:
+class Identity(msgspec.Struct, frozen=True):
     name: str
     email: str
     date: str  # anything git accepts in GIT_*_DATE, e.g. "2026-08-08T19:54:34+00:00"
 
 
-@dataclass(frozen=True)
-class CommitInfo:
+class CommitInfo(msgspec.Struct, frozen=True):
     sha: str
     tree: str
     parents: list[str]

@@ -9,7 +9,8 @@ entries) are remembered per repository.
 from __future__ import annotations
 
 import re
-from dataclasses import dataclass
+
+import msgspec
 
 from forkctl.git.gitdir import GitDir
 from forkctl.git.runner import run_bytes
@@ -25,8 +26,7 @@ NO_LAZY_FETCH = {"GIT_NO_LAZY_FETCH": "1", "GIT_ALLOW_PROTOCOL": "forkctl-no-laz
 FULL_OBJECT_NAME = re.compile(r"[0-9a-f]{40}|[0-9a-f]{64}")
 
 
-@dataclass(frozen=True)
-class TreeEntry:
+class TreeEntry(msgspec.Struct, frozen=True):
     mode: str
     kind: str  # blob, tree, commit (a gitlink)
     sha: str

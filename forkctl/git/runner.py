@@ -25,8 +25,9 @@ import os
 import signal
 import subprocess
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
 from pathlib import Path
+
+import msgspec
 
 from forkctl.errors import BadInput
 
@@ -185,8 +186,7 @@ def argv(args: Sequence[str]) -> list[str]:
     return ["git", *pinned, *args]
 
 
-@dataclass(frozen=True)
-class Completed:
+class Completed(msgspec.Struct, frozen=True):
     status: int
     stdout: bytes
     stderr: bytes

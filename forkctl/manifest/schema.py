@@ -7,7 +7,6 @@ pays for the import. A check in a `__post_init__` raises `FieldError`, so that t
 from __future__ import annotations
 
 import re
-from dataclasses import dataclass
 from pathlib import Path, PurePosixPath
 from typing import Any, Literal
 
@@ -228,8 +227,7 @@ def plain(model: msgspec.Struct, *, drop_none: bool = False) -> dict[str, Any]:
     return data
 
 
-@dataclass(frozen=True)
-class Manifest:
+class Manifest(msgspec.Struct, frozen=True):
     """A loaded manifest: the validated model plus where it lives."""
 
     path: Path

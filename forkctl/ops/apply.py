@@ -7,7 +7,8 @@ tip it had when the build started. The user's HEAD, index and files are never re
 from __future__ import annotations
 
 from collections.abc import Callable
-from dataclasses import dataclass
+
+import msgspec
 
 from forkctl import git, locking
 from forkctl.errors import BadInput
@@ -18,8 +19,7 @@ from forkctl.ops import state as session
 from forkctl.series import Series
 
 
-@dataclass
-class Outcome:
+class Outcome(msgspec.Struct):
     state: session.State
     conflict: session.ConflictReport | None = None
 

@@ -10,8 +10,9 @@ from __future__ import annotations
 import codecs
 import re
 from collections.abc import Callable
-from dataclasses import dataclass, field
 from pathlib import Path
+
+import msgspec
 
 from forkctl.errors import BadInput
 from forkctl.git import GitRepo, Identity
@@ -20,15 +21,13 @@ from forkctl.ops import record
 from forkctl.series import Patch
 
 
-@dataclass(frozen=True)
-class AppliedPatch:
+class AppliedPatch(msgspec.Struct, frozen=True):
     patch: Patch
     commit: str
     tree: str = ""  # the commit's tree, when the build knows it (for the apply record)
 
 
-@dataclass(frozen=True)
-class Conflict:
+class Conflict(msgspec.Struct, frozen=True):
     """A patch that does not apply with `git apply --cached` on top of `parent`."""
 
     index: int  # position in the series, 0-based
@@ -37,10 +36,9 @@ class Conflict:
     message: str  # git apply's own words: which files and hunks failed
 
 
-@dataclass
-class BuildResult:
+class BuildResult(msgspec.Struct):
     base: str
-    applied: list[AppliedPatch] = field(default_factory=list)
+    applied: list[AppliedPatch] = msgspec.field(default_factory=list)
     conflict: Conflict | None = None
 
     @property

@@ -15,9 +15,10 @@ from __future__ import annotations
 
 import json
 import re
-from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
+
+import msgspec
 
 from forkctl import git
 from forkctl.errors import BadInput
@@ -35,8 +36,7 @@ WORKTREE_DIR = "apply-worktree"
 CONFLICT_MARKER_RE = re.compile(rb"^(<{7}|>{7})( |$)", re.MULTILINE)
 
 
-@dataclass
-class Step:
+class Step(msgspec.Struct):
     """One patch handled: its commit, or why it has none (port: absorbed upstream)."""
 
     file: str
@@ -48,8 +48,7 @@ class Step:
     partial: dict[str, Any] | None = None
 
 
-@dataclass
-class State:
+class State(msgspec.Struct):
     operation: str  # "apply" or "port"
     manifest: str
     base: str  # the base the series is being built on
@@ -59,11 +58,11 @@ class State:
     force: bool
     old_tip: str | None  # the branch's tip when we started (compare-and-swap on finish)
     worktree: str
-    steps: list[Step] = field(default_factory=list)
+    steps: list[Step] = msgspec.field(default_factory=list)
     conflict_index: int = -1
     conflict_parent: str = ""
-    conflict_paths: list[str] = field(default_factory=list)
-    extra: dict[str, Any] = field(default_factory=dict)  # what only one operation needs (port)
+    conflict_paths: list[str] = msgspec.field(default_factory=list)
+    extra: dict[str, Any] = msgspec.field(default_factory=dict)  # what only one operation needs (port)
 
     @property
     def head(self) -> str:
@@ -135,11 +134,10 @@ def refuse_if_in_progress(repo: GitRepo) -> None:
 
 def save(repo: GitRepo, state: State) -> None:
     # atomic: a crash never leaves half a state file
-    atomic_write_text(state_path(repo), json.dumps(asdict(state), indent=2) + "\n")
+    atomic_write_text(state_path(repo), json.dumps(msgspec.to_builtins(state), indent=2) + "\n")
 
 
-@dataclass(frozen=True)
-class ConflictReport:
+class ConflictReport(msgspec.Struct, frozen=True):
     patch: Patch
     parent: str
     paths: list[str]  # files with conflicts left in the worktree

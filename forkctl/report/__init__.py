@@ -12,15 +12,15 @@ can be copied whole), and a command that prints to a pipe never pays for importi
 from __future__ import annotations
 
 import contextlib
-import dataclasses
 import json
 import os
 import re
 import sys
 from collections.abc import Callable, Iterator
-from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, TextIO
+
+import msgspec
 
 from forkctl.compat import StrEnum
 from forkctl.errors import EXIT_BAD_INPUT, EXIT_CHECK_FAILED, EXIT_OK, ForkctlError
@@ -43,8 +43,7 @@ class Level(StrEnum):
     NOTICE = "notice"
 
 
-@dataclass
-class Problem:
+class Problem(msgspec.Struct):
     message: str
     level: Level = Level.ERROR
     file: str | None = None
@@ -58,23 +57,21 @@ class Problem:
         return f"{where}{self.message}" + (f" (fix: {self.hint})" if self.hint else "")
 
 
-@dataclass
-class Table:
+class Table(msgspec.Struct):
     title: str
     columns: list[str]
     rows: list[list[str]]
 
 
-@dataclass
-class Report:
+class Report(msgspec.Struct):
     """What a command found or did. `data` is the JSON payload; tables and lines are for people."""
 
     command: str
     ok: bool = True
-    data: dict[str, Any] = field(default_factory=dict)
-    tables: list[Table] = field(default_factory=list)
-    lines: list[str] = field(default_factory=list)
-    problems: list[Problem] = field(default_factory=list)
+    data: dict[str, Any] = msgspec.field(default_factory=dict)
+    tables: list[Table] = msgspec.field(default_factory=list)
+    lines: list[str] = msgspec.field(default_factory=list)
+    problems: list[Problem] = msgspec.field(default_factory=list)
     summary_markdown: str | None = None  # extra Markdown for the GitHub step summary (e.g. a diagram)
     exit_code: int | None = None  # overrides the ok/problems rule when set
 
@@ -153,7 +150,7 @@ def to_json(report: Report) -> str:
         "ok": report.ok,
         **report.data,
         "problems": [
-            {k: v for k, v in vars(p).items() if v is not None} | {"level": str(p.level)}
+            {k: v for k, v in msgspec.structs.asdict(p).items() if v is not None} | {"level": str(p.level)}
             for p in report.problems
         ],
     }
@@ -317,7 +314,7 @@ def info(message: str) -> None:
 
 def _cleaned(report: Report) -> Report:
     """A copy of `report` whose every string is redacted and printable (see forkctl/redact.py)."""
-    return dataclasses.replace(
+    return msgspec.structs.replace(
         report,
         lines=[clean(line) for line in report.lines],
         tables=[
@@ -325,7 +322,7 @@ def _cleaned(report: Report) -> Report:
             for t in report.tables
         ],
         problems=[
-            dataclasses.replace(
+            msgspec.structs.replace(
                 p,
                 message=clean(p.message),
                 file=clean(p.file) if p.file else None,
