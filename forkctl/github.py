@@ -16,8 +16,9 @@ import shlex
 import shutil
 import signal
 import subprocess
-from dataclasses import dataclass
 from pathlib import Path
+
+import msgspec
 
 from forkctl.errors import BadInput
 
@@ -25,8 +26,7 @@ GH_TIMEOUT_S = 120.0
 REPO_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]*/[A-Za-z0-9_.][A-Za-z0-9_.-]*$")
 
 
-@dataclass(frozen=True)
-class PullRequestSpec:
+class PullRequestSpec(msgspec.Struct, frozen=True):
     """One pull request: from `head` to `base` in `repo` (OWNER/NAME), with this title and body file."""
 
     repo: str
@@ -45,8 +45,7 @@ class PullRequestSpec:
                 raise BadInput(f"the pull request's {name} {value!r} is empty or spans lines")
 
 
-@dataclass(frozen=True)
-class Opened:
+class Opened(msgspec.Struct, frozen=True):
     """What became of a pull request: `created`, `updated`, or `not-opened` (no gh; run `command`)."""
 
     action: str

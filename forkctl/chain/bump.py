@@ -7,8 +7,9 @@ checks the chain they make; applying it creates the branches, pushing it pushes 
 
 from __future__ import annotations
 
-from dataclasses import dataclass
 from pathlib import Path
+
+import msgspec
 
 from forkctl import git
 from forkctl.chain.checks import check_chain
@@ -22,8 +23,7 @@ from forkctl.manifest import Consumer, Manifest
 from forkctl.redact import without_credentials
 
 
-@dataclass
-class BumpStep:
+class BumpStep(msgspec.Struct):
     """One consumer commit that moves one gitlink."""
 
     consumer: Consumer
@@ -39,8 +39,7 @@ class BumpStep:
     existing: str | None  # what the branch points at already (None: it does not exist)
 
 
-@dataclass
-class BumpPlan:
+class BumpPlan(msgspec.Struct):
     """Every consumer's new commit up to the last one bumped, and the check of the chain they make."""
 
     branch: str

@@ -9,7 +9,7 @@ commit of the previous consumer that itself passes (checked as a link of its own
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field, replace
+import msgspec
 
 from forkctl import git
 from forkctl.chain import forkbase
@@ -23,8 +23,7 @@ from forkctl.git import GitRepo, SubmoduleEntry, remote
 from forkctl.manifest import Consumer, Manifest
 
 
-@dataclass(frozen=True)
-class PinTarget:
+class PinTarget(msgspec.Struct, frozen=True):
     """What a consumer's gitlink must pin: the fork (nearest consumer), else the previous consumer."""
 
     name: str  # "fork", or the previous consumer's name
@@ -41,24 +40,34 @@ def pin_target(manifest: Manifest, sources: list[Source], index: int) -> PinTarg
     return PinTarget(previous.name, previous.url, previous.upstream_url, (previous.branch,))
 
 
-@dataclass
 class Checker:
-    """One walk of the chain: each consumer commit is checked once, however many links pin it."""
+    """One walk of the chain: each consumer commit is checked once, however many links pin it.
 
-    manifest: Manifest
-    fork: ForkContext
-    sources: list[Source]
-    progress: Progress
-    # Branch tips that `bump-bridge` is about to push: {normalised url: [sha]}; count as reachable.
-    pending: dict[str, list[str]] = field(default_factory=dict)
-    fork_location: str | None = None  # --fork-repo: a clone or URL of the fork (default: manifest URL)
-    # --under-test: check only from this source's commit downward (nothing above or beside it), and
-    # point its `.gitmodules` findings at their lines.
-    start: int | None = None
-    _results: dict[tuple[int, str], LinkResult] = field(default_factory=dict)
-    _stores: dict[int, Store] = field(default_factory=dict)
+    A plain class, not a record: it holds the run's remotes and commit graphs and fills its memos as
+    the walk goes."""
 
-    def __post_init__(self) -> None:
+    def __init__(
+        self,
+        manifest: Manifest,
+        fork: ForkContext,
+        sources: list[Source],
+        progress: Progress,
+        pending: dict[str, list[str]] | None = None,
+        fork_location: str | None = None,
+        start: int | None = None,
+    ) -> None:
+        self.manifest = manifest
+        self.fork = fork
+        self.sources = sources
+        self.progress = progress
+        # Branch tips that `bump-bridge` is about to push: {normalised url: [sha]}; count as reachable.
+        self.pending = pending if pending is not None else {}
+        self.fork_location = fork_location  # --fork-repo: a clone or URL of the fork (default: manifest URL)
+        # --under-test: check only from this source's commit downward (nothing above or beside it), and
+        # point its `.gitmodules` findings at their lines.
+        self.start = start
+        self._results: dict[tuple[int, str], LinkResult] = {}
+        self._stores: dict[int, Store] = {}
         self.remotes = Remotes(self.progress)
         self.graphs = CommitGraphs(
             self.manifest, self.fork.upstream_url, self.remotes, self.fork.store, self.fork.base
@@ -280,7 +289,7 @@ def point_at_gitmodules(repo: GitRepo | None, commit: str, link: LinkResult) -> 
     lines = git.gitmodules_key_lines(repo.blob_bytes(entry.sha), module.name) if module else {}
     key = {"url": "url", "gitlink": "path"}
     link.findings = [
-        replace(f, file=".gitmodules", line=lines.get(key[f.check]))
+        msgspec.structs.replace(f, file=".gitmodules", line=lines.get(key[f.check]))
         if f.check in key and (f.check == "url" or key[f.check] in lines)
         else f
         for f in link.findings

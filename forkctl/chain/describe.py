@@ -8,7 +8,7 @@ consumer that does not answer, a previous pin that is not a fork head) stays Non
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+import msgspec
 
 from forkctl import git
 from forkctl.chain.bump import BumpPlan, plan_bump
@@ -21,15 +21,13 @@ from forkctl.manifest.schema import DroppedEntry
 from forkctl.series import Patch, load_series
 
 
-@dataclass(frozen=True)
-class SeriesRow:
+class SeriesRow(msgspec.Struct, frozen=True):
     file: str
     subject: str
     provenance: str | None  # the manifest's, else the patch's latest `cherry picked from`
 
 
-@dataclass
-class MoveFacts:
+class MoveFacts(msgspec.Struct):
     """Everything a pull-request body tells; None where it could not be found out (see `missing`)."""
 
     base: str
@@ -43,7 +41,7 @@ class MoveFacts:
     previous_base: str | None = None
     range_diff: str | None = None
     plan: BumpPlan | None = None
-    missing: list[str] = field(default_factory=list)
+    missing: list[str] = msgspec.field(default_factory=list)
 
 
 def manifest_facts(manifest: Manifest, patches: list[Patch]) -> MoveFacts:

@@ -10,8 +10,9 @@ against the manifest, so the two records of "our base" cannot silently disagree,
 from __future__ import annotations
 
 import json
-from dataclasses import dataclass, replace
 from pathlib import Path
+
+import msgspec
 
 from forkctl.errors import BadInput
 from forkctl.files import atomic_write
@@ -22,8 +23,7 @@ FORK_BASE_FILE = ".fork-base.json"
 KEYS = ("schema", "fork_repo", "upstream_repo", "upstream_branch", "upstream_base")
 
 
-@dataclass(frozen=True)
-class ForkBase:
+class ForkBase(msgspec.Struct, frozen=True):
     fork_repo: str
     upstream_repo: str
     upstream_branch: str
@@ -112,7 +112,7 @@ def updated(current: ForkBase | None, manifest: Manifest) -> ForkBase:
     wanted = from_manifest(manifest)
     if current is None:
         return wanted
-    return replace(
+    return msgspec.structs.replace(
         wanted,
         fork_repo=current.fork_repo if _same_name(current.fork_repo, wanted.fork_repo) else wanted.fork_repo,
         upstream_repo=(
@@ -138,8 +138,7 @@ def render(record: ForkBase) -> bytes:
     return (json.dumps(as_dict(record), indent=2) + "\n").encode("utf-8")
 
 
-@dataclass(frozen=True)
-class FileState:
+class FileState(msgspec.Struct, frozen=True):
     """`.fork-base.json` in a working tree, against what the manifest implies."""
 
     path: Path

@@ -8,7 +8,7 @@ a plain upstream commit.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+import msgspec
 
 from forkctl.chain.model import ChainFinding, Progress, Status
 from forkctl.chain.sources import local_branch_tip, parse_location
@@ -23,8 +23,7 @@ BUILT_REFS = "refs/forkctl/built/"  # + sha256(base, patch bytes): the fork head
 MAX_LISTED_COMMITS = 50  # beyond this many fork commits the diagnosis lists a count, not each one
 
 
-@dataclass
-class ForkContext:
+class ForkContext(msgspec.Struct):
     """The upstream object store with the base, the reproducible head built in it, and the series."""
 
     store: GitRepo

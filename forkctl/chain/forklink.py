@@ -6,8 +6,9 @@ alone; anything else is read with its history and trees and diagnosed in forkhea
 
 from __future__ import annotations
 
-from dataclasses import replace
 from pathlib import Path
+
+import msgspec
 
 from forkctl.chain import forkbase
 from forkctl.chain.forkhead import ForkContext, diagnose_fork_pin, publish_merge_finding, unpatched_upstream
@@ -42,7 +43,9 @@ def check_fork_pin(
         return
     fork_cache = _fork_cache_with(pinned, url, fork, manifest)
     if fork_cache is not None:
-        link.findings += _judge(replace(fork, store=fork_cache), pinned, fork.head_tree(), manifest)
+        link.findings += _judge(
+            msgspec.structs.replace(fork, store=fork_cache), pinned, fork.head_tree(), manifest
+        )
         return
     store = fork.store
     urls = [u for u in (url, manifest.fork.url) if u]

@@ -6,7 +6,8 @@ Plain data, no git: the checks fill it in, the report layer (forkctl/report/chai
 from __future__ import annotations
 
 from collections.abc import Callable
-from dataclasses import dataclass, field
+
+import msgspec
 
 from forkctl.compat import StrEnum
 from forkctl.series import Patch
@@ -20,8 +21,7 @@ class Status(StrEnum):
     UNREACHABLE = "UNREACHABLE"
 
 
-@dataclass(frozen=True)
-class ChainFinding:
+class ChainFinding(msgspec.Struct, frozen=True):
     check: str  # pin, url, reachable, fork-base, nested
     status: Status
     kind: str  # a stable machine code: ok, unpatched-upstream, wrong-base, missing-patch, ...
@@ -33,8 +33,7 @@ class ChainFinding:
     line: int | None = None
 
 
-@dataclass
-class LinkResult:
+class LinkResult(msgspec.Struct):
     """One consumer commit and the gitlink it holds."""
 
     consumer: str
@@ -46,7 +45,7 @@ class LinkResult:
     pinned: str | None = None
     url: str | None = None
     expected: str | None = None  # the fork link's expected SHA
-    findings: list[ChainFinding] = field(default_factory=list)
+    findings: list[ChainFinding] = msgspec.field(default_factory=list)
 
     @property
     def status(self) -> Status:
@@ -68,13 +67,12 @@ class LinkResult:
         return next((f for f in failures if f.check in ("pin", "nested")), failures[0] if failures else None)
 
 
-@dataclass
-class ChainResult:
+class ChainResult(msgspec.Struct):
     base: str
     expected_head: str
     patches: list[Patch]
     links: list[LinkResult]
-    fork_branch_notes: list[ChainFinding] = field(default_factory=list)
+    fork_branch_notes: list[ChainFinding] = msgspec.field(default_factory=list)
 
     @property
     def ok(self) -> bool:

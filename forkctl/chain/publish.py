@@ -10,8 +10,9 @@ compare-and-swap against the T that was read.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
 from datetime import datetime
+
+import msgspec
 
 from forkctl.chain.forkhead import ForkContext, publish_merge_finding
 from forkctl.chain.model import Progress, Status
@@ -27,8 +28,7 @@ from forkctl.series import Series
 NOTHING = ("up-to-date", "already-published")
 
 
-@dataclass
-class PublishPlan:
+class PublishPlan(msgspec.Struct):
     mode: str  # fork.publish: rebuild | merge
     url: str
     branch: str

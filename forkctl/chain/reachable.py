@@ -7,7 +7,7 @@ upstream's, so that only the fork's own commits cross the network.
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+import msgspec
 
 from forkctl.chain.model import LinkResult, Status
 from forkctl.chain.sources import Remotes
@@ -19,8 +19,7 @@ from forkctl.git.graph import CommitGraph
 from forkctl.manifest import Manifest
 
 
-@dataclass
-class CommitGraphs:
+class CommitGraphs(msgspec.Struct):
     """The commit-graph caches of the chain's URLs."""
 
     manifest: Manifest
@@ -29,7 +28,7 @@ class CommitGraphs:
     # The store holding the manifest base's commit object: a new graph starts a little before it.
     base_store: GitRepo | None = None
     base: str | None = None
-    _bound: list[int | None] = field(default_factory=list)
+    _bound: list[int | None] = msgspec.field(default_factory=list)
 
     def since(self) -> int | None:
         """Where a new commit graph starts (a Unix time): a month before the manifest base's commit

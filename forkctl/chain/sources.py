@@ -8,8 +8,9 @@ source names (a clone's HEAD or REV, a URL's branch or SHA), the bump from the c
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
 from pathlib import Path
+
+import msgspec
 
 from forkctl import git
 from forkctl.chain.model import Progress
@@ -19,8 +20,7 @@ from forkctl.git import store as gitstore
 from forkctl.manifest import Consumer, Manifest
 
 
-@dataclass
-class Store:
+class Store(msgspec.Struct):
     """A repository's objects: a local clone first (read only), then the cache for its URL."""
 
     url: str
@@ -78,12 +78,11 @@ class Store:
         return None
 
 
-@dataclass
-class Remotes:
+class Remotes(msgspec.Struct):
     """Each URL's branches and tags, listed once a run (or, when the URL does not answer, as recorded)."""
 
     progress: Progress
-    _listings: dict[str, remote.Listing] = field(default_factory=dict)
+    _listings: dict[str, remote.Listing] = msgspec.field(default_factory=dict)
 
     def listing(self, url: str) -> remote.Listing:
         key = remote.normalise_url(url)
@@ -102,8 +101,7 @@ class Remotes:
         return self.listing(url).refs
 
 
-@dataclass
-class Source:
+class Source(msgspec.Struct):
     """Where to find one consumer: its manifest entry, and optionally a local checkout and revision."""
 
     consumer: Consumer

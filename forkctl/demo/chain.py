@@ -16,10 +16,10 @@ import contextlib
 import os
 import shutil
 from collections.abc import Iterator
-from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+import msgspec
 import yaml
 
 from forkctl import git
@@ -106,15 +106,14 @@ def isolated_environment(root: Path) -> Iterator[None]:
 # --- building the chain ----------------------------------------------------------------------------
 
 
-@dataclass
-class DemoChain:
+class DemoChain(msgspec.Struct):
     root: Path
     package: Installed
     toolkit: Path
     manifest: Manifest
     base: str
     fork_head: str  # built by the apply core and pushed to the fork's branch
-    remotes: dict[str, Path] = field(default_factory=dict)  # upstream, fork, <consumer names>, ...
+    remotes: dict[str, Path] = msgspec.field(default_factory=dict)  # upstream, fork, <consumer names>, ...
 
 
 def _serve(path: Path) -> GitRepo:
@@ -306,8 +305,7 @@ def build_chain(root: Path, real: Manifest, package: Installed, progress: Progre
 # --- the flow: check, bump, check ------------------------------------------------------------------
 
 
-@dataclass
-class Flow:
+class Flow(msgspec.Struct):
     fork: ForkContext
     first: ChainResult
     steps: list[BumpStep]

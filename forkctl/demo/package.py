@@ -5,15 +5,15 @@ from __future__ import annotations
 
 import importlib.metadata
 import sys
-from dataclasses import dataclass
 from pathlib import Path
+
+import msgspec
 
 from forkctl.errors import BadInput
 from forkctl.manifest.schema import Package as ManifestPackage
 
 
-@dataclass(frozen=True)
-class Installed:
+class Installed(msgspec.Struct, frozen=True):
     name: str  # the import folder's name, e.g. megatron
     folder: Path  # the installed folder
     distribution: str | None  # e.g. megatron-core

@@ -15,8 +15,9 @@ synthetic commit.
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
 from datetime import datetime
+
+import msgspec
 
 from forkctl.git.commits import Identity, commit_object
 from forkctl.git.repo import GitRepo
@@ -25,19 +26,17 @@ from forkctl.git.runner import GitFailed
 SYNTHETIC_NAME, SYNTHETIC_EMAIL = "forkctl", "forkctl@localhost"
 
 
-@dataclass(frozen=True)
-class MergeMessage:
+class MergeMessage(msgspec.Struct, frozen=True):
     kind: str  # git's conflict type, e.g. "CONFLICT (contents)", "Auto-merging", "CONFLICT (rename/delete)"
     paths: list[str]
     text: str  # git's own sentence
 
 
-@dataclass(frozen=True)
-class MergeResult:
+class MergeResult(msgspec.Struct, frozen=True):
     tree: str  # the merged tree; on a conflict, files carry conflict markers (as in a worktree)
     clean: bool
-    conflicted: list[str] = field(default_factory=list)  # paths with unmerged entries
-    messages: list[MergeMessage] = field(default_factory=list)
+    conflicted: list[str] = msgspec.field(default_factory=list)  # paths with unmerged entries
+    messages: list[MergeMessage] = msgspec.field(default_factory=list)
 
     def text(self) -> str:
         return "\n".join(message.text for message in self.messages)

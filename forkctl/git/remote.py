@@ -11,10 +11,11 @@ from __future__ import annotations
 
 import json
 import re
-from dataclasses import dataclass
 from datetime import datetime, timezone
 from pathlib import Path
 from urllib.parse import urlsplit
+
+import msgspec
 
 from forkctl.digests import sha256_hex
 from forkctl.errors import BadInput
@@ -215,8 +216,7 @@ def ls_remote(url: str) -> dict[str, str]:
     return refs
 
 
-@dataclass(frozen=True)
-class Listing:
+class Listing(msgspec.Struct, frozen=True):
     """The branches and tags of a URL: as it answered now, or as recorded when it last answered."""
 
     refs: dict[str, str]

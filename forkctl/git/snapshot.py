@@ -10,7 +10,8 @@ A commit the cache already holds is never fetched again.
 from __future__ import annotations
 
 import re
-from dataclasses import dataclass
+
+import msgspec
 
 from forkctl.errors import BadInput
 from forkctl.git.remote import listed_refs, talk
@@ -20,8 +21,7 @@ from forkctl.git.store import FETCHED_REFS, cache_repo_for, fetch_objects
 FULL_SHA = re.compile(r"[0-9a-f]{40}")
 
 
-@dataclass(frozen=True)
-class ResolvedRef:
+class ResolvedRef(msgspec.Struct, frozen=True):
     """The commit a ref names, and, when the URL did not answer, when that answer was recorded."""
 
     sha: str

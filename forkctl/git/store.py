@@ -10,8 +10,9 @@ branches and tags), never by git's lazy fetch; a warm cache answers without the 
 from __future__ import annotations
 
 import re
-from dataclasses import dataclass
 from pathlib import Path
+
+import msgspec
 
 from forkctl.digests import sha256_hex
 from forkctl.errors import BadInput
@@ -223,8 +224,7 @@ def fetch_graph_of(graph: GitRepo, url: str, sha: str) -> bool:
 # --- which branches and tags of a URL contain a commit (what a fresh recursive clone needs) -----
 
 
-@dataclass(frozen=True)
-class Reachability:
+class Reachability(msgspec.Struct, frozen=True):
     reachable: bool
     refs: list[str]  # branches/tags of the URL that contain the commit (tips first)
 

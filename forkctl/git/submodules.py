@@ -6,16 +6,16 @@ from __future__ import annotations
 
 import re
 import tempfile
-from dataclasses import dataclass
 from pathlib import Path
+
+import msgspec
 
 from forkctl.git.gitdir import GitDir
 from forkctl.git.objects import FULL_OBJECT_NAME, ObjectReads, write_blob
 from forkctl.git.runner import GitFailed, run, run_bytes
 
 
-@dataclass(frozen=True)
-class SubmoduleEntry:
+class SubmoduleEntry(msgspec.Struct, frozen=True):
     """One `[submodule "<name>"]` section of a `.gitmodules` blob."""
 
     name: str

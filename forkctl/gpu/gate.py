@@ -8,8 +8,9 @@ the base moved; the GPU tests changed).
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
 from pathlib import Path, PurePosixPath
+
+import msgspec
 
 from forkctl.errors import BadInput
 from forkctl.gpu import signing
@@ -35,22 +36,20 @@ SIGN_HINT = (
 )
 
 
-@dataclass
-class Finding:
+class Finding(msgspec.Struct):
     message: str
     hint: str | None = None
     file: str | None = None
 
 
-@dataclass
-class GateVerdict:
+class GateVerdict(msgspec.Struct):
     series_digest: str
     suite_digest: str
     evidence_file: str | None
     required: list[str]
-    covered: list[str] = field(default_factory=list)
-    problems: list[Finding] = field(default_factory=list)
-    warnings: list[Finding] = field(default_factory=list)
+    covered: list[str] = msgspec.field(default_factory=list)
+    problems: list[Finding] = msgspec.field(default_factory=list)
+    warnings: list[Finding] = msgspec.field(default_factory=list)
     signed_by: str | None = None  # the allowed signer whose signature verified, when signatures are required
 
     @property
@@ -280,8 +279,7 @@ def _explain_missing(
         verdict.problems.append(Finding(f"no GPU evidence for series {digest}", RERUN_HINT))
 
 
-@dataclass
-class GateSummary:
+class GateSummary(msgspec.Struct):
     """The gate's verdict on the current series and the evidence file it read, for a pull-request body;
     `error` when the gate could not judge (no GPU test folder, malformed evidence)."""
 

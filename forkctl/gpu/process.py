@@ -6,14 +6,14 @@ from __future__ import annotations
 import os
 import signal
 import subprocess
-from dataclasses import dataclass
 from pathlib import Path
+
+import msgspec
 
 from forkctl.errors import BadInput
 
 
-@dataclass(frozen=True)
-class Finished:
+class Finished(msgspec.Struct, frozen=True):
     """A child process that ended (or was killed at the time limit)."""
 
     returncode: int | None  # None: killed at the time limit

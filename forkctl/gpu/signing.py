@@ -15,8 +15,9 @@ import os
 import shutil
 import subprocess
 import tempfile
-from dataclasses import dataclass
 from pathlib import Path
+
+import msgspec
 
 from forkctl.errors import BadInput
 from forkctl.files import atomic_write
@@ -65,8 +66,7 @@ def sign(evidence: Path, key: Path) -> Path:
     return target
 
 
-@dataclass(frozen=True)
-class Verdict:
+class Verdict(msgspec.Struct, frozen=True):
     ok: bool
     principal: str | None
     problem: str | None  # "unsigned", "foreign", "edited"

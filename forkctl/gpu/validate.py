@@ -15,9 +15,10 @@ import os
 import shutil
 import tempfile
 from collections.abc import Callable
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
+
+import msgspec
 
 from forkctl import __version__
 from forkctl.errors import BadInput
@@ -58,8 +59,7 @@ PYTEST_COMPLETED = {0, 1}
 Progress = Callable[[str], None]
 
 
-@dataclass(frozen=True)
-class Options:
+class Options(msgspec.Struct, frozen=True):
     """What `forkctl validate` was asked for (its command-line options)."""
 
     python: str  # the interpreter that has torch, CUDA and megatron-core
@@ -74,8 +74,7 @@ class Options:
     unsigned: bool = False  # record without signing although the manifest lists allowed signers
 
 
-@dataclass(frozen=True)
-class Suite:
+class Suite(msgspec.Struct, frozen=True):
     """Which tests a validate run covers: the folder, the pytest marker, the GPUs it needs."""
 
     root: str
@@ -87,8 +86,7 @@ class Suite:
         return self.ep or 1
 
 
-@dataclass(frozen=True)
-class Validated:
+class Validated(msgspec.Struct, frozen=True):
     """A recorded run: the run, the evidence file it went into, and how pytest finished."""
 
     run: Run
@@ -96,8 +94,7 @@ class Validated:
     pytest: process.Finished
 
 
-@dataclass(frozen=True)
-class _Job:
+class _Job(msgspec.Struct, frozen=True):
     """Everything a run needs once the host has passed the checks."""
 
     manifest: Manifest

@@ -24,8 +24,9 @@ from __future__ import annotations
 
 import re
 from collections.abc import Callable
-from dataclasses import dataclass
 from pathlib import Path, PurePosixPath
+
+import msgspec
 
 from forkctl.digests import sha256_hex
 from forkctl.errors import BadInput
@@ -38,8 +39,7 @@ _BAD_REF_RE = re.compile(r"[\x00-\x20\x7f~^:?*\[\\]|\.\.|@")
 FORM = "URL@REF:PATH (e.g. https://github.com/OWNER/REPO.git@main:manifest.yaml, or OWNER/REPO@main:manifest.yaml)"
 
 
-@dataclass(frozen=True)
-class ManifestSpec:
+class ManifestSpec(msgspec.Struct, frozen=True):
     """A manifest named by URL. `url` may hold credentials: it is passed to git, never shown or stored."""
 
     url: str

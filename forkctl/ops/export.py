@@ -11,9 +11,10 @@ from __future__ import annotations
 
 import re
 from collections.abc import Callable
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
+
+import msgspec
 
 from forkctl import git
 from forkctl import manifest as manifest_mod
@@ -27,8 +28,7 @@ from forkctl.series import PROVENANCE_RE, TRAILER_RE, parse_patches
 SLUG_MAX = 52  # like git format-patch: names stay short enough for every file system and terminal
 
 
-@dataclass(frozen=True)
-class ExportedPatch:
+class ExportedPatch(msgspec.Struct, frozen=True):
     commit: str
     file: str  # relative to the manifest's folder
     content: bytes
@@ -181,8 +181,7 @@ def render(repo: GitRepo, manifest: Manifest, commits: list[str]) -> list[Export
     return exported
 
 
-@dataclass(frozen=True)
-class Difference:
+class Difference(msgspec.Struct, frozen=True):
     changed: list[str]  # files whose bytes differ (or are missing)
     stale: list[str]  # files of the old series that the new one no longer has
     manifest_differs: bool

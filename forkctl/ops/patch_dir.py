@@ -13,8 +13,9 @@ import json
 import os
 import shutil
 import tempfile
-from dataclasses import dataclass
 from pathlib import Path
+
+import msgspec
 
 from forkctl import git
 from forkctl.compat import StrEnum
@@ -38,16 +39,14 @@ class PatchStatus(StrEnum):
     NO_PATHS = "no-matching-paths"  # no path of the diff matches --include: trivially applied
 
 
-@dataclass(frozen=True)
-class PatchVerdict:
+class PatchVerdict(msgspec.Struct, frozen=True):
     patch: Patch
     paths: list[str]  # the diff's paths that match the include glob
     status: PatchStatus
     message: str  # git apply's words when the status is CONFLICT
 
 
-@dataclass(frozen=True)
-class TreePlan:
+class TreePlan(msgspec.Struct, frozen=True):
     tree: Path
     include: str
     state: TreeState

@@ -8,6 +8,8 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
+import msgspec
+
 from forkctl.manifest import Manifest, plain
 from forkctl.report.chain import mermaid, mermaid_unchecked
 
@@ -163,7 +165,7 @@ def pr_parts(manifest: Manifest, facts: MoveFacts, summary: GateSummary) -> dict
         "base": facts.base,
         "base_subject": facts.base_subject,
         "base_date": facts.base_date,
-        "series": [vars(row) for row in facts.series],
+        "series": [msgspec.structs.asdict(row) for row in facts.series],
         "dropped": [plain(entry, drop_none=True) for entry in facts.dropped],
         "dropped_since": facts.dropped_since,
         "previous_fork_head": facts.previous_fork_head,

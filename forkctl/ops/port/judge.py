@@ -4,9 +4,10 @@ partial), or conflict; and the old series every judgement starts from.
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
+
+import msgspec
 
 from forkctl import git
 from forkctl.errors import BadInput
@@ -17,8 +18,7 @@ from forkctl.ops import replay
 from forkctl.series import Patch, Series
 
 
-@dataclass(frozen=True)
-class Verdict:
+class Verdict(msgspec.Struct, frozen=True):
     """What happens to one patch on a given head."""
 
     kind: str  # "applied", "absorbed" or "conflict"
@@ -26,7 +26,7 @@ class Verdict:
     upstream_commit: str | None = None
     tree: str | None = None  # applied: the new tree
     merged: MergeResult | None = None
-    detail: dict[str, Any] = field(default_factory=dict)
+    detail: dict[str, Any] = msgspec.field(default_factory=dict)
 
 
 class Judge:

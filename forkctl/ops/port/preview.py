@@ -4,7 +4,7 @@ bisection the upstream commit on which a patch first stops porting.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+import msgspec
 
 from forkctl import git
 from forkctl.git import GitRepo
@@ -13,8 +13,7 @@ from forkctl.ops.port.judge import Judge, Verdict, old_series
 from forkctl.series import Patch, Series
 
 
-@dataclass(frozen=True)
-class PreviewEntry:
+class PreviewEntry(msgspec.Struct, frozen=True):
     position: int
     patch: Patch
     verdict: Verdict
@@ -53,8 +52,7 @@ def preview(
     return entries
 
 
-@dataclass(frozen=True)
-class FirstBreak:
+class FirstBreak(msgspec.Struct, frozen=True):
     """The first upstream commit (first-parent order) in base..target on which a patch stops porting."""
 
     commit: str

@@ -6,9 +6,10 @@ applies, record what was absorbed; stop on a conflict in the scratch worktree (-
 from __future__ import annotations
 
 from collections.abc import Callable
-from dataclasses import dataclass
 from datetime import datetime, timezone
 from typing import Any
+
+import msgspec
 
 from forkctl import git, locking
 from forkctl.errors import BadInput
@@ -24,8 +25,7 @@ from forkctl.series import Patch, Series
 OnPatch = Callable[[str], None]  # told each patch's subject as it is done (a progress bar)
 
 
-@dataclass
-class PortOutcome:
+class PortOutcome(msgspec.Struct):
     state: session.State
     conflict: session.ConflictReport | None = None
     range_diff: str = ""
