@@ -20,8 +20,9 @@ from tests.seriesrepo import SeriesSetup, clone, make_series, run_json
 
 ROOT = Path(__file__).resolve().parent.parent
 BRANCH = "farai/main"
-# What finding the branch and its tip, and making sure no worktree has it checked out, take.
-MOST_PROCESSES = 4
+# What finding the repository, the base and the branch's tip take in a bare clone. Whether a worktree has
+# the branch checked out is known without git there while the clone has no linked worktree.
+MOST_PROCESSES = 3
 WALKS = {"merge-base", "rev-list", "log", "format-patch", "read-tree", "apply", "write-tree"}
 
 
@@ -66,7 +67,20 @@ def test_reapply_of_an_unchanged_series_takes_a_few_processes(scene, tmp_path: P
         assert data["head"] == head == repo.head(BRANCH)
         assert len(calls) <= MOST_PROCESSES, calls
         assert not WALKS & set(calls), calls
-        assert "worktree" in calls  # a checked-out branch is still refused before anything else
+        assert "worktree" not in calls, calls
+
+
+def test_a_branch_checked_out_in_a_linked_worktree_of_the_bare_clone_is_refused(
+    scene, tmp_path: Path
+) -> None:
+    setup, repo, shim = scene
+    repo.git("worktree", "add", "-q", str(tmp_path / "linked"), BRANCH)
+    head = repo.head(BRANCH)
+    shim.reset()
+    code, data = _apply(setup, repo, "--force")
+    assert code == 2 and "checked out" in data["error"], data
+    assert "worktree" in shim.calls()  # asked of git once the clone has a linked worktree
+    assert repo.head(BRANCH) == head
 
 
 @pytest.mark.parametrize(

@@ -22,6 +22,8 @@ class GitDir:
 
     git_dir: Path
     path: Path  # the working tree's root; the git dir itself for a bare repository
+    # git says so (core.bare): no main working tree, so no branch is checked out but in a linked one.
+    bare: bool = False
     # A cache repository's answers recorded for later runs (git/facts.py); None for a user's clone.
     facts: Facts | None = None
 

@@ -40,8 +40,9 @@ class GitRepo(ObjectReads, Commits, History, Refs, Indexes, Worktrees, Patches):
             raise BadInput(f"{path} is not a git repository", hint="pass the path of a clone")
         self.git_dir = Path(lines[0])
         # A bare repository, or a path inside a git dir, is addressed by its git dir.
-        bare = lines[1] == "true" or len(lines) == 2 or not lines[2].strip()
-        self.path = self.git_dir if bare else Path(lines[2].strip())
+        self.bare = lines[1] == "true"
+        by_git_dir = self.bare or len(lines) == 2 or not lines[2].strip()
+        self.path = self.git_dir if by_git_dir else Path(lines[2].strip())
         if Path(path).resolve() not in (self.path.resolve(), self.git_dir.resolve()):
             raise BadInput(
                 f"{path} is not a git repository (it is inside {self.path})",
@@ -53,6 +54,7 @@ class GitRepo(ObjectReads, Commits, History, Refs, Indexes, Worktrees, Patches):
         """A bare repository forkctl made itself (its cache), addressed without asking git again."""
         repo = cls.__new__(cls)
         repo.git_dir = repo.path = Path(git_dir).resolve()
+        repo.bare = True
         return repo
 
     @classmethod

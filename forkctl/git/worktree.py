@@ -22,6 +22,11 @@ class Worktrees(GitDir):
 
 def checked_out_branches(repo: GitDir) -> dict[str, Path]:
     """{branch name: worktree path} for every worktree (the main one included) that has one checked out."""
+    if repo.bare and not (repo.git_dir / "worktrees").is_dir():
+        # A bare repository's HEAD is no checkout, and every linked worktree is registered under
+        # worktrees/ (`git worktree add` makes it): with none there, no branch is checked out, and a
+        # re-apply or a cache build is spared a git process.
+        return {}
     out = repo.git(["worktree", "list", "--porcelain"])
     branches: dict[str, Path] = {}
     current: Path | None = None
