@@ -8,7 +8,9 @@ names and its patch-id are git's own answers (`git apply --numstat`, `git patch-
 
 from __future__ import annotations
 
+import os
 import re
+import stat
 from datetime import datetime
 from pathlib import Path
 from typing import Any
@@ -157,7 +159,11 @@ def _trailers(body: str) -> list[tuple[str, str]]:
 def _read_mail(path: Path) -> Patch:
     """A patch file parsed, all but what git reads from its diff (paths, patch-id); BadInput when it is
     not a format-patch file."""
-    if path.is_symlink() or not path.is_file():
+    try:
+        mode = os.lstat(path).st_mode  # one call: not a link, and a regular file
+    except OSError:
+        mode = 0
+    if not stat.S_ISREG(mode):
         raise BadInput(
             f"{path}: a patch file must be a regular file (not a link or a device)",
             hint="replace the link with the file it points to",

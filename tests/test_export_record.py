@@ -5,7 +5,11 @@ counted through a git shim on PATH."""
 
 from __future__ import annotations
 
+import json
+import os
 import shutil
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -14,6 +18,7 @@ from tests.gitrepos import Repo
 from tests.gitshim import GitShim, make_git_shim
 from tests.seriesrepo import SeriesSetup, clone, make_series, run_json
 
+ROOT = Path(__file__).resolve().parent.parent
 BRANCH = "farai/main"
 MOST_PROCESSES = 3  # find the repository, resolve the base and the branch
 RENDERING = {"merge-base", "rev-list", "log", "format-patch", "cat-file", "commit-tree"}
@@ -102,3 +107,49 @@ def test_another_git_binary_renders_again(scene, tmp_path: Path, monkeypatch) ->
     code, data, _calls = _check(setup, repo, shim)
     assert code == 0, data
     assert "format-patch" in other.calls()
+
+
+OPENS_PROBE = """
+import atexit, collections, json, os, sys
+listing = sys.argv[1]
+opened = collections.Counter()
+
+
+def count_patch_opens(event, args):
+    if event == "open" and isinstance(args[0], str) and args[0].endswith(".patch"):
+        opened[os.path.realpath(args[0])] += 1
+
+
+sys.addaudithook(count_patch_opens)
+atexit.register(lambda: open(listing, "w").write(json.dumps(opened)))
+from forkctl.cli import main
+sys.argv = ["forkctl", *sys.argv[2:]]
+main()
+"""
+
+
+def test_a_check_from_the_record_reads_each_patch_file_once(scene, tmp_path: Path) -> None:
+    """The record's answer is the files' own bytes: comparing them with the files again is a second read
+    of every patch for nothing (Python's audit hook sees each open)."""
+    setup, repo, _shim = scene
+    listing = tmp_path / "opens.json"
+    args = [
+        "--manifest",
+        str(setup.manifest),
+        "export",
+        "--check",
+        "--repo",
+        str(repo.path),
+        "--branch",
+        BRANCH,
+    ]
+    proc = subprocess.run(
+        [sys.executable, "-c", OPENS_PROBE, str(listing), *args],
+        capture_output=True,
+        text=True,
+        env={**os.environ, "PYTHONPATH": str(ROOT)},
+        check=False,
+    )
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    series = [os.path.realpath(setup.root / e["file"]) for e in setup.manifest_data()["series"]]
+    assert json.loads(listing.read_text()) == dict.fromkeys(series, 1)

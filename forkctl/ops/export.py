@@ -35,6 +35,9 @@ class ExportedPatch(msgspec.Struct, frozen=True):
     provenance: str  # the commit the newest provenance line names
     tagged_now: bool  # a provenance line was added by this export
     tree: str = ""  # the commit's tree (for the export record)
+    # The series file `content` was read from, when it came from the export record: `compare` does not
+    # read that file again when it is also where this patch goes.
+    read_from: str = ""
 
 
 def slug(subject: str) -> str:
@@ -123,12 +126,15 @@ def recorded(repo: GitRepo, manifest: Manifest, base: str, branch: str) -> list[
         return None
     name = _namer(manifest)
     exported = []
-    for number, (patch, (commit, tree)) in enumerate(zip(patches, recalled, strict=True), start=1):
+    pairs = zip(manifest.series, patches, recalled, strict=True)
+    for number, (entry, patch, (commit, tree)) in enumerate(pairs, start=1):
         provenance = PROVENANCE_RE.findall(patch.message)
         if not provenance:
             return None  # export would tag it: its file is not its rendering
         subject = patch.message.split("\n", 1)[0]
-        exported.append(ExportedPatch(commit, name(number, subject), patch.raw, provenance[-1], False, tree))
+        exported.append(
+            ExportedPatch(commit, name(number, subject), patch.raw, provenance[-1], False, tree, entry.file)
+        )
     return exported
 
 
@@ -192,13 +198,15 @@ class Difference(msgspec.Struct, frozen=True):
         return bool(self.changed or self.stale or self.manifest_differs)
 
 
+def _differs(manifest: Manifest, patch: ExportedPatch) -> bool:
+    if patch.read_from == patch.file:
+        return False  # its content is that very file's bytes, read by this run
+    target = manifest.root / patch.file
+    return not target.is_file() or target.read_bytes() != patch.content
+
+
 def compare(manifest: Manifest, exported: list[ExportedPatch]) -> Difference:
-    changed = [
-        patch.file
-        for patch in exported
-        if not (manifest.root / patch.file).is_file()
-        or (manifest.root / patch.file).read_bytes() != patch.content
-    ]
+    changed = [patch.file for patch in exported if _differs(manifest, patch)]
     new_files = {patch.file for patch in exported}
     stale = [entry.file for entry in manifest.series if entry.file not in new_files]
     wanted = [(patch.file, patch.provenance) for patch in exported]
