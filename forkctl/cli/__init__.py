@@ -6,6 +6,7 @@ module (and through it the manifest, report and git layers) is imported only whe
 
 from __future__ import annotations
 
+import gc
 import sys
 
 import click
@@ -106,6 +107,17 @@ def cli(ctx: click.Context, manifest: str | None) -> None:
 def main() -> None:
     """Run the CLI. A usage error is exit 2 like any bad input; under --json it is one JSON document
     of the shape every command prints, so a CI step that parses stdout never gets click's text."""
+    try:
+        _run()
+    finally:
+        # The process ends here. At shutdown Python collects garbage over every object the imports made
+        # (typing, click, msgspec): 25-30 ms of a 0.2 s re-apply on this machine. Frozen, they are left
+        # to the OS. What atexit handlers make is collected as usual, and nothing forkctl writes relies
+        # on a collector to be flushed or closed (files are closed explicitly, temp dirs by atexit).
+        gc.freeze()
+
+
+def _run() -> None:
     try:
         outcome = cli.main(prog_name="forkctl", standalone_mode=False)
     except click.exceptions.Abort:
