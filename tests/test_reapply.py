@@ -5,7 +5,6 @@ ignored and the full check decides. Processes are counted through a git shim on 
 
 from __future__ import annotations
 
-import json
 import os
 import shutil
 import subprocess
@@ -183,9 +182,9 @@ def test_a_plain_branch_name_is_one_git_accepts(name: str, tmp_path: Path, monke
 
 
 PROBE = """
-import atexit, json, sys
+import atexit, sys
 listing = sys.argv[1]
-atexit.register(lambda: open(listing, "w").write(json.dumps(sorted(sys.modules))))
+atexit.register(lambda: open(listing, "w").write("\\n".join(sorted(sys.modules))))
 from forkctl.cli import main
 sys.argv = ["forkctl", *sys.argv[2:]]
 main()
@@ -194,7 +193,7 @@ main()
 
 def test_reapply_loads_only_what_it_uses(scene, tmp_path: Path) -> None:
     """A re-apply writes no file and makes no object: it must not pay for tempfile, shutil, OpenSSL's
-    hashlib, the --tree code or the port's merges."""
+    hashlib, the --tree code or the port's merges; printing text, it needs no json either."""
     setup, repo, _shim = scene
     listing = tmp_path / "modules.json"
     args = ["--manifest", str(setup.manifest), "apply", "--base", setup.base, "--repo", str(repo.path)]
@@ -208,8 +207,16 @@ def test_reapply_loads_only_what_it_uses(scene, tmp_path: Path) -> None:
     )
     assert proc.returncode == 0, proc.stdout + proc.stderr
     assert "already at" in proc.stdout
-    modules = set(json.loads(listing.read_text()))
-    unwanted = {"tempfile", "shutil", "hashlib", "_hashlib", "forkctl.ops.patch_dir", "forkctl.git.merge"}
+    modules = set(listing.read_text().splitlines())
+    unwanted = {
+        "tempfile",
+        "shutil",
+        "hashlib",
+        "_hashlib",
+        "json",
+        "forkctl.ops.patch_dir",
+        "forkctl.git.merge",
+    }
     # --repo and a local --manifest: no cache of partial clones, no remote manifests
     unwanted |= {"forkctl.git.store", "forkctl.git.remote", "forkctl.manifest.remote"}
     assert not unwanted & modules

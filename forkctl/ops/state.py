@@ -13,7 +13,6 @@ No ref is created or moved until the whole series is built, so `--abort` only ha
 
 from __future__ import annotations
 
-import json
 import re
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -83,7 +82,7 @@ def load(repo: GitRepo) -> State | None:
     if not path.is_file():
         return None
     try:
-        data = json.loads(path.read_text(encoding="utf-8"))
+        data = msgspec.json.decode(path.read_bytes())
         data["steps"] = [Step(**step) for step in data.get("steps", [])]
         return State(**data)
     except (OSError, ValueError, TypeError, KeyError, AttributeError) as exc:
@@ -134,7 +133,9 @@ def refuse_if_in_progress(repo: GitRepo) -> None:
 
 def save(repo: GitRepo, state: State) -> None:
     # atomic: a crash never leaves half a state file
-    atomic_write_text(state_path(repo), json.dumps(msgspec.to_builtins(state), indent=2) + "\n")
+    atomic_write_text(
+        state_path(repo), msgspec.json.format(msgspec.json.encode(state), indent=2).decode() + "\n"
+    )
 
 
 class ConflictReport(msgspec.Struct, frozen=True):

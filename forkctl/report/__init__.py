@@ -12,7 +12,6 @@ can be copied whole), and a command that prints to a pipe never pays for importi
 from __future__ import annotations
 
 import contextlib
-import json
 import os
 import re
 import sys
@@ -154,6 +153,8 @@ def to_json(report: Report) -> str:
             for p in report.problems
         ],
     }
+    import json  # only a JSON document needs it: a text report (the common case) does not
+
     plain = json.loads(json.dumps(payload, default=_json_default))
     return json.dumps(clean_data(plain), indent=2, sort_keys=False)
 
@@ -259,6 +260,8 @@ def error(exc: ForkctlError, fmt: Format = Format.TEXT, command: str | None = No
             "exit_code": exc.exit_code,
             "problems": [problem],
         }
+        import json
+
         sys.stdout.write(json.dumps(payload, indent=2) + "\n")
     else:
         _note(f"forkctl: error: {message}", f"[red]forkctl: error:[/] {_escape(message)}")
