@@ -139,3 +139,25 @@ def test_each_gitmodules_blob_is_parsed_once_and_existence_asked_in_batches(tmp_
     batches = [argv for argv in trees if any(arg.startswith("--batch-check") for arg in argv)]
     assert len(batches) <= 3, batches
     assert not [argv for argv in trees if "-e" in argv or "rev-parse" in argv]
+
+
+def test_a_second_check_in_one_process_asks_git_what_a_new_process_asks(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """What one command learnt (objects present, branch tips held, parsed `.gitmodules`) is kept for
+    that command only: a tool that runs check-pins twice in one process gets the second answer from
+    the disk and the servers, as a new process would, not from the first run's memory."""
+    chain, _ = real_shaped(tmp_path)
+    git_argvs(tmp_path, chain)  # cold, in a process of its own
+    in_a_new_process = git_argvs(tmp_path, chain)
+    seen = []
+    for run in ("first", "second"):
+        events = tmp_path / f"in-process-{run}.json"
+        config = tmp_path / f"gitconfig-{run}"
+        config.write_text(f'[trace2]\n\teventTarget = {events}\n[protocol "file"]\n\tallow = always\n')
+        monkeypatch.setenv("GIT_CONFIG_GLOBAL", str(config))
+        code, _report = check(chain)
+        assert code == 1  # the Bridge pins plain upstream
+        starts = [json.loads(line) for line in events.read_text().splitlines()]
+        seen.append([e["argv"] for e in starts if e["event"] == "start" and "/" not in e["sid"]])
+    assert seen[1] == seen[0] == in_a_new_process

@@ -123,6 +123,9 @@ def forkctl_command(func: Callable[..., report.Report]) -> Callable[..., None]:
         command = click.get_current_context().info_name
         fmt = report.Format.JSON if as_json else report.Format.GITHUB if as_github else report.Format.TEXT
         try:
+            from forkctl import git
+
+            git.start_run()  # a command in a process that ran others starts from the disk, as a new one
             result = func(ctx, *args, **kwargs)
             code = report.emit(result, fmt)
         except ForkctlError as exc:

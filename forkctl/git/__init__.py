@@ -54,6 +54,7 @@ _HOME = {
     "range_diff": "patches",
     "save_facts": "facts",
     "series_range_diff": "patches",
+    "start_run": "runmemo",
     "blobs_in_range": "patches",
     "read_gitmodules": "submodules",
     "run": "runner",
@@ -111,6 +112,7 @@ __all__ = [
     "run_bytes",
     "save_facts",
     "series_range_diff",
+    "start_run",
     "toplevel",
     "tree_apply",
     "tree_apply_check",
@@ -152,6 +154,7 @@ if TYPE_CHECKING:
     from forkctl.git.patchtext import diff_paths, diff_paths_each, patch_id, patch_ids
     from forkctl.git.refs import ZERO_SHA, check_branch_name
     from forkctl.git.repo import GitRepo, checkout_at, toplevel
+    from forkctl.git.runmemo import start_run
     from forkctl.git.runner import GitFailed, run, run_bytes, try_run
     from forkctl.git.submodules import (
         SubmoduleEntry,

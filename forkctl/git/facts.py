@@ -16,12 +16,13 @@ from typing import Any
 
 from forkctl.digests import sha256_hex
 from forkctl.files import atomic_write_text
+from forkctl.git.runmemo import memo
 
 SCHEMA = 1  # raise it when what a key means changes: files of another schema are ignored
 FILE = "forkctl-facts.json"
 MAX_FACTS = 4096  # the oldest are dropped beyond this: a cache checked for years stays small
 
-_OPEN: dict[Path, Facts] = {}  # git dir -> its facts, this run
+_OPEN: dict[Path, Facts] = memo({})  # git dir -> its facts, this run
 
 
 class Facts:

@@ -25,11 +25,12 @@ from pathlib import Path
 from forkctl.git.objects import NO_LAZY_FETCH
 from forkctl.git.remote import talk
 from forkctl.git.repo import GitRepo
+from forkctl.git.runmemo import memo
 
 FETCHED_REFS = "refs/forkctl/fetched/"  # single commits fetched by SHA; never a URL's branch or tag
 BOUND_MARGIN_S = 30 * 86400  # how far before the base's commit date a bounded graph starts
 FULL_SHAS = re.compile(r"[0-9a-f]{40} [0-9a-f]{40}")
-_HELD: dict[tuple[str, str], str | None] = {}  # (graph, branch ref): its tip there, as read this run
+_HELD: dict[tuple[str, str], str | None] = memo({})  # (graph, branch ref): its tip there, as read this run
 
 Since = Callable[[], "int | None"]  # the bound (a Unix time) for a new graph, asked only when fetching
 

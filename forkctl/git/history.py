@@ -7,9 +7,10 @@ from collections.abc import Mapping
 
 from forkctl.git.gitdir import GitDir
 from forkctl.git.objects import NO_LAZY_FETCH
+from forkctl.git.runmemo import memo
 
 _FULL_SHA = re.compile(r"[0-9a-f]{40}|[0-9a-f]{64}")
-_ANCESTRY: set[tuple[str, str, str]] = set()  # (git dir, older, newer) known to be ancestry
+_ANCESTRY: set[tuple[str, str, str]] = memo(set())  # (git dir, older, newer) known to be ancestry
 
 
 class History(GitDir):

@@ -13,6 +13,7 @@ import re
 import msgspec
 
 from forkctl.git.gitdir import GitDir
+from forkctl.git.runmemo import memo
 from forkctl.git.runner import run_bytes
 
 EMPTY_TREE = "4b825dc642cb6eb9a060e54bf8d69288fbee4904"
@@ -35,8 +36,8 @@ class TreeEntry(msgspec.Struct, frozen=True):
 
 # Facts about objects that cannot change while forkctl runs, remembered per repository (see has_object,
 # tree_entries): a check asks about the same pinned commits several times.
-_PRESENT: set[tuple[str, str]] = set()
-_TREE_ENTRIES: dict[tuple[str, str, tuple[str, ...]], dict[str, TreeEntry]] = {}
+_PRESENT: set[tuple[str, str]] = memo(set())
+_TREE_ENTRIES: dict[tuple[str, str, tuple[str, ...]], dict[str, TreeEntry]] = memo({})
 
 
 class ObjectReads(GitDir):

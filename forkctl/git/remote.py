@@ -21,6 +21,7 @@ from forkctl.digests import sha256_hex
 from forkctl.errors import BadInput
 from forkctl.files import atomic_write_text, cache_root
 from forkctl.git.repo import GitRepo
+from forkctl.git.runmemo import memo
 from forkctl.git.runner import GitTimeout, network_args, network_timeout, try_run
 from forkctl.redact import without_credentials
 
@@ -155,7 +156,7 @@ def promisor_remote_name(public_url: str) -> str:
     return "forkctl-" + sha256_hex(cache_identity(public_url).encode())[:12]
 
 
-_CONFIGURED: set[tuple[str, str]] = set()  # (git dir, remote name) whose settings were read this run
+_CONFIGURED: set[tuple[str, str]] = memo(set())  # (git dir, remote name) whose settings were read this run
 
 
 def _promisor_remote(repo: GitRepo, public_url: str) -> str:

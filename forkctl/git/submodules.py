@@ -12,6 +12,7 @@ import msgspec
 
 from forkctl.git.gitdir import GitDir
 from forkctl.git.objects import FULL_OBJECT_NAME, ObjectReads, write_blob
+from forkctl.git.runmemo import memo
 from forkctl.git.runner import GitFailed, run, run_bytes
 
 
@@ -26,7 +27,7 @@ class SubmoduleEntry(msgspec.Struct, frozen=True):
 
 # Sections of `.gitmodules` blobs parsed this run, by blob name: a blob's name is its content, and two
 # commits (or two repositories) often hold the same one.
-_PARSED: dict[str, list[SubmoduleEntry]] = {}
+_PARSED: dict[str, list[SubmoduleEntry]] = memo({})
 
 
 def parse_gitmodules(repo: GitDir, blob: str) -> list[SubmoduleEntry]:

@@ -1,0 +1,27 @@
+"""What the git layer remembers within one command, and forgets when the next one starts.
+
+A check asks about the same objects, branches and `.gitmodules` blobs many times; the answers are kept
+in the modules that ask (`memo(...)`), for the run. In a process that runs several commands (a test
+session, a tool that drives the CLI in process) each command starts from what is on disk, as a new
+process would: `start_run()` empties every memo. What outlives a run is written to disk (`facts.py`).
+"""
+
+from __future__ import annotations
+
+from typing import TypeVar
+
+Memo = TypeVar("Memo", set, dict)
+
+_MEMOS: list[set | dict] = []
+
+
+def memo(container: Memo) -> Memo:
+    """Register a module's memo (an empty set or dict) to be emptied when a command starts."""
+    _MEMOS.append(container)
+    return container
+
+
+def start_run() -> None:
+    """Forget every answer an earlier command in this process kept."""
+    for container in _MEMOS:
+        container.clear()
