@@ -145,3 +145,22 @@ def test_a_count_reaching_below_the_bound_is_exact(tmp_path: Path) -> None:
     pin, ahead = pin_merge_and_check(chain, work, base, merge)
     assert ahead == "4"  # the merge, the commit after the base, the side's two
     assert f"{ahead} commits ahead of the manifest base" in pin["pin"]["message"], pin
+
+
+def test_a_count_the_bound_cuts_is_not_recorded_when_the_graph_cannot_deepen(tmp_path: Path) -> None:
+    """Recorded counts are facts every later run trusts: a count the bound cuts, in a graph that cannot
+    be deepened (the server is gone), is no answer, and nothing is recorded."""
+    from forkctl.git.graph import fetch_graph
+    from forkctl.git.store import graph_for
+
+    chain, work, base = chain_on_a_later_base(tmp_path)
+    dated(work, LATER + DAY, "commit", "-q", "--allow-empty", "-m", "upstream: after the base")
+    side = side_branch(work, chain, LATER + 2 * DAY)
+    merge = dated(work, LATER + 3 * DAY, "merge", "-q", "--no-ff", "-m", "merge side", side)
+    git(work, "push", "-q", "origin", "HEAD:refs/heads/main")
+    graph = graph_for(url(chain.upstream))
+    assert fetch_graph(graph, url(chain.upstream), {"refs/heads/main": merge}, since=lambda: LATER - 30 * DAY)
+    assert graph.bounded()
+    chain.upstream.rename(tmp_path / "server-gone")
+    assert graph.ahead_behind(base, merge) is None
+    assert graph.facts is not None and graph.facts.get(f"ahead-behind {base} {merge}") is None

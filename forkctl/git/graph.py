@@ -107,7 +107,8 @@ class CommitGraph(GitRepo):
             cut = self.boundary().intersection(line[1:] for line in listed)
             if not cut and (ahead == 0 or behind == 0):
                 return ahead, behind
-        self.deepen()
+        if not self.deepen():
+            return None  # still cut: counting now would miss commits, and the answer would be recorded
         return super().ahead_behind(base, commit)
 
     def count(self, range_spec: str) -> int:
