@@ -338,6 +338,4 @@ def check_chain(
     checker = Checker(
         manifest, fork, sources, progress, pending=pending or {}, fork_location=fork_location, start=start
     )
-    result = checker.run()
-    git.save_facts()  # what the cache answered about objects that cannot change, for the next run
-    return result
+    return checker.run()

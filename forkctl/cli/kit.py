@@ -126,7 +126,10 @@ def forkctl_command(func: Callable[..., report.Report]) -> Callable[..., None]:
             from forkctl import git
 
             git.start_run()  # a command in a process that ran others starts from the disk, as a new one
-            result = func(ctx, *args, **kwargs)
+            try:
+                result = func(ctx, *args, **kwargs)
+            finally:
+                git.end_run()  # what the cache answered about objects that cannot change, for the next run
             code = report.emit(result, fmt)
         except ForkctlError as exc:
             code = report.error(exc, fmt, command)

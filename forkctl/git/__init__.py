@@ -54,6 +54,7 @@ _HOME = {
     "range_diff": "patches",
     "save_facts": "facts",
     "series_range_diff": "patches",
+    "end_run": "runmemo",
     "start_run": "runmemo",
     "blobs_in_range": "patches",
     "read_gitmodules": "submodules",
@@ -95,6 +96,7 @@ __all__ = [
     "committer_of",
     "diff_paths",
     "diff_paths_each",
+    "end_run",
     "git_identity",
     "gitmodules_key_lines",
     "gitmodules_with",
@@ -154,7 +156,7 @@ if TYPE_CHECKING:
     from forkctl.git.patchtext import diff_paths, diff_paths_each, patch_id, patch_ids
     from forkctl.git.refs import ZERO_SHA, check_branch_name
     from forkctl.git.repo import GitRepo, checkout_at, toplevel
-    from forkctl.git.runmemo import start_run
+    from forkctl.git.runmemo import end_run, start_run
     from forkctl.git.runner import GitFailed, run, run_bytes, try_run
     from forkctl.git.submodules import (
         SubmoduleEntry,

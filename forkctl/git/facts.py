@@ -3,7 +3,7 @@
 A commit's tree entries, the sections of a `.gitmodules` blob, "A is an ancestor of B" and the counts of
 `base...commit` in a commit graph are functions of object names alone: asked once, they hold for every
 later run. Each cache repository (never a user's clone) keeps them in one file in its git dir, read at
-most once a run and written once at its end (`save_all`), atomically. A file that does not parse, has
+most once a run and written once at its end (`save_facts`, when the command ends), atomically. A file that does not parse, has
 another schema or whose digest does not match its facts is ignored and rewritten: a miss, never a
 wrong answer. Only exact answers are recorded (the callers say which).
 """
@@ -16,7 +16,7 @@ from typing import Any
 
 from forkctl.digests import sha256_hex
 from forkctl.files import atomic_write_text
-from forkctl.git.runmemo import memo
+from forkctl.git.runmemo import at_end, memo
 
 SCHEMA = 1  # raise it when what a key means changes: files of another schema are ignored
 FILE = "forkctl-facts.json"
@@ -46,8 +46,8 @@ class Facts:
 
     def save(self) -> None:
         """Write the facts when this run added any (temp file and rename: a reader sees old or new)."""
-        if not self._dirty or self._facts is None:
-            return
+        if not self._dirty or self._facts is None or not self.path.parent.is_dir():
+            return  # nothing new, or the repository was removed since (a demo's scratch cache)
         facts = dict(list(self._facts.items())[-MAX_FACTS:])
         document = {"schema": SCHEMA, "digest": _digest(facts), "facts": facts}
         try:
@@ -91,3 +91,6 @@ def save_facts() -> None:
     """Write what this run learnt, every cache repository's at once (called when a check ends)."""
     for facts in _OPEN.values():
         facts.save()
+
+
+at_end(save_facts)  # every command that used a cache repository keeps what it learnt

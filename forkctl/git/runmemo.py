@@ -3,16 +3,19 @@
 A check asks about the same objects, branches and `.gitmodules` blobs many times; the answers are kept
 in the modules that ask (`memo(...)`), for the run. In a process that runs several commands (a test
 session, a tool that drives the CLI in process) each command starts from what is on disk, as a new
-process would: `start_run()` empties every memo. What outlives a run is written to disk (`facts.py`).
+process would: `start_run()` empties every memo. What outlives a run is written to disk (`facts.py`) by
+`end_run()`, which the CLI calls when any command ends.
 """
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import TypeVar
 
 Memo = TypeVar("Memo", set, dict)
 
 _MEMOS: list[set | dict] = []
+_AT_END: list[Callable[[], None]] = []
 
 
 def memo(container: Memo) -> Memo:
@@ -21,7 +24,18 @@ def memo(container: Memo) -> Memo:
     return container
 
 
+def at_end(keep: Callable[[], None]) -> None:
+    """Register what writes a module's lasting answers to disk when a command ends (`facts.py`)."""
+    _AT_END.append(keep)
+
+
 def start_run() -> None:
     """Forget every answer an earlier command in this process kept."""
     for container in _MEMOS:
         container.clear()
+
+
+def end_run() -> None:
+    """Write what this command learnt that outlives it, whichever verb it was and however it ended."""
+    for keep in _AT_END:
+        keep()
