@@ -76,6 +76,31 @@ def test_corrupt_state_file_then_abort_cleans_up(setup: SeriesSetup, tmp_path: P
     assert code == 0, data
 
 
+def test_a_state_field_of_the_wrong_type_is_unreadable_not_a_crash(
+    setup: SeriesSetup, tmp_path: Path
+) -> None:
+    """Well-formed JSON with every key, edited by hand: a field of the wrong type is refused when the
+    state is read (exit 2, the way out named), not where the field is first used (exit 3)."""
+    repo = clone(setup.upstream, tmp_path / "r", bare=True)
+    state = repo.path / "forkctl" / "apply-state.json"
+    state.parent.mkdir()
+    fields = {
+        "operation": "apply",
+        "manifest": str(setup.manifest),
+        "base": setup.base,
+        "series_digest": "0" * 64,
+        "files": [],
+        "branch": "farai/main",
+        "force": False,
+        "old_tip": None,
+        "worktree": str(tmp_path / "w"),
+        "conflict_index": "the first one",
+    }
+    state.write_text(json.dumps(fields))
+    code, data = run_json(setup, "apply", "--continue", "--repo", str(repo.path))
+    assert code == 2 and "unreadable" in data["error"], data
+
+
 def test_unwritable_step_summary_is_a_warning(setup: SeriesSetup, tmp_path: Path) -> None:
     summary = tmp_path / "no-such-dir" / "summary.md"
     code, out, err = forkctl(

@@ -82,10 +82,9 @@ def load(repo: GitRepo) -> State | None:
     if not path.is_file():
         return None
     try:
-        data = msgspec.json.decode(path.read_bytes())
-        data["steps"] = [Step(**step) for step in data.get("steps", [])]
-        return State(**data)
-    except (OSError, ValueError, TypeError, KeyError, AttributeError) as exc:
+        # Typed: a field of the wrong type is refused here, as unreadable, not later as a crash.
+        return msgspec.json.decode(path.read_bytes(), type=State)
+    except (OSError, ValueError) as exc:
         raise CorruptState(
             f"the state of an interrupted forkctl operation ({path}) is unreadable: {exc}",
             hint="forkctl apply --abort (or port --abort) removes it and its scratch worktree; "
