@@ -5,7 +5,6 @@ changed and every other byte kept."""
 from __future__ import annotations
 
 import re
-import tempfile
 from pathlib import Path
 
 import msgspec
@@ -123,6 +122,8 @@ def gitmodules_with(repo: GitDir, blob: str, name: str, key: str, value: str) ->
     """A new `.gitmodules` blob: `blob` with `submodule.<name>.<key>` set to `value`, every other
     line byte for byte (git config edits the file in place, keeping comments and order)."""
     data = run_bytes(["--git-dir", str(repo.git_dir), "cat-file", "blob", blob])
+    import tempfile  # only this writer needs it: a check reads .gitmodules without it
+
     with tempfile.TemporaryDirectory(prefix="forkctl-gitmodules-") as scratch:
         path = Path(scratch) / "gitmodules"
         path.write_bytes(data)

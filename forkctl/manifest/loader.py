@@ -58,12 +58,6 @@ def _line_for(loc: Loc, lines: dict[Loc, int]) -> int:
 MAX_MANIFEST_BYTES = 1 << 20  # a manifest is a few kilobytes; anything far larger is not one
 
 
-def read_manifest_text(path: Path, shown: str | None = None) -> str:
-    """The manifest's text: a regular UTF-8 file of sane size, or a clear BadInput naming `shown`
-    (default: the path)."""
-    return _decoded(_read_manifest_bytes(path, shown), shown if shown is not None else path)
-
-
 def _read_manifest_bytes(path: Path, shown: str | None) -> bytes:
     name = shown if shown is not None else path
     try:
