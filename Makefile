@@ -13,15 +13,13 @@ setup:  ## find Python 3.12, get uv, install the locked environment into .venv
 demo: setup  ## the main job, offline, on an embedded default chain built from the installed megatron-core
 	$(FORKCTL) demo
 
-# The tests' temporary files go to tmpfs where there is room (scripts/test-tmpdir.sh says why).
-TEST_TMPDIR = $(shell scripts/test-tmpdir.sh)
-
 test: setup  ## what CI runs: the test suite, lint on the real manifest, and the GPU-evidence gate
 # xdist here, not in addopts: forkctl validate runs the GPU suite in one process. Bytecode is written
 # even where PYTHONDONTWRITEBYTECODE is set: every xdist worker would otherwise redo pytest's assertion
 # rewriting of every test module (seconds of CPU each) on every run. tests/make_test_plugin.py gives the
 # run a private forkctl cache, keeps the tests that import torch on one worker, hands slow tests out first.
-	$(if $(TEST_TMPDIR),TMPDIR=$(TEST_TMPDIR)) PYTHONDONTWRITEBYTECODE= $(PY) -m pytest -q -n 4 -p tests.make_test_plugin
+# The temporary files go to tmpfs where there is room (scripts/test-tmpdir.sh says why; asked once).
+	tmp=$$(scripts/test-tmpdir.sh) && env $${tmp:+TMPDIR="$$tmp"} PYTHONDONTWRITEBYTECODE= $(PY) -m pytest -q -n 4 -p tests.make_test_plugin
 	$(FORKCTL) lint
 	$(FORKCTL) gate
 
