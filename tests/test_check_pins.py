@@ -9,6 +9,7 @@ import pytest
 from click.testing import CliRunner
 
 from forkctl.cli import cli
+from forkctl.git.store import cache_path
 from tests.chain import BRIDGE_GITLINK, NEMO_GITLINK, Chain, commit_index, make_chain, make_fixed_chain, url
 from tests.gitrepos import git
 
@@ -232,6 +233,19 @@ def test_run_inside_a_consumer_checkout_and_github_summary(tmp_path: Path, monke
     assert "nemo-rl" not in result.stdout  # the chain ends at the checkout we are in
     text = summary.read_text()
     assert "```mermaid\ngraph LR" in text and "MISMATCH" in text
+
+
+def test_local_consumer_clones_that_hold_their_pins_make_no_cache_repository(tmp_path: Path) -> None:
+    """The pinned commits are read from the clones given: the cache gets no tree repository for the
+    consumers' URLs (reachability is still asked of the URLs)."""
+    chain = make_fixed_chain(tmp_path)
+    code, report = check(
+        chain, "--consumer", str(chain.bridge_work.path), "--consumer", str(chain.nemo_work.path)
+    )
+    assert code == 0, report
+    repos = {path.name for path in (tmp_path / "cache" / "repos").iterdir()}
+    for consumer in (chain.bridge, chain.nemo):
+        assert cache_path(url(consumer)).name not in repos, repos
 
 
 def test_consumer_path_at_rev_and_upstream_repo(tmp_path: Path) -> None:

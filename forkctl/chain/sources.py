@@ -53,15 +53,16 @@ class Store(msgspec.Struct):
         """Fetch those of the commits `shas` that neither the local clone nor the cache holds, in one
         request (each arrives once, however many trees they share); `repo_with` then finds them."""
         if self.local is not None:
-            shas = [sha for sha in shas if not self.local.has_object(f"{sha}^{{commit}}")]
-        gitstore.fetch_commits(self.cache(), self.url, shas)
+            shas = self.local.missing_commits(shas)  # one process for them all
+        if shas:  # a local clone that holds them all needs no cache repository
+            gitstore.fetch_commits(self.cache(), self.url, shas)
 
     def holding(self, sha: str) -> GitRepo | None:
         """The local clone or the cache when it already holds commit `sha` (nothing is fetched)."""
-        for repo in (self.local, self.cache()):
-            if repo is not None and repo.has_object(f"{sha}^{{commit}}"):
-                return repo
-        return None
+        if self.local is not None and self.local.has_object(f"{sha}^{{commit}}"):
+            return self.local
+        cache = self.cache()
+        return cache if cache.has_object(f"{sha}^{{commit}}") else None
 
     def repo_with(self, sha: str, extra_urls: tuple[str, ...] = ()) -> GitRepo | None:
         """A repository that holds commit `sha`, fetching it (depth 1) when none does yet."""
