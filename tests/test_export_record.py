@@ -128,10 +128,10 @@ main()
 """
 
 
-def test_a_check_from_the_record_reads_each_patch_file_once(scene, tmp_path: Path) -> None:
-    """The record's answer is the files' own bytes: comparing them with the files again is a second read
-    of every patch for nothing (Python's audit hook sees each open)."""
-    setup, repo, _shim = scene
+def _patch_file_opens(
+    setup: SeriesSetup, repo: Repo, tmp_path: Path
+) -> tuple[dict[str, int], dict[str, int]]:
+    """(how many times an `export --check` opened each patch file, each series file once)."""
     listing = tmp_path / "opens.json"
     args = [
         "--manifest",
@@ -152,4 +152,24 @@ def test_a_check_from_the_record_reads_each_patch_file_once(scene, tmp_path: Pat
     )
     assert proc.returncode == 0, proc.stdout + proc.stderr
     series = [os.path.realpath(setup.root / e["file"]) for e in setup.manifest_data()["series"]]
-    assert json.loads(listing.read_text()) == dict.fromkeys(series, 1)
+    return json.loads(listing.read_text()), dict.fromkeys(series, 1)
+
+
+def test_a_check_from_the_record_reads_each_patch_file_once(scene, tmp_path: Path) -> None:
+    """The record's answer is the files' own bytes: comparing them with the files again is a second read
+    of every patch for nothing (Python's audit hook sees each open)."""
+    setup, repo, _shim = scene
+    opened, once_each = _patch_file_opens(setup, repo, tmp_path)
+    assert opened == once_each
+
+
+def test_a_rendered_check_records_what_it_compared_without_reading_the_files_back(
+    scene, tmp_path: Path
+) -> None:
+    """Without a record the branch is rendered and compared with the files (one read each); recording
+    the match needs only the rendered bytes, not the files parsed again."""
+    setup, repo, _shim = scene
+    shutil.rmtree(tmp_path / "cache" / "exported")
+    opened, once_each = _patch_file_opens(setup, repo, tmp_path)
+    assert opened == once_each
+    assert list((tmp_path / "cache" / "exported").glob("*.json"))  # and the record was written

@@ -99,20 +99,21 @@ def command(ctx: Context, branch: str | None, repo_path: Path | None, check: boo
 
         repo = gitstore.object_store(None, manifest.upstream.url, [manifest.upstream.base])
     base = repo.resolve_commit(manifest.upstream.base) or manifest.upstream.base
-    exported = export.recorded(repo, manifest, base, branch)
+    on_disk = export.series_on_disk(manifest)  # each patch file read once, for the record and the comparison
+    exported = export.recorded(repo, manifest, base, branch, on_disk)
     rendered = exported is None
     if exported is None:
         exported = export.render(repo, manifest, export.branch_commits(repo, base, branch))
-    difference = export.compare(manifest, exported)
+    difference = export.compare(manifest, exported, export.bytes_by_file(manifest, on_disk))
     result = _report(branch, base, check, exported, difference)
     if check:
         _check(result, branch, difference)
         if rendered and not difference.dirty:
-            export.remember(manifest, base, exported)
+            export.remember(base, exported)
         return result
     export.write(manifest, exported, difference)
     if rendered:
-        export.remember(manifest, base, exported)
+        export.remember(base, exported)
     result.lines.append(
         f"wrote {len(difference.changed)} file(s), removed {len(difference.stale)} stale file(s)"
         + (": " + ", ".join(difference.stale) if difference.stale else "")

@@ -10,7 +10,7 @@ as it is. Any other commit (a maintainer's cherry-pick, an amended fix) gets a n
 from __future__ import annotations
 
 import re
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import Any
 
@@ -23,7 +23,7 @@ from forkctl.files import atomic_write
 from forkctl.git import CommitInfo, GitRepo
 from forkctl.manifest import Manifest
 from forkctl.ops import record
-from forkctl.series import PROVENANCE_RE, TRAILER_RE, parse_patches
+from forkctl.series import PROVENANCE_RE, TRAILER_RE, Patch, parse_patches
 
 SLUG_MAX = 52  # like git format-patch: names stay short enough for every file system and terminal
 
@@ -35,9 +35,6 @@ class ExportedPatch(msgspec.Struct, frozen=True):
     provenance: str  # the commit the newest provenance line names
     tagged_now: bool  # a provenance line was added by this export
     tree: str = ""  # the commit's tree (for the export record)
-    # The series file `content` was read from, when it came from the export record: `compare` does not
-    # read that file again when it is also where this patch goes.
-    read_from: str = ""
 
 
 def slug(subject: str) -> str:
@@ -112,43 +109,51 @@ def _namer(manifest: Manifest) -> Callable[[int, str], str]:
     return name
 
 
-def recorded(repo: GitRepo, manifest: Manifest, base: str, branch: str) -> list[ExportedPatch] | None:
-    """What `render` gives for base..branch, from the export record (`ops.record`): when it holds for
-    the files as they are and ends at the branch's tip, each commit formats back to its file byte for
-    byte, so the file is its own rendering; None when it does not hold (then `render` decides)."""
-    tip = repo.resolve_commit(branch)
+def series_on_disk(manifest: Manifest) -> list[Patch] | None:
+    """The manifest's patch files as they are, read once for `recorded` and `compare`; None when one
+    is not a patch file (then `render` and the byte comparison decide)."""
     try:
-        patches = parse_patches(manifest.patch_paths()) if tip else []
+        return parse_patches(manifest.patch_paths())
     except BadInput:
         return None
+
+
+def bytes_by_file(manifest: Manifest, patches: list[Patch] | None) -> dict[str, bytes]:
+    """{series file (as the manifest names it): its bytes} for `compare`, from `series_on_disk`."""
+    return {entry.file: patch.raw for entry, patch in zip(manifest.series, patches or [], strict=False)}
+
+
+def recorded(
+    repo: GitRepo, manifest: Manifest, base: str, branch: str, patches: list[Patch] | None
+) -> list[ExportedPatch] | None:
+    """What `render` gives for base..branch, from the export record (`ops.record`): when it holds for
+    the files as they are (`patches`, from `series_on_disk`) and ends at the branch's tip, each commit
+    formats back to its file byte for byte, so the file is its own rendering; None when it does not
+    hold (then `render` decides)."""
+    if patches is None:
+        return None
+    tip = repo.resolve_commit(branch)
     recalled = record.recall(base, patches, tip, record.EXPORTED) if tip else None
     if recalled is None:
         return None
     name = _namer(manifest)
     exported = []
-    pairs = zip(manifest.series, patches, recalled, strict=True)
-    for number, (entry, patch, (commit, tree)) in enumerate(pairs, start=1):
+    for number, (patch, (commit, tree)) in enumerate(zip(patches, recalled, strict=True), start=1):
         provenance = PROVENANCE_RE.findall(patch.message)
         if not provenance:
             return None  # export would tag it: its file is not its rendering
         subject = patch.message.split("\n", 1)[0]
-        exported.append(
-            ExportedPatch(commit, name(number, subject), patch.raw, provenance[-1], False, tree, entry.file)
-        )
+        exported.append(ExportedPatch(commit, name(number, subject), patch.raw, provenance[-1], False, tree))
     return exported
 
 
-def remember(manifest: Manifest, base: str, exported: list[ExportedPatch]) -> None:
-    """Record a rendering that the files now hold byte for byte, for the next `recorded`."""
+def remember(base: str, exported: list[ExportedPatch]) -> None:
+    """Record a rendering that the files now hold byte for byte, for the next `recorded`. The caller
+    knows they do: `compare` found no difference, or `write` has just written the ones that differed."""
     if not exported or any(patch.tagged_now or not patch.tree for patch in exported):
         return
-    try:
-        patches = parse_patches([manifest.root / patch.file for patch in exported])
-    except BadInput:
-        return
-    if [patch.raw for patch in patches] == [patch.content for patch in exported]:
-        built = [(patch.commit, patch.tree) for patch in exported]
-        record.remember(base, patches, built, record.EXPORTED)
+    built = [(patch.commit, patch.tree) for patch in exported]
+    record.remember(base, [patch.content for patch in exported], built, record.EXPORTED)
 
 
 def render(repo: GitRepo, manifest: Manifest, commits: list[str]) -> list[ExportedPatch]:
@@ -198,15 +203,20 @@ class Difference(msgspec.Struct, frozen=True):
         return bool(self.changed or self.stale or self.manifest_differs)
 
 
-def _differs(manifest: Manifest, patch: ExportedPatch) -> bool:
-    if patch.read_from == patch.file:
-        return False  # its content is that very file's bytes, read by this run
-    target = manifest.root / patch.file
-    return not target.is_file() or target.read_bytes() != patch.content
+def compare(
+    manifest: Manifest, exported: list[ExportedPatch], read: Mapping[str, bytes] | None = None
+) -> Difference:
+    """What writing `exported` would change. `read`: series files this run has already read ({file as
+    the manifest names it: bytes}, `bytes_by_file`), compared without reading them again."""
+    read = read or {}
 
+    def differs(patch: ExportedPatch) -> bool:
+        if patch.file in read:
+            return read[patch.file] != patch.content
+        target = manifest.root / patch.file
+        return not target.is_file() or target.read_bytes() != patch.content
 
-def compare(manifest: Manifest, exported: list[ExportedPatch]) -> Difference:
-    changed = [patch.file for patch in exported if _differs(manifest, patch)]
+    changed = [patch.file for patch in exported if differs(patch)]
     new_files = {patch.file for patch in exported}
     stale = [entry.file for entry in manifest.series if entry.file not in new_files]
     wanted = [(patch.file, patch.provenance) for patch in exported]

@@ -37,24 +37,25 @@ class _Record(msgspec.Struct, forbid_unknown_fields=True):
     trees: list[str]
 
 
-def _key(kind: str, base: str, patches: list[Patch]) -> str:
+def _key(kind: str, base: str, patch_files: list[bytes]) -> str:
     git_build = git_identity().encode() if kind == EXPORTED else b""
-    return contentcache.key_of(kind, git_build, base.encode(), *(patch.raw for patch in patches))
+    return contentcache.key_of(kind, git_build, base.encode(), *patch_files)
 
 
-def remember(base: str, patches: list[Patch], built: list[tuple[str, str]], kind: str = APPLIED) -> None:
-    """Record `built` ((commit, tree) per patch) as apply(base, patches), of `kind`."""
-    if not patches or len(built) != len(patches):
+def remember(base: str, patch_files: list[bytes], built: list[tuple[str, str]], kind: str = APPLIED) -> None:
+    """Record `built` ((commit, tree) per patch) as apply(base, the patch files with these bytes), of
+    `kind`: the key is the files' bytes alone, so a writer that holds them need not parse them again."""
+    if not patch_files or len(built) != len(patch_files):
         return
     record = _Record(commits=[commit for commit, _ in built], trees=[tree for _, tree in built])
-    contentcache.write(kind, _key(kind, base, patches), msgspec.json.encode(record))
+    contentcache.write(kind, _key(kind, base, patch_files), msgspec.json.encode(record))
 
 
 def recall(base: str, patches: list[Patch], tip: str, kind: str = APPLIED) -> list[tuple[str, str]] | None:
     """(commit, tree) per patch when the record of `kind` of apply(base, patches) holds and ends at `tip`."""
     if not patches:
         return None
-    payload = contentcache.read(kind, _key(kind, base, patches))
+    payload = contentcache.read(kind, _key(kind, base, [patch.raw for patch in patches]))
     if payload is None:
         return None
     try:

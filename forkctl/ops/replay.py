@@ -186,7 +186,7 @@ def build_series(
     verify_results(repo, steps)
     commits.flush()
     if result.complete and start == 0 and head_parent_is_base(parent, base):
-        record.remember(base, patches, [(a.commit, a.tree) for a in result.applied])
+        record.remember(base, [p.raw for p in patches], [(a.commit, a.tree) for a in result.applied])
     return result
 
 
@@ -204,7 +204,7 @@ def existing_build(repo: GitRepo, base: str, patches: list[Patch], tip: str) -> 
     found = built_by_apply(repo, base, patches, tip)
     if found:  # the full check also proved that the commits format back to the files
         for kind in (record.APPLIED, record.EXPORTED):
-            record.remember(base, patches, [(a.commit, a.tree) for a in found], kind)
+            record.remember(base, [p.raw for p in patches], [(a.commit, a.tree) for a in found], kind)
     return found
 
 
