@@ -18,18 +18,16 @@ this without the network (`rev-list --missing=print` on a partial clone), not ac
 
 from __future__ import annotations
 
-import re
 from collections.abc import Callable
 from pathlib import Path
 
-from forkctl.git.objects import NO_LAZY_FETCH
+from forkctl.git.objects import FULL_OBJECT_NAME, NO_LAZY_FETCH
 from forkctl.git.remote import talk
 from forkctl.git.repo import GitRepo
 from forkctl.git.runmemo import memo
 
 FETCHED_REFS = "refs/forkctl/fetched/"  # single commits fetched by SHA; never a URL's branch or tag
 BOUND_MARGIN_S = 30 * 86400  # how far before the base's commit date a bounded graph starts
-FULL_SHAS = re.compile(r"[0-9a-f]{40} [0-9a-f]{40}")
 _HELD: dict[tuple[str, str], str | None] = memo({})  # (graph, branch ref): its tip there, as read this run
 
 Since = Callable[[], "int | None"]  # the bound (a Unix time) for a new graph, asked only when fetching
@@ -65,25 +63,20 @@ class CommitGraph(GitRepo):
         forget_tips(self)
         return status == 0 and not self.bounded()
 
-    def holds(self, sha: str) -> bool:
-        """Is commit `sha` here, once the graph is deepened if the bound may have left it out?"""
-        if self.has_object(f"{sha}^{{commit}}"):
-            return True
-        return self.bounded() and self.deepen() and self.has_object(f"{sha}^{{commit}}")
-
     def is_ancestor(self, older: str, newer: str) -> bool:
         if super().is_ancestor(older, newer):
             return True  # exact, bound or not
         return self.bounded() and self.deepen() and super().is_ancestor(older, newer)
 
     def reaches(self, tip: str, sha: str) -> bool:
-        """`holds(sha) and is_ancestor(sha, tip)`: one `merge-base` when the answer is yes (git's lazy
-        fetch refused: a commit not here fails it, never downloads); for anything else the two
-        questions, which deepen a bounded graph when the bound may hide the answer."""
+        """Is commit `sha` here and an ancestor of `tip`? One `merge-base` (git's lazy fetch refused: a
+        commit not here fails it, never downloads). A no is final in a graph the bound does not cut (it
+        holds the branch's whole history, so a commit it lacks is not on it); a bounded graph is deepened
+        and asked again."""
         # A yes (now, or recorded by an earlier run: a fact of the history) needs no presence question.
-        return self._ask_ancestry(sha, tip, env=NO_LAZY_FETCH) or (
-            self.holds(sha) and self.is_ancestor(sha, tip)
-        )
+        if self._ask_ancestry(sha, tip, env=NO_LAZY_FETCH):
+            return True
+        return self.bounded() and self.deepen() and self._ask_ancestry(sha, tip, env=NO_LAZY_FETCH)
 
     def ahead_behind(self, base: str, commit: str) -> tuple[int, int] | None:
         """History's answer, exact under the bound: one side empty (an ancestry yes) and no boundary
@@ -93,7 +86,11 @@ class CommitGraph(GitRepo):
         if isinstance(recorded, list) and len(recorded) == 2 and all(isinstance(n, int) for n in recorded):
             return recorded[0], recorded[1]
         counts = self._exact_ahead_behind(base, commit)
-        if counts is not None and self.facts is not None and FULL_SHAS.fullmatch(f"{base} {commit}"):
+        if (
+            counts is not None
+            and self.facts is not None
+            and all(map(FULL_OBJECT_NAME.fullmatch, (base, commit)))
+        ):
             self.facts.put(fact, list(counts))
         return counts
 

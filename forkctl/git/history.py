@@ -2,14 +2,12 @@
 
 from __future__ import annotations
 
-import re
 from collections.abc import Mapping
 
 from forkctl.git.gitdir import GitDir
-from forkctl.git.objects import NO_LAZY_FETCH
+from forkctl.git.objects import FULL_OBJECT_NAME, NO_LAZY_FETCH
 from forkctl.git.runmemo import memo
 
-_FULL_SHA = re.compile(r"[0-9a-f]{40}|[0-9a-f]{64}")
 _ANCESTRY: set[tuple[str, str, str]] = memo(set())  # (git dir, older, newer) known to be ancestry
 
 
@@ -33,7 +31,7 @@ class History(GitDir):
     def known_ancestor(self, older: str, newer: str) -> bool:
         """A yes to `is_ancestor(older, newer)` given before (this run, or recorded by an earlier one in
         this cache repository), without asking git: False means only "not known"."""
-        full = _FULL_SHA.fullmatch(older) is not None and _FULL_SHA.fullmatch(newer) is not None
+        full = FULL_OBJECT_NAME.fullmatch(older) is not None and FULL_OBJECT_NAME.fullmatch(newer) is not None
         if (str(self.git_dir), older, newer) in _ANCESTRY:
             return True
         return full and self.facts is not None and self.facts.get(f"ancestor {older} {newer}") is True
@@ -44,7 +42,7 @@ class History(GitDir):
             _ANCESTRY.add(key)
             return True
         yes = self.try_git(["merge-base", "--is-ancestor", "--end-of-options", older, newer], env=env)[0] == 0
-        if yes and _FULL_SHA.fullmatch(older) and _FULL_SHA.fullmatch(newer):
+        if yes and FULL_OBJECT_NAME.fullmatch(older) and FULL_OBJECT_NAME.fullmatch(newer):
             _ANCESTRY.add(key)
             if self.facts is not None:
                 self.facts.put(f"ancestor {older} {newer}", True)

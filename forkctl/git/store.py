@@ -125,7 +125,7 @@ def fetch_sha_why(cache_repo: GitRepo, url: str, sha: str, depth: int | None = 1
         args.append(f"--depth={depth}")
     # Kept under a ref, the commit is a "have" for every later fetch into this cache (or from a cache
     # that borrows its objects), so its trees are not sent again with the next commit's.
-    refspec = f"{sha}:{FETCHED_REFS}{sha}" if re.fullmatch(r"[0-9a-f]{40}", sha) else sha
+    refspec = f"{sha}:{FETCHED_REFS}{sha}" if FULL_SHA.fullmatch(sha) else sha
     status, _, err = talk(args, url, [refspec], repo=cache_repo, fetch=True)
     if status == 0 and cache_repo.has_object(f"{sha}^{{commit}}"):
         return None
@@ -300,7 +300,7 @@ def ensure_commits(cache_repo: GitRepo, url: str, revs: list[str]) -> None:
         return
     fetch_history(cache_repo, url)
     for rev in missing:
-        if cache_repo.resolve_commit(rev) is None and re.fullmatch(r"[0-9a-f]{40}", rev):
+        if cache_repo.resolve_commit(rev) is None and FULL_SHA.fullmatch(rev):
             fetch_sha(cache_repo, url, rev, depth=None)
 
 

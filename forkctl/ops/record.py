@@ -18,18 +18,16 @@ this is ignored and the full check decides.
 
 from __future__ import annotations
 
-import re
-
 import msgspec
 
 from forkctl import contentcache
+from forkctl.git.objects import FULL_OBJECT_NAME
 from forkctl.git.repo import commit_object
 from forkctl.git.runner import git_identity
 from forkctl.series import Patch
 
 APPLIED = "applied"
 EXPORTED = "exported"
-_OBJECT_ID_RE = re.compile(r"[0-9a-f]{40}|[0-9a-f]{64}")
 
 
 class _Record(msgspec.Struct, forbid_unknown_fields=True):
@@ -66,7 +64,7 @@ def recall(base: str, patches: list[Patch], tip: str, kind: str = APPLIED) -> li
         return None
     parent = base
     for commit, tree, patch in zip(record.commits, record.trees, patches, strict=True):
-        if not _OBJECT_ID_RE.fullmatch(tree):
+        if not FULL_OBJECT_NAME.fullmatch(tree):
             return None
         made = commit_object(tree, [parent], patch.message, patch.author_name, patch.author_email, patch.date)
         if made is None or made[0] != commit:
