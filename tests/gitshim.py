@@ -3,6 +3,7 @@ processes forkctl spawns (the runner drops GIT_TRACE*, so git's own tracing cann
 
 from __future__ import annotations
 
+import json
 import os
 import shutil
 from dataclasses import dataclass
@@ -49,3 +50,24 @@ def make_git_shim(tmp: Path) -> GitShim:
     )
     script.chmod(0o755)
     return GitShim(bin_dir=bin_dir, log=log)
+
+
+class Trace2:
+    """The git processes started while `GIT_CONFIG_GLOBAL` names this file (`env`): git's own trace2
+    events, one file each, so a count sees every process, git's children apart."""
+
+    def __init__(self, folder: Path, name: str) -> None:
+        self.events = folder / f"trace2-{name}.json"
+        self.config = folder / f"gitconfig-trace2-{name}"
+        self.config.write_text(
+            f'[trace2]\n\teventTarget = {self.events}\n[protocol "file"]\n\tallow = always\n'
+        )
+
+    @property
+    def env(self) -> dict[str, str]:
+        return {"GIT_CONFIG_GLOBAL": str(self.config)}
+
+    def argvs(self) -> list[list[str]]:
+        """The argv of each git process started (not git's own children), in order."""
+        starts = [json.loads(line) for line in self.events.read_text().splitlines()]
+        return [e["argv"] for e in starts if e["event"] == "start" and "/" not in e["sid"]]

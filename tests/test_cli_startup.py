@@ -17,34 +17,17 @@ import pytest
 from click.testing import CliRunner
 
 from forkctl.cli import cli, verbs
+from tests.probe import imported, probe
 from tests.toolkit import make_toolkit
 
 ROOT = Path(__file__).resolve().parent.parent
 
 
-PROBE = """
-import atexit, json, sys
-listing = sys.argv[1]
-atexit.register(lambda: open(listing, "w").write(json.dumps(sorted(sys.modules))))
-from forkctl.cli import main
-sys.argv = ["forkctl", *sys.argv[2:]]
-main()
-"""
-
-
 def _imported(tmp_path: Path, *args: str) -> tuple[set[str], str]:
     """The modules a `forkctl ARGS` process had imported when it exited, and its stdout."""
-    listing = tmp_path / "modules.json"
-    proc = subprocess.run(
-        [sys.executable, "-c", PROBE, str(listing), *args],
-        capture_output=True,
-        text=True,
-        cwd=ROOT,
-        env={**os.environ, "PYTHONPATH": str(ROOT)},
-        check=False,
-    )
+    proc, modules = imported(tmp_path, *args)
     assert proc.returncode == 0, proc.stderr[-2000:]
-    return set(json.loads(listing.read_text())), proc.stdout
+    return modules, proc.stdout
 
 
 def _heavy(modules: set[str], roots: tuple[str, ...]) -> set[str]:
@@ -98,30 +81,15 @@ def test_lint_status_and_a_reapply_define_no_dataclass(tmp_path: Path) -> None:
         assert "dataclasses" not in modules, args
 
 
-FREEZE_PROBE = """
-import atexit, gc, sys
-listing = sys.argv[1]
-atexit.register(lambda: open(listing, "w").write(str(gc.get_freeze_count())))
-from forkctl.cli import main
-sys.argv = ["forkctl", *sys.argv[2:]]
-main()
-"""
-
-
 @pytest.mark.parametrize("args", [("--help",), ("lint",), ("no-such-verb",)], ids=["help", "lint", "usage"])
 def test_the_process_leaves_its_objects_to_the_os_at_exit(tmp_path: Path, args: tuple[str, ...]) -> None:
     """Python's shutdown collects garbage over everything the imports made (25-30 ms here): by the
     time atexit runs, forkctl has frozen those objects, on success, failure and usage error alike."""
     toolkit = make_toolkit(tmp_path)
-    listing = tmp_path / "frozen.txt"
-    subprocess.run(
-        [sys.executable, "-c", FREEZE_PROBE, str(listing), "--manifest", str(toolkit.manifest), *args],
-        capture_output=True,
-        cwd=ROOT,
-        env={**os.environ, "PYTHONPATH": str(ROOT)},
-        check=False,
+    _proc, frozen = probe(
+        tmp_path, 'str(__import__("gc").get_freeze_count())', "--manifest", str(toolkit.manifest), *args
     )
-    assert int(listing.read_text()) > 10_000, args
+    assert int(frozen) > 10_000, args
 
 
 def test_every_verb_loads_under_its_name_with_the_table_summary() -> None:

@@ -8,14 +8,13 @@ from __future__ import annotations
 import json
 import os
 import shutil
-import subprocess
-import sys
 from pathlib import Path
 
 import pytest
 
 from tests.gitrepos import Repo
 from tests.gitshim import GitShim, make_git_shim
+from tests.probe import probe
 from tests.seriesrepo import SeriesSetup, clone, make_series, run_json
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -109,9 +108,8 @@ def test_another_git_binary_renders_again(scene, tmp_path: Path, monkeypatch) ->
     assert "format-patch" in other.calls()
 
 
-OPENS_PROBE = """
-import atexit, collections, json, os, sys
-listing = sys.argv[1]
+COUNT_PATCH_OPENS = """
+import collections, os
 opened = collections.Counter()
 
 
@@ -121,10 +119,6 @@ def count_patch_opens(event, args):
 
 
 sys.addaudithook(count_patch_opens)
-atexit.register(lambda: open(listing, "w").write(json.dumps(opened)))
-from forkctl.cli import main
-sys.argv = ["forkctl", *sys.argv[2:]]
-main()
 """
 
 
@@ -132,27 +126,13 @@ def _patch_file_opens(
     setup: SeriesSetup, repo: Repo, tmp_path: Path
 ) -> tuple[dict[str, int], dict[str, int]]:
     """(how many times an `export --check` opened each patch file, each series file once)."""
-    listing = tmp_path / "opens.json"
-    args = [
-        "--manifest",
-        str(setup.manifest),
-        "export",
-        "--check",
-        "--repo",
-        str(repo.path),
-        "--branch",
-        BRANCH,
-    ]
-    proc = subprocess.run(
-        [sys.executable, "-c", OPENS_PROBE, str(listing), *args],
-        capture_output=True,
-        text=True,
-        env={**os.environ, "PYTHONPATH": str(ROOT)},
-        check=False,
+    args = ["--manifest", str(setup.manifest), "export", "--check", "--repo", str(repo.path)]
+    proc, opened = probe(
+        tmp_path, '__import__("json").dumps(opened)', *args, "--branch", BRANCH, before=COUNT_PATCH_OPENS
     )
     assert proc.returncode == 0, proc.stdout + proc.stderr
     series = [os.path.realpath(setup.root / e["file"]) for e in setup.manifest_data()["series"]]
-    return json.loads(listing.read_text()), dict.fromkeys(series, 1)
+    return json.loads(opened), dict.fromkeys(series, 1)
 
 
 def test_a_check_from_the_record_reads_each_patch_file_once(scene, tmp_path: Path) -> None:

@@ -42,18 +42,11 @@ def test_hook_definition_takes_its_manifest_from_args_and_runs_when_pins_change(
     assert "directory" in HOOK["types_or"] and HOOK["types"] == []
 
 
-def test_manifest_is_accepted_after_the_verb(tmp_path: Path) -> None:
+def test_manifest_is_accepted_after_the_verb(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     chain = make_fixed_chain(tmp_path)
-    session_cache = os.environ.get("FORKCTL_CACHE")
-    os.environ["FORKCTL_CACHE"] = str(tmp_path / "cache")
-    try:
-        after = CliRunner().invoke(cli, ["check-pins", "--json", "--manifest", str(chain.manifest)])
-        before = CliRunner().invoke(cli, ["--manifest", str(chain.manifest), "check-pins", "--json"])
-    finally:
-        if session_cache is None:
-            del os.environ["FORKCTL_CACHE"]
-        else:
-            os.environ["FORKCTL_CACHE"] = session_cache
+    monkeypatch.setenv("FORKCTL_CACHE", str(tmp_path / "cache"))
+    after = CliRunner().invoke(cli, ["check-pins", "--json", "--manifest", str(chain.manifest)])
+    before = CliRunner().invoke(cli, ["--manifest", str(chain.manifest), "check-pins", "--json"])
     assert after.exit_code == before.exit_code == 0, after.output
     assert after.stdout == before.stdout
     assert hoist_manifest(["status", "--manifest=m.yaml", "--", "--manifest", "x"]) == [

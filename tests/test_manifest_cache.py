@@ -8,14 +8,11 @@ imported says which path it took.
 from __future__ import annotations
 
 import json
-import os
-import subprocess
-import sys
 from pathlib import Path
 
 import pytest
 
-from tests.test_cli_startup import PROBE  # the same probe of what a start imports
+from tests.probe import imported
 from tests.toolkit import Toolkit, make_toolkit
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -23,17 +20,8 @@ ROOT = Path(__file__).resolve().parent.parent
 
 def _forkctl(tmp_path: Path, cache: Path, *args: str) -> tuple[int, set[str], str]:
     """Exit code, the modules imported, and stdout + stderr of one `forkctl ARGS` process."""
-    listing = tmp_path / "modules.json"
-    listing.unlink(missing_ok=True)
-    proc = subprocess.run(
-        [sys.executable, "-c", PROBE, str(listing), *args],
-        capture_output=True,
-        text=True,
-        cwd=ROOT,
-        env={**os.environ, "PYTHONPATH": str(ROOT), "FORKCTL_CACHE": str(cache)},
-        check=False,
-    )
-    return proc.returncode, set(json.loads(listing.read_text())), proc.stdout + proc.stderr
+    proc, modules = imported(tmp_path, *args, env={"FORKCTL_CACHE": str(cache)})
+    return proc.returncode, modules, proc.stdout + proc.stderr
 
 
 def _entries(cache: Path) -> list[Path]:

@@ -7,18 +7,15 @@ own (which git dates now): the chain's history lies entirely before the bound.""
 
 from __future__ import annotations
 
-import json
 import os
 import time
 from pathlib import Path
 
 import pytest
 import yaml
-from click.testing import CliRunner
 
-from forkctl.cli import cli
 from forkctl.git.store import cache_path
-from tests.chain import Chain, make_chain, url
+from tests.chain import Chain, check_pins_json, make_chain, url, use_private_cache
 from tests.gitrepos import git
 
 DAY = 86400
@@ -27,8 +24,7 @@ LATER = int(time.time()) + 400 * DAY  # the new base's commit date: the chain's 
 
 @pytest.fixture(autouse=True)
 def _cache(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setenv("FORKCTL_CACHE", str(tmp_path / "cache"))
-    monkeypatch.chdir(tmp_path)
+    use_private_cache(tmp_path, monkeypatch)
 
 
 def dated(work: Path, when: int, *args: str) -> str:
@@ -55,9 +51,9 @@ def chain_on_a_later_base(tmp_path: Path) -> tuple[Chain, Path, str]:
 
 
 def check(chain: Chain) -> dict:
-    result = CliRunner().invoke(cli, ["--manifest", str(chain.manifest), "check-pins", "--json"])
-    assert result.exit_code == 1, result.output  # the Bridge pins plain upstream
-    return json.loads(result.stdout)
+    code, report = check_pins_json(chain)
+    assert code == 1, report  # the Bridge pins plain upstream
+    return report
 
 
 def findings(report: dict, commit: str) -> dict[str, dict]:

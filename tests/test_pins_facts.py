@@ -14,27 +14,25 @@ from pathlib import Path
 import pytest
 
 from forkctl.git.facts import FILE
+from tests.chain import use_private_cache
 from tests.gitrepos import git
+from tests.gitshim import Trace2
 from tests.test_pins_once import ROOT, real_shaped
 
 
 @pytest.fixture(autouse=True)
 def _cache(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setenv("FORKCTL_CACHE", str(tmp_path / "cache"))
-    monkeypatch.chdir(tmp_path)
+    use_private_cache(tmp_path, monkeypatch)
 
 
 def check(tmp_path: Path, manifest: Path, *extra: str) -> tuple[str, int]:
     """(the JSON report, git processes started) of one check-pins in a process of its own."""
-    events = tmp_path / f"trace-{len(list(tmp_path.glob('trace-*')))}.json"
-    config = tmp_path / "gitconfig-trace"
-    config.write_text(f'[trace2]\n\teventTarget = {events}\n[protocol "file"]\n\tallow = always\n')
-    env = {**os.environ, "GIT_CONFIG_GLOBAL": str(config), "PYTHONPATH": str(ROOT)}
+    trace = Trace2(tmp_path, str(len(list(tmp_path.glob("trace2-*")))))
+    env = {**os.environ, **trace.env, "PYTHONPATH": str(ROOT)}
     argv = [sys.executable, "-m", "forkctl", "--manifest", str(manifest), "check-pins", "--json", *extra]
     done = subprocess.run(argv, env=env, capture_output=True, text=True, check=False)
     assert done.returncode == 1, done.stderr  # the Bridge pins plain upstream
-    starts = [json.loads(line) for line in events.read_text().splitlines()]
-    return done.stdout, sum(1 for e in starts if e["event"] == "start" and "/" not in e["sid"])
+    return done.stdout, len(trace.argvs())
 
 
 def test_a_warm_check_reads_recorded_answers_and_a_damaged_record_is_a_miss(tmp_path: Path) -> None:

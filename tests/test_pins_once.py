@@ -5,7 +5,6 @@ pack per fetch) and nothing is received twice into one repository."""
 
 from __future__ import annotations
 
-import json
 import os
 import subprocess
 import sys
@@ -16,6 +15,7 @@ import yaml
 
 from tests.chain import Chain, check_pins_json, make_chain, url, use_private_cache
 from tests.gitrepos import git
+from tests.gitshim import Trace2
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -96,15 +96,12 @@ def git_argvs(tmp_path: Path, chain: Chain) -> list[list[str]]:
     """The git processes forkctl starts for one check-pins (git's own children not counted), read
     from git's trace2 events (a global config file that names the event target). Each check runs in
     a process of its own, as a user's does: what one run remembers must not make the next look cheap."""
-    events = tmp_path / f"trace-{len(list(tmp_path.glob('trace-*')))}.json"
-    config = tmp_path / "gitconfig-trace"
-    config.write_text(f'[trace2]\n\teventTarget = {events}\n[protocol "file"]\n\tallow = always\n')
-    env = {**os.environ, "GIT_CONFIG_GLOBAL": str(config), "PYTHONPATH": str(ROOT)}
+    trace = Trace2(tmp_path, str(len(list(tmp_path.glob("trace2-*")))))
+    env = {**os.environ, **trace.env, "PYTHONPATH": str(ROOT)}
     argv = [sys.executable, "-m", "forkctl", "--manifest", str(chain.manifest), "check-pins", "--json"]
     done = subprocess.run(argv, env=env, capture_output=True, check=False)
     assert done.returncode == 1, done.stderr  # the Bridge pins plain upstream
-    starts = [json.loads(line) for line in events.read_text().splitlines()]
-    return [e["argv"] for e in starts if e["event"] == "start" and "/" not in e["sid"]]
+    return trace.argvs()
 
 
 def test_cold_and_warm_checks_start_few_git_processes(tmp_path: Path) -> None:
@@ -152,12 +149,9 @@ def test_a_second_check_in_one_process_asks_git_what_a_new_process_asks(
     in_a_new_process = git_argvs(tmp_path, chain)
     seen = []
     for run in ("first", "second"):
-        events = tmp_path / f"in-process-{run}.json"
-        config = tmp_path / f"gitconfig-{run}"
-        config.write_text(f'[trace2]\n\teventTarget = {events}\n[protocol "file"]\n\tallow = always\n')
-        monkeypatch.setenv("GIT_CONFIG_GLOBAL", str(config))
+        trace = Trace2(tmp_path, f"in-process-{run}")
+        monkeypatch.setenv("GIT_CONFIG_GLOBAL", trace.env["GIT_CONFIG_GLOBAL"])
         code, _report = check(chain)
         assert code == 1  # the Bridge pins plain upstream
-        starts = [json.loads(line) for line in events.read_text().splitlines()]
-        seen.append([e["argv"] for e in starts if e["event"] == "start" and "/" not in e["sid"]])
+        seen.append(trace.argvs())
     assert seen[1] == seen[0] == in_a_new_process

@@ -5,16 +5,15 @@ ignored and the full check decides. Processes are counted through a git shim on 
 
 from __future__ import annotations
 
-import os
 import shutil
 import subprocess
-import sys
 from pathlib import Path
 
 import pytest
 
 from tests.gitrepos import Repo
 from tests.gitshim import GitShim, make_git_shim
+from tests.probe import imported
 from tests.seriesrepo import SeriesSetup, clone, make_series, run_json
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -181,33 +180,14 @@ def test_a_plain_branch_name_is_one_git_accepts(name: str, tmp_path: Path, monke
         assert not accepted
 
 
-PROBE = """
-import atexit, sys
-listing = sys.argv[1]
-atexit.register(lambda: open(listing, "w").write("\\n".join(sorted(sys.modules))))
-from forkctl.cli import main
-sys.argv = ["forkctl", *sys.argv[2:]]
-main()
-"""
-
-
 def test_reapply_loads_only_what_it_uses(scene, tmp_path: Path) -> None:
     """A re-apply writes no file and makes no object: it must not pay for tempfile, shutil, OpenSSL's
     hashlib, the --tree code or the port's merges; printing text, it needs no json either."""
     setup, repo, _shim = scene
-    listing = tmp_path / "modules.json"
     args = ["--manifest", str(setup.manifest), "apply", "--base", setup.base, "--repo", str(repo.path)]
-    proc = subprocess.run(
-        [sys.executable, "-c", PROBE, str(listing), *args, "--branch", BRANCH, "--force"],
-        capture_output=True,
-        text=True,
-        cwd=ROOT,
-        env={**os.environ, "PYTHONPATH": str(ROOT)},
-        check=False,
-    )
+    proc, modules = imported(tmp_path, *args, "--branch", BRANCH, "--force")
     assert proc.returncode == 0, proc.stdout + proc.stderr
     assert "already at" in proc.stdout
-    modules = set(listing.read_text().splitlines())
     unwanted = {
         "tempfile",
         "shutil",
