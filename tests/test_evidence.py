@@ -66,10 +66,24 @@ def make_environment(tag: str = "sm90", capability: str = "9.0") -> evidence.Env
     )
 
 
+def fork_head_tree(loaded: manifest.Manifest) -> evidence.TestedTree:
+    """What a `validate --source` run records: the fork head built from the manifest's base."""
+    return evidence.TestedTree(
+        source="upstream-base",
+        package_tree="1" * 40,
+        base_commit=loaded.upstream.base,
+        base_package_tree="2" * 40,
+    )
+
+
 def make_run(
-    loaded: manifest.Manifest, tag: str = "sm90", outcomes: dict[str, str] | None = None
+    loaded: manifest.Manifest,
+    tag: str = "sm90",
+    outcomes: dict[str, str] | None = None,
+    tested: evidence.TestedTree | None = None,
 ) -> evidence.Run:
-    """A run recorded against the toolkit's current GPU suite, with the given test outcomes."""
+    """A run recorded against the toolkit's current GPU suite, with the given test outcomes, of the fork
+    head unless `tested` says otherwise."""
     outcomes = outcomes if outcomes is not None else {"tests/gpu/test_parity.py::test_parity": "passed"}
     tests = [
         evidence.TestOutcome(
@@ -91,6 +105,7 @@ def make_run(
         started_at=evidence.now(),
         finished_at=evidence.now(),
         forkctl_version=__version__,
+        tested=tested or fork_head_tree(loaded),
     )
 
 

@@ -12,6 +12,8 @@ from forkctl.series import load_series
 
 
 def _env_status(tag: str, verdict: gate.GateVerdict) -> str:
+    if tag in verdict.pending:
+        return "PENDING (not recorded for this series; see the warnings)"
     if tag not in verdict.covered:
         return "missing"
     return "passed" if verdict.ok else "covered, see the problems below"
@@ -24,7 +26,7 @@ def _env_status(tag: str, verdict: gate.GateVerdict) -> str:
     multiple=True,
     metavar="ENV",
     help="An environment tag that must be covered, in addition to the manifest's validation.require "
-    "(repeatable), e.g. sm90 or sm90-ep4.",
+    "(repeatable), e.g. sm90 or sm90-ep4; a tag named here is required even if validation.pending lists it.",
 )
 @output_options(github=True)
 @forkctl_command
@@ -41,7 +43,8 @@ def command(ctx: Context, extra_required: tuple[str, ...]) -> Report:
     manifest = ctx.manifest()
     series = load_series(manifest)
     required = list(dict.fromkeys([*manifest.validation.require, *extra_required]))
-    verdict = gate.check(manifest, series, required)
+    pending = {tag: why for tag, why in manifest.validation.pending.items() if tag not in extra_required}
+    verdict = gate.check(manifest, series, required, pending=pending)
     result = Report(command="gate")
     for finding in verdict.problems:
         result.fail(Problem(finding.message, file=finding.file, hint=finding.hint))
@@ -53,6 +56,7 @@ def command(ctx: Context, extra_required: tuple[str, ...]) -> Report:
         "evidence_file": verdict.evidence_file,
         "required": verdict.required,
         "covered": verdict.covered,
+        "pending": verdict.pending,
         "signed_by": verdict.signed_by,
         "signatures_required": bool(manifest.validation.allowed_signers),
     }
@@ -66,6 +70,7 @@ def command(ctx: Context, extra_required: tuple[str, ...]) -> Report:
         result.lines.append(
             f"gate: ok: {verdict.evidence_file} covers {', '.join(verdict.covered)}"
             + (f" (required: {', '.join(required)})" if required else "")
+            + (f"; PENDING, not recorded: {', '.join(verdict.pending)}" if verdict.pending else "")
             + (f", signed by {verdict.signed_by}" if verdict.signed_by else "")
         )
     return result

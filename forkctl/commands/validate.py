@@ -17,6 +17,7 @@ from forkctl import report
 from forkctl.cli import verbs
 from forkctl.cli.kit import Context, forkctl_command, output_options
 from forkctl.gpu import validate as gpu_validate
+from forkctl.gpu.evidence import Run
 from forkctl.manifest import Manifest
 from forkctl.report import Level, Problem, Report, Table
 from forkctl.series import load_series
@@ -27,6 +28,15 @@ from forkctl.series import load_series
     "--out",
     type=click.Path(path_type=Path, file_okay=False),
     help="Folder for the evidence (default: the manifest's validation.evidence_dir).",
+)
+@click.option(
+    "--source",
+    type=click.Path(path_type=Path, dir_okay=False, exists=True),
+    metavar="ARCHIVE",
+    help="A git archive of the upstream base (git archive --format=tar.gz -o base.tgz BASE megatron tests): "
+    "test the fork head built from it, the tree consumers pin, and run upstream's own tests "
+    "(validation.upstream_tests) on the base and on the fork head. Without it the installed release is "
+    "patched instead, and forkctl gate refuses that evidence.",
 )
 @click.option("--quick", is_flag=True, help="Run the GPU tests only, not the benchmark.")
 @click.option(
@@ -83,6 +93,7 @@ from forkctl.series import load_series
 def command(
     ctx: Context,
     out: Path | None,
+    source: Path | None,
     quick: bool,
     timeout: int,
     python: str,
@@ -122,6 +133,7 @@ def command(
         keep=keep,
         sign_key=sign_key,
         unsigned=unsigned,
+        source=source,
     )
     with report.phases("validate") as step:
         validated = gpu_validate.validate(manifest, series, options, step)
@@ -195,6 +207,7 @@ def _report(manifest: Manifest, validated: gpu_validate.Validated) -> Report:
     )
     bench = run.benchmark or {}
     result.tables.extend(_bench_tables(bench))
+    _tested_lines(run, result)
     for test in run.tests:
         if test.outcome in ("failed", "error"):
             result.fail(Problem(f"test {test.nodeid} {test.outcome}: {test.message or ''}".rstrip(": ")))
@@ -238,5 +251,42 @@ def _report(manifest: Manifest, validated: gpu_validate.Validated) -> Report:
         "environment": msgspec.to_builtins(run.environment),
         "tests": msgspec.to_builtins(run.tests),
         "benchmark": bench,
+        "tested": msgspec.to_builtins(run.tested),
+        "upstream_tests": msgspec.to_builtins(run.upstream_tests),
     }
     return result
+
+
+def _tested_lines(run: Run, result: Report) -> None:
+    """Which tree was tested, and upstream's tests on the base against the fork head."""
+    tested = run.tested
+    if tested is not None and tested.source == "upstream-base":
+        result.lines.append(
+            f"tested: the fork head built from upstream {tested.base_commit}: megatron/ tree {tested.package_tree}"
+            f" (base {tested.base_package_tree})"
+        )
+    elif tested is not None:
+        result.fail(
+            Problem(
+                f"tested {tested.distribution or 'the installed release'} with the series applied "
+                f"(megatron/ tree {tested.package_tree}), not the fork head: forkctl gate refuses this evidence",
+                level=Level.WARNING,
+                hint="pass --source with a git archive of the upstream base",
+            )
+        )
+    regression = run.upstream_tests
+    if regression is None:
+        return
+    rows = [
+        [name, str(c.passed), str(c.failed), str(c.errors), str(c.skipped)]
+        for name, c in (("base", regression.base), ("fork head", regression.head))
+    ]
+    result.tables.append(
+        Table(
+            "upstream's tests of the touched modules", ["tree", "passed", "failed", "errors", "skipped"], rows
+        )
+    )
+    for nodeid in regression.newly_failing:
+        result.fail(Problem(f"upstream test {nodeid} passes on the base and fails on the fork head"))
+    for nodeid in regression.head_only_failing:
+        result.fail(Problem(f"test {nodeid}, which only the fork head has, failed"))

@@ -86,6 +86,47 @@ class PatchRecord(_Model):
     sha256: str
 
 
+class TestedTree(_Model):
+    """Which `megatron/` package the run tested, named by its git tree id (`forkctl.git.treehash`).
+
+    `upstream-base`: built from a `git archive` of the upstream base (its commit read from the archive)
+    with the series applied, the tree consumers pin: `package_tree` equals `git rev-parse <fork
+    head>:megatron`. `installed`: the installed release with the series applied, which is not the
+    fork head (the gate refuses it)."""
+
+    source: Literal["upstream-base", "installed"]
+    package_tree: str  # the tested megatron/ folder, before any overlay
+    base_commit: str | None = None  # upstream-base: the commit the archive was made from
+    base_package_tree: str | None = None  # upstream-base: megatron/ of that commit
+    distribution: str | None = None  # installed: e.g. "megatron-core 0.19.2"
+    # Files the source lacks (compiled helpers) that were taken from the installed distribution.
+    overlaid: list[str] = msgspec.field(default_factory=list)
+
+
+class TestCounts(_Model):
+    passed: int = 0
+    failed: int = 0
+    errors: int = 0
+    skipped: int = 0
+
+
+class UpstreamRegression(_Model):
+    """Upstream's own tests of the modules the series touches, run on the base and on the fork head in
+    one validate run: a test that passes on the base and fails on the fork head fails the run."""
+
+    paths: list[str]  # validation.upstream_tests, relative to the upstream tree
+    base: TestCounts
+    head: TestCounts
+    newly_failing: list[str]  # passed on the base, failed or errored on the fork head
+    head_only_failing: list[str]  # tests only the fork head has (the series' own) that failed
+    base_exit_code: int
+    head_exit_code: int
+
+    @property
+    def ok(self) -> bool:
+        return not self.newly_failing and not self.head_only_failing
+
+
 class Run(_Model):
     status: Literal["passed", "failed"]
     environment: Environment
@@ -98,6 +139,8 @@ class Run(_Model):
     benchmark: dict[str, Any] | None = None  # bench/grouped_gemm.py's JSON, or {"status": "skipped"}
     plot: str | None = None  # file name of the plot next to the evidence, when one was drawn
     report_sha256: str | None = None  # sha256 of the raw JUnit XML the `tests` list was parsed from
+    tested: TestedTree | None = None  # which package was tested (absent in evidence from before 2026-12)
+    upstream_tests: UpstreamRegression | None = None  # single-GPU runs from an upstream tree only
 
 
 class Evidence(_Model):

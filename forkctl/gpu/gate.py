@@ -19,6 +19,7 @@ from forkctl.gpu.evidence import (
     RERUN_HINT,
     Evidence,
     Run,
+    ep_size,
     evidence_dir,
     evidence_path,
     load_evidence,
@@ -51,16 +52,25 @@ class GateVerdict(msgspec.Struct):
     problems: list[Finding] = msgspec.field(default_factory=list)
     warnings: list[Finding] = msgspec.field(default_factory=list)
     signed_by: str | None = None  # the allowed signer whose signature verified, when signatures are required
+    pending: dict[str, str] = msgspec.field(default_factory=dict)  # required tags not recorded yet, and why
 
     @property
     def ok(self) -> bool:
         return not self.problems
 
 
-def check(manifest: Manifest, series: Series, required: list[str], folder: Path | None = None) -> GateVerdict:
+def check(
+    manifest: Manifest,
+    series: Series,
+    required: list[str],
+    folder: Path | None = None,
+    pending: dict[str, str] | None = None,
+) -> GateVerdict:
     """May this series merge? Evidence for exactly this series and test suite, all passing, every
-    required environment covered. Malformed evidence for this series raises BadInput."""
+    required environment covered, except those `pending` (default: the manifest's validation.pending),
+    which are reported as not recorded. Malformed evidence for this series raises BadInput."""
     folder = evidence_dir(manifest, folder)
+    pending = dict(manifest.validation.pending if pending is None else pending)
     suites = CurrentSuites(manifest)
     suite = suites.get(manifest.validation.gpu_tests)
     path = evidence_path(folder, series.digest)
@@ -69,6 +79,7 @@ def check(manifest: Manifest, series: Series, required: list[str], folder: Path 
         suite_digest=suite.digest,
         evidence_file=repo_relative(path, manifest.root) if path.exists() else None,
         required=required,
+        pending={tag: why for tag, why in pending.items() if tag in required},
     )
     if not path.exists():
         _explain_missing(manifest, series, suites, folder, verdict)
@@ -90,14 +101,14 @@ def check(manifest: Manifest, series: Series, required: list[str], folder: Path 
                 rel,
             )
         )
-    _judge_runs(manifest, evidence.runs, suites, rel, verdict)
+    _judge_runs(manifest, series, evidence.runs, suites, rel, verdict)
     if not evidence.runs:
         verdict.problems.append(Finding("the evidence file records no run", RERUN_HINT, rel))
     return verdict
 
 
 def _judge_runs(
-    manifest: Manifest, runs: list[Run], suites: CurrentSuites, rel: str, verdict: GateVerdict
+    manifest: Manifest, series: Series, runs: list[Run], suites: CurrentSuites, rel: str, verdict: GateVerdict
 ) -> None:
     """Sort the runs into misplaced (wrong suite for the tag), stale (the suite changed since) and
     current ones, record what each contributes, then name every required tag nothing explains."""
@@ -108,7 +119,12 @@ def _judge_runs(
     stale = [run for run in placed if not suites.is_current(run)]
     verdict.covered = sorted(run.environment.tag for run in current)
     for run in current:
-        verdict.problems.extend(_run_problems(run, rel))
+        problems = [*_run_problems(run, rel), *_tree_problems(manifest, series, run, rel)]
+        if run.environment.tag in verdict.pending and problems:
+            # A pending tag's run that would not pass is no evidence for it: it stays pending.
+            verdict.covered.remove(run.environment.tag)
+            continue
+        verdict.problems.extend(problems)
         # A skip is not a failure (a test may need hardware this host lacks), but say so.
         verdict.warnings.extend(
             Finding(
@@ -121,7 +137,9 @@ def _judge_runs(
     _judge_stale(manifest, stale, current, suites, rel, verdict)
     explained = {run.environment.tag for run in [*stale, *misplaced]}
     for tag in verdict.required:
-        if tag not in verdict.covered and tag not in explained:
+        if tag in verdict.pending:
+            verdict.warnings.append(_pending_finding(tag, verdict, rel))
+        elif tag not in verdict.covered and tag not in explained:
             verdict.problems.append(
                 Finding(
                     f"no evidence for environment {tag} (the evidence covers: "
@@ -151,7 +169,7 @@ def _judge_stale(
         finding = Finding(
             f"{what} changed since the evidence for {tags} was recorded ({changes})", RERUN_HINT, rel
         )
-        needed = not current or _stale_needed(group, current, verdict.required)
+        needed = not current or _stale_needed(group, current, verdict.required, verdict.pending)
         (verdict.problems if needed else verdict.warnings).append(finding)
 
 
@@ -165,10 +183,74 @@ def _misplaced_problem(manifest: Manifest, run: Run, rel: str) -> Finding:
     )
 
 
-def _stale_needed(stale: list[Run], current: list[Run], required: list[str]) -> bool:
-    """A stale run matters when its tag is required and no current run covers that tag."""
+def _stale_needed(stale: list[Run], current: list[Run], required: list[str], pending: dict[str, str]) -> bool:
+    """A stale run matters when its tag is required (and not pending) and no current run covers it."""
     covered = {run.environment.tag for run in current}
-    return any(run.environment.tag in required and run.environment.tag not in covered for run in stale)
+    return any(
+        run.environment.tag in required and run.environment.tag not in covered | set(pending) for run in stale
+    )
+
+
+def _pending_finding(tag: str, verdict: GateVerdict, rel: str) -> Finding:
+    """A pending tag is never counted as covered: say so, and say when the pending entry is obsolete."""
+    if tag in verdict.covered:
+        return Finding(
+            f"environment {tag} is listed in validation.pending but the evidence now covers it",
+            f"remove {tag} from validation.pending in manifest.yaml so the gate requires it again",
+            rel,
+        )
+    return Finding(
+        f"environment {tag} is required but PENDING: not recorded for this series "
+        f"({verdict.pending[tag]}); no older evidence counts for it",
+        f"run `{validate_command(tag)}` on a {tag} host, commit the evidence, and remove {tag} from "
+        "validation.pending",
+        rel,
+    )
+
+
+def _tree_problems(manifest: Manifest, series: Series, run: Run, rel: str) -> list[Finding]:
+    """The run must have tested the fork head, apply(series, base), built from upstream's base, and
+    upstream's tests of the touched modules must be no worse on it than on the base."""
+    tag, tested = run.environment.tag, run.tested
+    hint = (
+        f"run `{validate_command(tag)} --source base.tgz` with `git archive --format=tar.gz -o base.tgz "
+        f"{series.base} megatron tests` made on any upstream clone"
+    )
+    if tested is None or tested.source != "upstream-base":
+        what = (
+            "records no tested tree"
+            if tested is None
+            else f"tested {tested.distribution or 'the installed release'}"
+        )
+        return [Finding(f"the evidence for {tag} {what}, not the fork head apply(series, base)", hint, rel)]
+    if tested.base_commit != series.base:
+        return [
+            Finding(
+                f"the evidence for {tag} tested a fork head built on {tested.base_commit}, not on the base "
+                f"{series.base}",
+                hint,
+                rel,
+            )
+        ]
+    if ep_size(tag) is not None or not manifest.validation.upstream_tests:
+        return []
+    regression = run.upstream_tests
+    if regression is None:
+        return [
+            Finding(
+                f"the evidence for {tag} records no run of upstream's tests (validation.upstream_tests)",
+                hint,
+                rel,
+            )
+        ]
+    return [
+        Finding(
+            f"upstream test {nodeid} passes on the base and fails on the fork head in the evidence for {tag}",
+            "fix the patch that breaks it, then " + RERUN_HINT,
+            rel,
+        )
+        for nodeid in [*regression.newly_failing, *regression.head_only_failing]
+    ]
 
 
 def _run_problems(run: Run, rel: str) -> list[Finding]:
@@ -293,7 +375,9 @@ def summarise(manifest: Manifest) -> GateSummary:
     from forkctl.series import load_series
 
     try:
-        verdict = check(manifest, load_series(manifest), list(manifest.validation.require))
+        verdict = check(
+            manifest, load_series(manifest), list(manifest.validation.require)
+        )  # pending: the manifest's
         found = evidence_path(evidence_dir(manifest), verdict.series_digest)
         return GateSummary(verdict, load_evidence(found) if verdict.evidence_file else None)
     except BadInput as exc:

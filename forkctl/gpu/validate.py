@@ -22,13 +22,16 @@ import msgspec
 
 from forkctl import __version__
 from forkctl.errors import BadInput
-from forkctl.gpu import host, probe, process, signing
+from forkctl.git.treehash import folder_tree_id
+from forkctl.gpu import host, probe, process, signing, source, upstream
 from forkctl.gpu.digest import suite_record
 from forkctl.gpu.evidence import (
     Environment,
     Run,
     SuiteRecord,
+    TestedTree,
     TestOutcome,
+    UpstreamRegression,
     environment_tag,
     ep_size,
     evidence_dir,
@@ -72,6 +75,10 @@ class Options(msgspec.Struct, frozen=True):
     keep: bool = False  # keep the scratch folder
     sign_key: Path | None = None
     unsigned: bool = False  # record without signing although the manifest lists allowed signers
+    # A `git archive` of the upstream base (megatron/ + tests/): test the fork head built from it, and
+    # run upstream's tests on both. None: the installed release with the series applied (not the fork
+    # head; the gate refuses such evidence).
+    source: Path | None = None
 
 
 class Suite(msgspec.Struct, frozen=True):
@@ -243,23 +250,55 @@ def _probe(python: str, env: dict[str, str], tag_suffix: str | None) -> Environm
     return environment_from_probe(finished.output, tag_suffix)
 
 
+def prepare_trees(job: _Job) -> source.PreparedTrees:
+    """The package under test: the fork head from the base archive, or the installed release patched."""
+    if job.options.source is not None:
+        prepared = source.from_base_archive(job.options.source, job.series, job.installed, job.scratch)
+        job.progress(
+            f"built the fork head from {job.options.source.name} (upstream {job.series.base[:12]}): "
+            f"megatron/ tree {prepared.tested.package_tree[:12]}"
+        )
+        return prepared
+    site, how = patched_copy(job.series, job.installed, job.scratch)
+    job.progress(how + "; this is not the fork head: pass --source to test the tree consumers pin")
+    tested = TestedTree(source="installed", package_tree=folder_tree_id(site / "megatron"))
+    return source.PreparedTrees(site=site, tested=tested)
+
+
+def _upstream_regression(
+    job: _Job, prepared: source.PreparedTrees, env: dict[str, str]
+) -> UpstreamRegression | None:
+    paths = job.manifest.validation.upstream_tests
+    if not paths or prepared.base_root is None or prepared.head_root is None or job.selected.ep is not None:
+        return None
+    roots = (prepared.base_root, prepared.head_root)
+    return upstream.regression(
+        job.options.python, paths, roots, env, prepared.site, job.options.timeout, job.progress
+    )
+
+
 def _record(job: _Job) -> Validated:
-    """Patch a copy, probe, run the tests and benchmarks, write (and sign) the evidence."""
+    """Build the tested trees, probe, run the tests and benchmarks, write (and sign) the evidence."""
     options = job.options
     started = now()
-    site, how = patched_copy(job.series, job.installed, job.scratch)
-    job.progress(how)
+    prepared = prepare_trees(job)
+    site = prepared.site
     env = child_env(job.manifest, site, job.selected.ep)
     environment = _probe(options.python, env, job.env_suffix)
+    tested = prepared.tested
+    if tested.source == "installed":
+        tested = msgspec.structs.replace(tested, distribution=f"megatron-core {environment.megatron_core}")
     host.require_gpu_count(options.python, environment.gpu_count, job.selected.gpus)
     job.progress(
         f"running the GPU tests in {job.selected.root} on {environment.gpu_name} ({environment.tag})"
     )
     finished, tests, junit_bytes = _run_tests(job, env)
+    regression = _upstream_regression(job, prepared, env)
     plot = job.folder / f"{job.series.digest}-{environment.tag}.png"
     bench = _benchmarks(job, env, site, plot)
+    status = run_status(tests, finished.returncode or 0)
     run = Run(
-        status=run_status(tests, finished.returncode or 0),
+        status=status if regression is None or regression.ok else "failed",
         environment=environment,
         gpu_tests=job.suite,
         tests=tests,
@@ -270,6 +309,8 @@ def _record(job: _Job) -> Validated:
         benchmark=bench,
         plot=plot.name if plot.is_file() else None,
         report_sha256=sha256_bytes(junit_bytes) if junit_bytes else None,
+        tested=tested,
+        upstream_tests=regression,
     )
     path = record_run(job.manifest, job.series, run, job.folder)
     if options.sign_key is not None:

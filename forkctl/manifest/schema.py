@@ -150,6 +150,13 @@ class Validation(_Model):
     benchmark_rows: str = "8192,32768,131072"
     layer_benchmark: str | None = None
     require: list[str] = msgspec.field(default_factory=list)
+    # Required environments that cannot be recorded for the current series yet (tag -> why, e.g. no such
+    # host is lent): the gate reports each as pending, never as covered, and older evidence never counts.
+    pending: dict[str, str] = msgspec.field(default_factory=dict)
+    # Upstream's own tests of the modules the series touches (paths in the upstream tree), which
+    # `validate --source` runs on the base and on the fork head: a test passing on the base must pass on
+    # the fork head.
+    upstream_tests: list[str] = msgspec.field(default_factory=list)
     # Who may sign GPU evidence: git's allowed-signers lines, `<principal> <key-type> <base64-key>`.
     # When set, forkctl gate refuses evidence without a valid signature by one of these keys.
     allowed_signers: list[str] = msgspec.field(default_factory=list)
@@ -161,6 +168,18 @@ class Validation(_Model):
         for key in ("benchmark", "layer_benchmark"):
             if getattr(self, key) is not None:
                 _check_relpath(key, getattr(self, key))
+        for path in self.upstream_tests:
+            _check_relpath("upstream_tests", path)
+        unknown = sorted(set(self.pending) - set(self.require))
+        if unknown:
+            raise FieldError(
+                "pending",
+                f"{', '.join(unknown)} is not in validation.require: only a required tag can be pending",
+            )
+        if not all(reason.strip() for reason in self.pending.values()):
+            raise FieldError(
+                "pending", "each pending environment needs a reason (tag: why it is not recorded)"
+            )
         rows = self.benchmark_rows.split(",")
         if not all(row.strip().isdigit() and int(row) > 0 for row in rows):
             raise FieldError(

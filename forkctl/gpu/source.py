@@ -1,0 +1,144 @@
+"""The trees a validate run tests: the fork head built from upstream's own base, and the base itself.
+
+GPU hosts have no network and no upstream clone, so the base travels as a `git archive` of the
+manifest's base commit (`git archive --format=tar.gz -o base.tgz <base> megatron tests`, made on any
+clone). git writes the commit id into the archive's header, so the archive says which commit it holds;
+forkctl refuses one made from another commit. The series is applied to a copy of it exactly as
+`forkctl apply` builds the fork head (git apply, no 3-way), so the tested `megatron/` folder is
+apply(series, base)'s, which its git tree id (recorded in the evidence) shows. The base copy keeps
+upstream's tests beside it for the regression run (`forkctl.gpu.upstream`).
+
+What the source lacks because it is built at install time (compiled helpers such as
+`megatron/core/datasets/helpers_cpp*.so`) is copied from the installed distribution into both trees,
+after their tree ids were taken, and listed in the evidence.
+"""
+
+from __future__ import annotations
+
+import shutil
+import tarfile
+from pathlib import Path, PurePosixPath
+
+import msgspec
+
+from forkctl.errors import BadInput
+from forkctl.git.treehash import folder_tree_id
+from forkctl.gpu.evidence import TestedTree
+from forkctl.ops import patch_dir as treepatch
+from forkctl.series import Series
+
+# Built at install time, never in the source: what may be overlaid from the installed distribution.
+COMPILED_SUFFIXES = (".so", ".pyd")
+ARCHIVE_HINT = "make it on any upstream clone: git archive --format=tar.gz -o base.tgz {base} megatron tests"
+
+
+class PreparedTrees(msgspec.Struct, frozen=True):
+    """Where the tested package and the two upstream trees are, and what the evidence says of them."""
+
+    site: Path  # holds megatron/ (the fork head's): first on the GPU suite's PYTHONPATH
+    tested: TestedTree
+    base_root: Path | None = None  # upstream's base tree (megatron/ + tests/), for the regression run
+    head_root: Path | None = None  # the same with the series applied
+
+
+def archive_commit(archive: Path) -> str | None:
+    """The commit id `git archive` wrote into the archive's global header (None for a tree's archive)."""
+    try:
+        with tarfile.open(archive) as tar:
+            comment = tar.pax_headers.get("comment")
+    except (OSError, tarfile.TarError) as exc:
+        raise BadInput(f"{archive}: not a readable tar archive: {exc}") from None
+    return comment.strip() if comment else None
+
+
+def _safe_members(tar: tarfile.TarFile, archive: Path) -> list[tarfile.TarInfo]:
+    """Only plain files and folders inside the destination: an archive is data, not instructions."""
+    members = []
+    for member in tar.getmembers():
+        path = PurePosixPath(member.name)
+        if path.is_absolute() or ".." in path.parts:
+            raise BadInput(f"{archive}: member {member.name!r} points outside the archive's folder")
+        if not (member.isfile() or member.isdir() or member.issym()):
+            raise BadInput(f"{archive}: member {member.name!r} is not a file or folder")
+        if member.issym() and (PurePosixPath(member.linkname).is_absolute() or ".." in member.linkname):
+            raise BadInput(f"{archive}: link {member.name!r} points outside the archive's folder")
+        members.append(member)
+    return members
+
+
+def extract(archive: Path, dest: Path) -> None:
+    dest.mkdir(parents=True)
+    try:
+        with tarfile.open(archive) as tar:
+            members = _safe_members(tar, archive)
+            if hasattr(tarfile, "data_filter"):
+                tar.extractall(dest, members=members, filter="data")
+            else:  # Python < 3.10.12 / 3.11.4: the members were checked above
+                tar.extractall(dest, members=members)
+    except (OSError, tarfile.TarError) as exc:
+        raise BadInput(f"{archive}: cannot extract: {exc}") from None
+
+
+def _apply_series(root: Path, series: Series) -> None:
+    """The series onto the copy of the base, as apply builds the fork head: all patches, git apply."""
+    plan = treepatch.plan(root, series.patches)
+    if plan.state != treepatch.TreeState.UNAPPLIED:
+        failing = [
+            f"{v.patch.path.name}: {v.message or v.status}"
+            for v in plan.verdicts
+            if v.status != treepatch.PatchStatus.NOT_APPLIED
+        ]
+        raise BadInput(
+            "the series does not apply to the base archive as forkctl apply applies it: "
+            + ("; ".join(failing) or str(plan.state)),
+            hint="a patch that needs a 3-way merge on its own base is stale: port or re-export the series",
+        )
+    treepatch.execute(plan)
+
+
+def _overlay(installed: Path, roots: list[Path]) -> list[str]:
+    """Copy compiled files of the installed package that the source lacks into each tree's megatron/."""
+    overlaid = []
+    for path in sorted(installed.rglob("*")):
+        rel = path.relative_to(installed)
+        if not path.is_file() or path.suffix not in COMPILED_SUFFIXES or "__pycache__" in rel.parts:
+            continue
+        if all((root / "megatron" / rel).exists() for root in roots):
+            continue
+        for root in roots:
+            target = root / "megatron" / rel
+            if not target.exists() and target.parent.is_dir():
+                shutil.copy2(path, target)
+        overlaid.append(f"megatron/{rel.as_posix()}")
+    return overlaid
+
+
+def from_base_archive(archive: Path, series: Series, installed: Path, scratch: Path) -> PreparedTrees:
+    """Extract the base, check it is the manifest's base, build the fork head beside it."""
+    commit = archive_commit(archive)
+    if commit != series.base:
+        what = f"commit {commit}" if commit else "no commit id (an archive of a tree, or not made by git)"
+        raise BadInput(
+            f"{archive} holds {what}, not the manifest's base {series.base}",
+            hint=ARCHIVE_HINT.format(base=series.base),
+        )
+    base_root, head_root = scratch / "base", scratch / "head"
+    extract(archive, base_root)
+    if not (base_root / "megatron").is_dir():
+        raise BadInput(f"{archive} has no megatron/ folder", hint=ARCHIVE_HINT.format(base=series.base))
+    base_tree = folder_tree_id(base_root / "megatron")
+    shutil.copytree(base_root, head_root, symlinks=True)
+    _apply_series(head_root, series)
+    head_tree = folder_tree_id(head_root / "megatron")
+    overlaid = _overlay(installed, [base_root, head_root])
+    site = scratch / "site"
+    site.mkdir()
+    (site / "megatron").symlink_to(head_root / "megatron", target_is_directory=True)
+    tested = TestedTree(
+        source="upstream-base",
+        package_tree=head_tree,
+        base_commit=commit,
+        base_package_tree=base_tree,
+        overlaid=overlaid,
+    )
+    return PreparedTrees(site=site, tested=tested, base_root=base_root, head_root=head_root)

@@ -1,0 +1,113 @@
+"""Upstream's own tests of the modules the series touches, on the base and on the fork head, compared.
+
+Many of them need Transformer Engine or more GPUs than the host has and fail or skip on both trees
+alike; what matters is the difference: a test that passes on the base and fails (or errors) on the fork
+head is a regression the series brought, and fails the validate run. Tests only the fork head has (the
+series' own, added beside upstream's) must not fail either. Each tree runs in its own folder, so
+`tests.unit_tests...` and `megatron` are imported from that tree alone.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Callable
+from pathlib import Path
+
+from forkctl.errors import BadInput
+from forkctl.gpu import process
+from forkctl.gpu.evidence import TestCounts, TestOutcome, UpstreamRegression
+from forkctl.gpu.junit import parse_junit
+
+PYTEST_COMPLETED = {0, 1}
+Progress = Callable[[str], None]
+
+
+def counts(outcomes: list[TestOutcome]) -> TestCounts:
+    by_kind = {"passed": 0, "failed": 0, "error": 0, "skipped": 0}
+    for outcome in outcomes:
+        by_kind[outcome.outcome] += 1
+    return TestCounts(
+        passed=by_kind["passed"],
+        failed=by_kind["failed"],
+        errors=by_kind["error"],
+        skipped=by_kind["skipped"],
+    )
+
+
+def compare(
+    paths: list[str], base: list[TestOutcome], head: list[TestOutcome], exit_codes: tuple[int, int]
+) -> UpstreamRegression:
+    """The regression record: counts of each tree, and the head's failures the base did not have."""
+    base_by_id = {t.nodeid: t.outcome for t in base}
+    bad = ("failed", "error")
+    newly = sorted(t.nodeid for t in head if t.outcome in bad and base_by_id.get(t.nodeid) == "passed")
+    head_only = sorted(t.nodeid for t in head if t.outcome in bad and t.nodeid not in base_by_id)
+    return UpstreamRegression(
+        paths=paths,
+        base=counts(base),
+        head=counts(head),
+        newly_failing=newly,
+        head_only_failing=head_only,
+        base_exit_code=exit_codes[0],
+        head_exit_code=exit_codes[1],
+    )
+
+
+def _env(env: dict[str, str], root: Path, site: Path) -> dict[str, str]:
+    """The child environment with this tree first on PYTHONPATH instead of the patched site."""
+    rest = [p for p in env.get("PYTHONPATH", "").split(os.pathsep) if p and Path(p) != site]
+    return {**env, "PYTHONPATH": os.pathsep.join([str(root), *rest])}
+
+
+def run_tree(
+    python: str, root: Path, paths: list[str], env: dict[str, str], timeout: int, junit: Path
+) -> tuple[int, list[TestOutcome], str]:
+    """pytest on `paths` of one tree: (exit code, outcomes, output tail). Raises on a crash or timeout."""
+    present = [path for path in paths if (root / path).exists()]
+    if not present:
+        return 0, [], "none of the paths exists in this tree"
+    args = [
+        python,
+        "-m",
+        "pytest",
+        *present,
+        "-p",
+        "no:cacheprovider",
+        "-o",
+        "junit_family=xunit1",
+        f"--junitxml={junit}",
+        "--continue-on-collection-errors",
+        "-q",
+    ]
+    finished = process.run(args, timeout=timeout, env=env, cwd=root)
+    if finished.returncode is None:
+        raise BadInput(
+            f"upstream's tests in {root.name} did not finish within {timeout} s; no evidence was written",
+            hint="raise --timeout, or narrow validation.upstream_tests",
+        )
+    if finished.returncode not in PYTEST_COMPLETED or not junit.is_file():
+        raise BadInput(
+            f"upstream's tests in {root.name} stopped with exit code {finished.returncode}; "
+            f"no evidence was written\n{finished.tail()}",
+            hint="run the same pytest command in that tree by hand to see the whole output",
+        )
+    return finished.returncode, parse_junit(junit), finished.tail(3)
+
+
+def regression(
+    python: str,
+    paths: list[str],
+    roots: tuple[Path, Path],
+    env: dict[str, str],
+    site: Path,
+    timeout: int,
+    progress: Progress,
+) -> UpstreamRegression:
+    """Run upstream's tests on the base, then on the fork head, and compare them."""
+    results = []
+    for name, root in zip(("base", "fork head"), roots, strict=True):
+        progress(f"running upstream's tests ({', '.join(paths)}) on the {name}")
+        junit = root.parent / f"upstream-{root.name}.xml"
+        results.append(run_tree(python, root, paths, _env(env, root, site), timeout, junit))
+    (base_code, base, _), (head_code, head, _) = results
+    return compare(paths, base, head, (base_code, head_code))
