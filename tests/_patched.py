@@ -21,8 +21,10 @@ REPO_ROOT = Path(__file__).resolve().parent.parent
 # A file the series adds: proves the tree carries the series after applying.
 SERIES_MARKER = Path("megatron/core/transformer/moe/torch_grouped_linear.py")
 
-# Set by `forkctl validate`: the folder holding the patched megatron/ it made.
+# Set by `forkctl validate`: the folder holding the patched megatron/ it made, and (with --source) the
+# folder holding the base's unpatched megatron/ it was made from.
 PATCHED_ENV = "FORKCTL_PATCHED_MEGATRON"
+PLAIN_ENV = "FORKCTL_PLAIN_MEGATRON"
 
 _CACHE: dict[str, Path] = {}
 
@@ -99,7 +101,13 @@ def _shared(tmp_path_factory, name: str, make) -> Path:
 
 
 def plain_tree(tmp_path_factory) -> Path:
-    """Folder holding an unpatched copy of the installed `megatron/` (made once per session)."""
+    """Folder holding an unpatched `megatron/`: the upstream base validate built the fork head from, or a
+    copy of the installed release (made once per session)."""
+    given = os.environ.get(PLAIN_ENV)
+    if given and "plain" not in _CACHE:
+        if (Path(given) / SERIES_MARKER).exists() or not (Path(given) / "megatron/core").is_dir():
+            raise RuntimeError(f"{PLAIN_ENV}={given} does not hold an unpatched megatron/")
+        _CACHE["plain"] = Path(given)
     if "plain" not in _CACHE:
         _CACHE["plain"] = _shared(tmp_path_factory, "megatron-plain", _copy_package)
     return _CACHE["plain"]

@@ -37,6 +37,7 @@ class PreparedTrees(msgspec.Struct, frozen=True):
 
     site: Path  # holds megatron/ (the fork head's): first on the GPU suite's PYTHONPATH
     tested: TestedTree
+    plain: Path | None = None  # holds the base's megatron/, for the suites' "fails without the series" checks
     base_root: Path | None = None  # upstream's base tree (megatron/ + tests/), for the regression run
     head_root: Path | None = None  # the same with the series applied
 
@@ -131,9 +132,11 @@ def from_base_archive(archive: Path, series: Series, installed: Path, scratch: P
     _apply_series(head_root, series)
     head_tree = folder_tree_id(head_root / "megatron")
     overlaid = _overlay(installed, [base_root, head_root])
-    site = scratch / "site"
-    site.mkdir()
-    (site / "megatron").symlink_to(head_root / "megatron", target_is_directory=True)
+    # Only megatron/ goes on the suites' PYTHONPATH: upstream's `tests` package would shadow the
+    # toolkit's. Copies, not links: the suites check that megatron is imported from inside the folder.
+    site, plain = scratch / "site", scratch / "plain"
+    shutil.copytree(head_root / "megatron", site / "megatron", symlinks=True)
+    shutil.copytree(base_root / "megatron", plain / "megatron", symlinks=True)
     tested = TestedTree(
         source="upstream-base",
         package_tree=head_tree,
@@ -141,4 +144,4 @@ def from_base_archive(archive: Path, series: Series, installed: Path, scratch: P
         base_package_tree=base_tree,
         overlaid=overlaid,
     )
-    return PreparedTrees(site=site, tested=tested, base_root=base_root, head_root=head_root)
+    return PreparedTrees(site=site, tested=tested, plain=plain, base_root=base_root, head_root=head_root)

@@ -47,6 +47,8 @@ from forkctl.series import Series
 # The contract with tests/gpu: the folder that holds the patched `megatron/` package. The suite may
 # use it instead of building its own copy; it is also first on PYTHONPATH.
 PATCHED_ENV_VAR = "FORKCTL_PATCHED_MEGATRON"
+# The contract with tests/gpu: the folder that holds the unpatched base's `megatron/` (validate --source).
+PLAIN_ENV_VAR = "FORKCTL_PLAIN_MEGATRON"
 # The contract with tests/multigpu: how many GPUs (expert-parallel ranks) its torchrun launch uses.
 EP_ENV_VAR = "FORKCTL_EP"
 # NVLink multicast stays off for every child (NCCL NVLS, torch symmetric memory, NVSHMEM).
@@ -198,9 +200,15 @@ def patched_copy(series: Series, installed: Path, scratch: Path) -> tuple[Path, 
     return site, f"applied {len(applied)} patch(es) to a copy of {installed}"
 
 
-def child_env(manifest: Manifest, site: Path, ep: int | None = None) -> dict[str, str]:
+def child_env(
+    manifest: Manifest, site: Path, ep: int | None = None, plain: Path | None = None
+) -> dict[str, str]:
     """The environment of every GPU child: the patched copy first on PYTHONPATH, multicast off."""
     env = dict(os.environ)
+    if plain is not None:
+        env[PLAIN_ENV_VAR] = str(plain)
+    else:
+        env.pop(PLAIN_ENV_VAR, None)
     env.update(MULTICAST_OFF)
     if ep is not None:
         env[EP_ENV_VAR] = str(ep)
@@ -283,7 +291,7 @@ def _record(job: _Job) -> Validated:
     started = now()
     prepared = prepare_trees(job)
     site = prepared.site
-    env = child_env(job.manifest, site, job.selected.ep)
+    env = child_env(job.manifest, site, job.selected.ep, prepared.plain)
     environment = _probe(options.python, env, job.env_suffix)
     tested = prepared.tested
     if tested.source == "installed":
