@@ -338,3 +338,30 @@ def test_abort_recovers_from_a_kill_during_the_conflict_setup(setup: SeriesSetup
     code, data = run(setup, "--base", setup.base, "--repo", str(repo.path))
     assert code == 1 and data["stale"]["file"].endswith("fix-core-b-returns-3.patch"), data
     assert not admin.exists() and not (repo.path / "forkctl").exists()
+
+
+def test_the_fix_for_a_stale_patch_port_onto_the_base_then_apply(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The hint works: `forkctl port --onto <base>` refreshes the stale patch against the base (a 3-way
+    merge, as a port does), after which apply builds the branch purely, the same in a shallow clone."""
+    monkeypatch.setenv("FORKCTL_CACHE", str(tmp_path / "cache"))
+    setup, _, _ = make_stale_series(tmp_path / "s")
+    repo = clone(setup.upstream, tmp_path / "full", bare=True)
+    code, data = run_json(
+        setup, "port", "--onto", setup.base, "--repo", str(repo.path), "--branch", "refresh"
+    )
+    assert code == 0, data
+    code, data = run(setup, "--base", setup.base, "--repo", str(repo.path))
+    assert code == 0, data
+    head = repo.head(BRANCH)
+    assert repo.git("show", f"{head}:megatron/core/long.py").splitlines()[4:8] == [
+        "line five",
+        "line 6",
+        "line 7",
+        "line eight",
+    ]
+    shallow = shallow_clone(setup.upstream, tmp_path / "shallow")
+    code, again = run(setup, "--base", setup.base, "--repo", str(shallow.path))
+    assert code == 0, again
+    assert again["head"] == head
