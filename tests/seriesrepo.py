@@ -193,3 +193,45 @@ def run_json(setup: SeriesSetup, verb: str, *args: str) -> tuple[int, dict]:
         return result.exit_code, json.loads(result.output)
     except json.JSONDecodeError:
         raise AssertionError(f"not JSON (exit {result.exit_code}): {result.output}") from None
+
+
+LONG = "".join(f"line {number}\n" for number in range(1, 13))
+STALE_FILE = "megatron/core/long.py"
+
+
+def make_stale_series(tmp: Path) -> tuple[SeriesSetup, Path, str]:
+    """The default series plus, at position 2, a patch that is stale on the manifest's base.
+
+    It was written on the setup's first base and changes line 5 of long.py; the manifest's base is one
+    upstream commit later, which changed line 8: inside the patch's context, not next to its change. So
+    plain `git apply` refuses it, and `git apply --3way` merges it cleanly from its pre-image blob,
+    which only the older commit holds. Returns (setup, the stale patch file, its pre-image blob).
+    """
+    setup = make_series(tmp, extra_upstream_files={STALE_FILE: LONG})
+    written_on = setup.base
+    pre_image = setup.upstream.git("rev-parse", f"{written_on}:{STALE_FILE}")
+    stale = insert_patch(
+        setup,
+        1,
+        written_on,
+        "fix(core): line five",
+        {STALE_FILE: LONG.replace("line 5\n", "line five\n")},
+        "2026-02-01T12:00:00+00:00",
+    )
+    base = setup.upstream.commit(
+        "upstream: line eight",
+        {STALE_FILE: LONG.replace("line 8\n", "line eight\n")},
+        date="2026-01-03T00:00:00+00:00",
+    )
+    data = setup.manifest_data()
+    write_manifest(setup.root, base, data["upstream"]["url"], [entry["file"] for entry in data["series"]])
+    setup.base = base
+    return setup, stale, pre_image
+
+
+def shallow_clone(source: Repo, dest: Path) -> Repo:
+    """A bare clone of `source`'s main tip alone (depth 1): no blob of an older commit is in it."""
+    git(
+        source.path.parent, "clone", "-q", "--bare", "--depth", "1", source.path.resolve().as_uri(), str(dest)
+    )
+    return Repo(dest)

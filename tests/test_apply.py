@@ -1,4 +1,5 @@
-"""forkctl apply --base: reproducible branch building, conflicts, --continue/--abort, the cache."""
+"""forkctl apply --base: reproducible branch building, stale patches refused, an earlier stop's
+--continue/--abort, the cache."""
 
 from __future__ import annotations
 
@@ -9,8 +10,21 @@ import pytest
 from click.testing import CliRunner
 
 from forkctl.cli import cli
-from tests.gitrepos import Repo
-from tests.seriesrepo import SeriesSetup, clone, insert_patch, make_series, run_json
+from forkctl.git import GitRepo
+from forkctl.manifest import load as load_manifest
+from forkctl.ops import replay
+from forkctl.ops import state as session
+from forkctl.series import load_series
+from tests.gitrepos import Repo, git
+from tests.seriesrepo import (
+    SeriesSetup,
+    clone,
+    insert_patch,
+    make_series,
+    make_stale_series,
+    run_json,
+    shallow_clone,
+)
 
 BRANCH = "farai/main"
 
@@ -121,20 +135,100 @@ def test_wrong_base_and_unknown_commit(setup: SeriesSetup, tmp_path: Path) -> No
     assert repo.git("for-each-ref", "refs/heads/farai") == ""
 
 
-def test_conflict_then_continue(setup: SeriesSetup, tmp_path: Path) -> None:
+def test_a_stale_patch_is_refused_with_the_fix_the_same_in_every_clone(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A patch that only a 3-way merge puts on its own base is refused, nothing written, whether the
+    clone holds its pre-image blob (a full clone: 3-way would merge) or not (a shallow one)."""
+    monkeypatch.setenv("FORKCTL_CACHE", str(tmp_path / "cache"))
+    setup, stale, pre_image = make_stale_series(tmp_path / "s")
+    full = clone(setup.upstream, tmp_path / "full", bare=True)
+    shallow = shallow_clone(setup.upstream, tmp_path / "shallow")
+    assert full.git("cat-file", "-t", pre_image) == "blob"
+    assert git(shallow.path, "cat-file", "--batch-check", input=pre_image.encode()) == f"{pre_image} missing"
+    answers = []
+    for repo in (full, shallow):
+        refs_before = refs(repo)
+        code, data = run(setup, "--base", setup.base, "--repo", str(repo.path))
+        assert code == 1, data
+        assert data["head"] is None and data["stale"]["file"].endswith(stale.name)
+        assert data["stale"]["subject"] == "fix(core): line five"
+        (problem,) = data["problems"]
+        assert "is stale" in problem["message"] and "megatron/core/long.py" in problem["message"]
+        assert f"forkctl port --onto {setup.base}" in problem["hint"] and "forkctl export" in problem["hint"]
+        # Nothing half-applied: no branch, no state, no scratch worktree, no other ref.
+        assert refs(repo) == refs_before
+        assert not (repo.path / "forkctl").exists()
+        assert len(repo.git("worktree", "list").splitlines()) == 1
+        answers.append({key: value for key, value in data.items() if key != "repo"})
+    assert answers[0] == answers[1]
+
+
+def stop_left_by_an_earlier_forkctl(setup: SeriesSetup, repo: Repo) -> Path:
+    """What an apply made before apply was pure left on the conflicting patch 2: its state and the
+    scratch worktree with the conflict, written by the stop code that --continue / --abort still
+    finish (apply itself now refuses such a series). Returns the worktree."""
+    manifest = load_manifest(setup.manifest)
+    series = load_series(manifest)
+    store = GitRepo(repo.path)
+    state = session.State(
+        operation="apply",
+        manifest=str(manifest.path),
+        base=setup.base,
+        series_digest=series.digest,
+        files=[entry.file for entry in manifest.series],
+        branch=BRANCH,
+        force=False,
+        old_tip=None,
+        worktree=str(session.worktree_path(store)),
+    )
+    built = replay.build_series(store, setup.base, series.patches)
+    assert built.conflict is not None and built.conflict.index == 1
+    state.steps.append(session.Step(file=state.files[0], commit=built.applied[0].commit))
+    conflict = session.open_conflict(store, state, 1, built.conflict.patch, built.conflict.parent)
+    assert conflict.paths == ["megatron/core/b.py"]
+    return conflict.worktree
+
+
+def test_a_conflicting_patch_is_refused_and_leaves_nothing(setup: SeriesSetup, tmp_path: Path) -> None:
+    """A patch that conflicts for real on its own base is stale as well: refused, nothing to abort."""
     add_conflicting_patch(setup)
-    repo = clone(setup.upstream, tmp_path / "r", bare=True)
+    repo = clone(setup.upstream, tmp_path / "r")
     refs_before = refs(repo)
     code, data = run(setup, "--base", setup.base, "--repo", str(repo.path))
     assert code == 1, data
-    conflict = data["conflict"]
-    assert conflict["file"].endswith("fix-core-b-returns-3.patch")
-    assert conflict["paths"] == ["megatron/core/b.py"]
-    assert len(data["commits"]) == 1  # patch 1 went through the fast path
-    assert refs(repo) == refs_before  # nothing moved yet
-    worktree = Path(conflict["worktree"])
+    assert data["stale"]["subject"] == "fix(core): b returns 3"
+    assert "megatron/core/b.py" in data["stale"]["message"]
+    assert refs(repo) == refs_before
+    assert len(repo.git("worktree", "list").splitlines()) == 1
+    assert not (repo.path / ".git" / "forkctl").exists()
+    assert repo.git("status", "--porcelain") == ""
+    code, data = run(setup, "--abort", "--repo", str(repo.path))
+    assert code == 2  # nothing to abort
+    code, data = run(setup, "--base", setup.base, "--repo", str(repo.path))
+    assert code == 1 and "stale" in data  # the same answer again: no state was left to refuse it
+
+
+def test_text_output_names_the_stale_patch_and_the_fix(setup: SeriesSetup, tmp_path: Path) -> None:
+    add_conflicting_patch(setup)
+    repo = clone(setup.upstream, tmp_path / "r", bare=True)
+    result = text_run(setup, "--base", setup.base, "--repo", str(repo.path))
+    assert result.exit_code == 1
+    assert "fix(core): b returns 3" in result.output and "is stale" in result.output
+    assert "megatron/core/b.py" in result.output
+    assert "forkctl port --onto" in result.output and "forkctl export" in result.output
+
+
+def test_an_earlier_stop_then_continue(setup: SeriesSetup, tmp_path: Path) -> None:
+    add_conflicting_patch(setup)
+    repo = clone(setup.upstream, tmp_path / "r", bare=True)
+    refs_before = refs(repo)
+    worktree = stop_left_by_an_earlier_forkctl(setup, repo)
     assert worktree.is_relative_to(repo.path)
     assert "<<<<<<<" in (worktree / "megatron/core/b.py").read_text()
+    # A new apply is refused while the stop is in progress.
+    code, again = run(setup, "--base", setup.base, "--repo", str(repo.path))
+    assert code == 2 and "in progress" in again["error"]
     # --continue refuses while markers remain.
     code, data = run(setup, "--continue", "--repo", str(repo.path))
     assert code == 2 and "conflict markers" in data["error"]
@@ -157,10 +251,10 @@ def test_conflict_then_continue(setup: SeriesSetup, tmp_path: Path) -> None:
 def test_continue_refuses_a_resolution_that_loses_the_patch(setup: SeriesSetup, tmp_path: Path) -> None:
     add_conflicting_patch(setup)
     repo = clone(setup.upstream, tmp_path / "r", bare=True)
-    code, data = run(setup, "--base", setup.base, "--repo", str(repo.path))
-    assert code == 1, data
-    worktree = Path(data["conflict"]["worktree"])
-    parent = data["commits"][-1]["commit"]
+    worktree = stop_left_by_an_earlier_forkctl(setup, repo)
+    state = session.load(GitRepo(repo.path))
+    assert state is not None
+    parent = state.conflict_parent
     # Keeping the parent's side makes the patch empty: it must not be recorded as applied.
     (worktree / "megatron/core/b.py").write_text(repo.git("show", f"{parent}:megatron/core/b.py") + "\n")
     code, data = run(setup, "--continue", "--repo", str(repo.path))
@@ -171,16 +265,11 @@ def test_continue_refuses_a_resolution_that_loses_the_patch(setup: SeriesSetup, 
     assert code == 0, data
 
 
-def test_conflict_then_abort(setup: SeriesSetup, tmp_path: Path) -> None:
+def test_an_earlier_stop_then_abort(setup: SeriesSetup, tmp_path: Path) -> None:
     add_conflicting_patch(setup)
     repo = clone(setup.upstream, tmp_path / "r")
     refs_before = refs(repo)
-    code, data = run(setup, "--base", setup.base, "--repo", str(repo.path))
-    assert code == 1
-    assert data["conflict"]["subject"] == "fix(core): b returns 3"
-    # A second start is refused while one is in progress.
-    code, again = run(setup, "--base", setup.base, "--repo", str(repo.path))
-    assert code == 2 and "in progress" in again["error"]
+    stop_left_by_an_earlier_forkctl(setup, repo)
     code, data = run(setup, "--abort", "--repo", str(repo.path))
     assert code == 0, data
     assert refs(repo) == refs_before
@@ -189,16 +278,6 @@ def test_conflict_then_abort(setup: SeriesSetup, tmp_path: Path) -> None:
     assert repo.git("status", "--porcelain") == ""
     code, data = run(setup, "--abort", "--repo", str(repo.path))
     assert code == 2  # nothing left to abort
-
-
-def test_text_output_names_conflict(setup: SeriesSetup, tmp_path: Path) -> None:
-    add_conflicting_patch(setup)
-    repo = clone(setup.upstream, tmp_path / "r", bare=True)
-    result = text_run(setup, "--base", setup.base, "--repo", str(repo.path))
-    assert result.exit_code == 1
-    assert "fix(core): b returns 3" in result.output
-    assert "megatron/core/b.py" in result.output
-    assert "apply --continue" in result.output
 
 
 def test_cache_clone_then_offline(setup: SeriesSetup, tmp_path: Path) -> None:
@@ -247,15 +326,42 @@ def test_a_truncated_patch_is_an_error_naming_the_file(setup: SeriesSetup, tmp_p
 
 def test_abort_recovers_from_a_kill_during_the_conflict_setup(setup: SeriesSetup, tmp_path: Path) -> None:
     """A kill while git worked in the scratch worktree leaves its index.lock: --abort still cleans up
-    and the next apply starts afresh."""
+    and the next apply starts afresh (and refuses the stale series, leaving nothing)."""
     add_conflicting_patch(setup)
     repo = clone(setup.upstream, tmp_path / "r", bare=True)
-    code, data = run(setup, "--base", setup.base, "--repo", str(repo.path))
-    assert code == 1, data
+    stop_left_by_an_earlier_forkctl(setup, repo)
     admin = repo.path / "worktrees" / "apply-worktree"
     (admin / "index.lock").write_text("")  # what git leaves when killed mid-update
     code, data = run(setup, "--abort", "--repo", str(repo.path))
     assert code == 0, data
     assert not admin.exists() and not (repo.path / "forkctl").exists()
     code, data = run(setup, "--base", setup.base, "--repo", str(repo.path))
-    assert code == 1 and data["conflict"]["paths"] == ["megatron/core/b.py"], data
+    assert code == 1 and data["stale"]["file"].endswith("fix-core-b-returns-3.patch"), data
+    assert not admin.exists() and not (repo.path / "forkctl").exists()
+
+
+def test_the_fix_for_a_stale_patch_port_onto_the_base_then_apply(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The hint works: `forkctl port --onto <base>` refreshes the stale patch against the base (a 3-way
+    merge, as a port does), after which apply builds the branch purely, the same in a shallow clone."""
+    monkeypatch.setenv("FORKCTL_CACHE", str(tmp_path / "cache"))
+    setup, _, _ = make_stale_series(tmp_path / "s")
+    repo = clone(setup.upstream, tmp_path / "full", bare=True)
+    code, data = run_json(
+        setup, "port", "--onto", setup.base, "--repo", str(repo.path), "--branch", "refresh"
+    )
+    assert code == 0, data
+    code, data = run(setup, "--base", setup.base, "--repo", str(repo.path))
+    assert code == 0, data
+    head = repo.head(BRANCH)
+    assert repo.git("show", f"{head}:megatron/core/long.py").splitlines()[4:8] == [
+        "line five",
+        "line 6",
+        "line 7",
+        "line eight",
+    ]
+    shallow = shallow_clone(setup.upstream, tmp_path / "shallow")
+    code, again = run(setup, "--base", setup.base, "--repo", str(shallow.path))
+    assert code == 0, again
+    assert again["head"] == head

@@ -6,12 +6,13 @@ import json
 from pathlib import Path
 
 import pytest
+import yaml
 from click.testing import CliRunner
 
 from forkctl.cli import cli
 from forkctl.git.store import cache_path
 from tests.chain import BRIDGE_GITLINK, NEMO_GITLINK, Chain, commit_index, make_chain, make_fixed_chain, url
-from tests.gitrepos import git
+from tests.gitrepos import FORMAT_PATCH, git
 
 
 @pytest.fixture(autouse=True)
@@ -316,3 +317,45 @@ def test_gitmodules_url_is_never_run_as_an_option(
     assert "no-remote" in kinds(report, "megatron-bridge")
     failure = bridge_failure(report, "no-remote")
     assert "refusing repository location" in failure
+
+
+def test_a_series_stale_on_its_base_has_no_fork_head(tmp_path: Path) -> None:
+    """A patch that only a 3-way merge puts on the base: check-pins says the series is stale, with the
+    fix, instead of checking pins against a merged head (the cache could lazily fetch its pre-image)."""
+    chain = make_chain(tmp_path)
+    work = tmp_path / "upstream-work"
+    git(tmp_path, "clone", "-q", str(chain.upstream), str(work))
+    lines = "".join(f"line {number}\n" for number in range(1, 13))
+    long = work / "megatron/core/long.py"
+    long.write_text(lines)
+    git(work, "add", "-A")
+    git(work, "commit", "-q", "-m", "upstream: long.py")
+    written_on = git(work, "rev-parse", "HEAD")
+    long.write_text(lines.replace("line 8\n", "line eight\n"))
+    git(work, "commit", "-q", "-am", "upstream: line eight")
+    base = git(work, "rev-parse", "HEAD")
+    git(work, "push", "-q", "origin", "HEAD:main")
+    # The patch is written on the commit before the base: its context has line 8 as it was.
+    git(work, "checkout", "-q", "--detach", written_on)
+    long.write_text(lines.replace("line 5\n", "line five\n"))
+    git(work, "commit", "-q", "-am", f"fix(core): line five\n\n(cherry picked from commit {'e' * 40})")
+    out = chain.toolkit / "patches" / "megatron-lm"
+    made = git(work, *FORMAT_PATCH, "--start-number", "5", "-o", str(out), "-1", "HEAD")
+    data = yaml.safe_load(chain.manifest.read_text())
+    data["upstream"]["base"] = base
+    data["series"].append({"file": str(Path(made).relative_to(chain.toolkit))})
+    chain.manifest.write_text(yaml.safe_dump(data, sort_keys=False))
+    pre_image = git(work, "rev-parse", f"{written_on}:megatron/core/long.py")
+    assert git(work, "cat-file", "-t", pre_image) == "blob"
+    answers = []
+    # A full local clone that holds the pre-image (a 3-way merge made a head there) and the cache (a
+    # partial clone that fetches only the base's blobs): the same answer.
+    for args in (("--upstream-repo", str(work)), ()):
+        code, report = check(chain, *args)
+        assert code == 2, report
+        assert "stale" in report["error"] and Path(made).name in report["error"]
+        assert f"forkctl port --onto {base}" in report["hint"]
+        answers.append((report["error"], report["hint"]))
+    assert answers[0] == answers[1]
+    cache = cache_path(url(chain.upstream))
+    assert git(cache, "for-each-ref", "refs/forkctl/applied/") == ""  # no head was recorded for it

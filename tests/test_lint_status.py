@@ -5,10 +5,13 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
+import pytest
 from click.testing import CliRunner
 
 from forkctl.cli import cli
 from forkctl.series import parse_patch
+from tests.gitrepos import git
+from tests.seriesrepo import clone, make_stale_series, shallow_clone
 from tests.toolkit import make_toolkit
 
 
@@ -110,8 +113,45 @@ def test_status_with_upstream_clone_reports_applies_and_conflicts(tmp_path: Path
     code, output = _run(toolkit.manifest, "status", "--repo", str(toolkit.upstream.path), "--json")
     assert code == 1
     patches = json.loads(output)["patches"]
-    assert [p["status"] for p in patches] == ["conflict", "applies"]
+    assert [p["status"] for p in patches] == ["stale", "applies"]
     assert "megatron/core/a.py" in patches[0]["apply_error"]
+
+
+@pytest.mark.parametrize("verb", ["status", "lint"])
+def test_a_stale_patch_is_flagged_with_the_fix_the_same_in_every_clone(tmp_path: Path, verb: str) -> None:
+    """A patch that only a 3-way merge puts on its own base is stale for `status --repo` and
+    `lint --repo`, in a clone that holds its pre-image blob and in one that does not."""
+    setup, stale, pre_image = make_stale_series(tmp_path / "s")
+    full = clone(setup.upstream, tmp_path / "full", bare=True)
+    shallow = shallow_clone(setup.upstream, tmp_path / "shallow")
+    assert git(shallow.path, "cat-file", "--batch-check", input=pre_image.encode()) == f"{pre_image} missing"
+    answers = []
+    for repo in (full, shallow):
+        code, output = _run(setup.manifest, verb, "--repo", str(repo.path), "--json")
+        assert code == 1, output
+        data = json.loads(output)
+        flagged = [p for p in data["problems"] if "stale" in p["message"]]
+        assert [p["file"] for p in flagged] == [str(stale.relative_to(setup.root))]
+        assert "megatron/core/long.py" in flagged[0]["message"]
+        assert f"forkctl port --onto {setup.base}" in flagged[0]["hint"]
+        assert "forkctl export" in flagged[0]["hint"]
+        if verb == "status":
+            assert [p["status"] for p in data["patches"]] == [
+                "applies",
+                "stale",
+                "applies",
+                "applies",
+                "applies",
+            ]
+        answers.append(data)
+    assert answers[0] == answers[1]
+
+
+def test_lint_repo_passes_a_series_that_applies_as_written(tmp_path: Path) -> None:
+    toolkit = make_toolkit(tmp_path)
+    code, output = _run(toolkit.manifest, "lint", "--repo", str(toolkit.upstream.path))
+    assert code == 0, output
+    assert "lint: ok" in output
 
 
 def test_status_with_clone_lacking_base(tmp_path: Path) -> None:

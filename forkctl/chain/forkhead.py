@@ -19,7 +19,9 @@ from forkctl.manifest import Manifest
 from forkctl.ops import replay as build
 from forkctl.series import Patch, Series, load_series
 
-BUILT_REFS = "refs/forkctl/built/"  # + sha256(base, patch bytes): the fork head built from them
+# + sha256(base, patch bytes): the fork head built from them. Named apart from the `built/` refs of a
+# forkctl that fell back to a 3-way merge, so a head such a version merged is never taken for apply's.
+BUILT_REFS = "refs/forkctl/applied/"
 MAX_LISTED_COMMITS = 50  # beyond this many fork commits the diagnosis lists a count, not each one
 
 
@@ -121,10 +123,12 @@ def fork_context(manifest: Manifest, upstream_location: str | None, progress: Pr
     if result.conflict is None:
         store.set_ref(built_ref, result.head, "apply(series, base)")
     if result.conflict is not None:
+        # No 3-way head: the fork head is apply(series, base) or nothing, in every store alike.
         raise BadInput(
-            f"the series does not apply on the base: {result.conflict.patch.path.name}: "
+            f"the series is stale on its base {base[:12]}: {result.conflict.patch.path.name} does not "
+            f"apply as written, so there is no fork head to check pins against: "
             f"{result.conflict.message.strip()}",
-            hint="run forkctl status --repo <upstream clone>, then fix the patch or port the series",
+            hint=build.stale_fix(base),
         )
     return ForkContext(store, url, upstream_local, base, result.head, patches)
 

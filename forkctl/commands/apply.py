@@ -2,8 +2,9 @@
 
 Two targets:
 - a repository (`--base`): each patch becomes a reproducible commit made without a checkout, and the
-  integration branch is set to the result; a conflict stops in a private worktree, resumable with
-  `--continue` or undone with `--abort`.
+  integration branch is set to the result; a stale patch (one that does not apply as written on the
+  base) is refused with the fix, nothing written; `--continue` / `--abort` finish or undo a stop an
+  earlier forkctl left in its private worktree.
 - a directory tree (`--tree`): the series is applied to the files in place, all or nothing, and a tree
   that already carries the series is left alone.
 """
@@ -21,7 +22,7 @@ from forkctl.cli.kit import Context, forkctl_command, output_options, toolkit_lo
 from forkctl.errors import EXIT_CHECK_FAILED, BadInput
 from forkctl.git import GitRepo
 from forkctl.manifest import Manifest
-from forkctl.ops import apply
+from forkctl.ops import apply, replay
 from forkctl.ops.state import ConflictReport, State
 from forkctl.report import Problem, Report, Table
 from forkctl.series import load_series
@@ -140,6 +141,30 @@ def _stopped(result: Report, state: State, conflict: ConflictReport, rows: list[
     result.exit_code = EXIT_CHECK_FAILED
 
 
+def _refused_stale(result: Report, state: State, stale: replay.Conflict) -> None:
+    """An apply refused because a patch is stale on its own base: nothing was written anywhere."""
+    file = state.files[stale.index]
+    result.data |= {
+        "head": None,
+        "stale": {
+            "file": file,
+            "subject": stale.patch.subject,
+            "parent": stale.parent,
+            "message": stale.message.strip(),
+        },
+    }
+    result.fail(
+        Problem(
+            f"{Path(file).name} ({stale.patch.subject}) is stale: it does not apply as written on "
+            f"{stale.parent[:12]} (the base plus the patches before it); nothing was written, no branch "
+            f"moved\n{stale.message.strip()}",
+            file=file,
+            hint=replay.stale_fix(state.base),
+        )
+    )
+    result.exit_code = EXIT_CHECK_FAILED
+
+
 def _branch_line(state: State) -> str:
     """What happened to the branch: moved (old tip shown), already there, or created."""
     if state.old_tip and state.old_tip != state.head:
@@ -168,7 +193,9 @@ def _outcome_report(outcome: apply.Outcome, repo: GitRepo) -> Report:
         # A hand resolution makes the head a product of that resolution, not of (base, series) alone.
         "reproducible": not any(step.resolved for step in state.steps),
     }
-    if outcome.conflict is not None:
+    if outcome.stale is not None:
+        _refused_stale(result, state, outcome.stale)
+    elif outcome.conflict is not None:
         _stopped(result, state, outcome.conflict, rows)
     else:
         result.data |= {"head": state.head, "old_tip": state.old_tip}
@@ -219,7 +246,12 @@ def _refuse_ignored_options(tree: Path | None, **given: bool) -> None:
 )
 @options.branch("Branch to create (default: manifest fork.branch).")
 @click.option("--force", is_flag=True, help="Move an existing branch (its old tip is printed).")
-@click.option("--continue", "resume", is_flag=True, help="Go on after resolving a conflict in the worktree.")
+@click.option(
+    "--continue",
+    "resume",
+    is_flag=True,
+    help="Go on after resolving a stopped apply's conflict in its worktree.",
+)
 @click.option(
     "--abort", is_flag=True, help="Give up a stopped apply: remove its worktree and state; no ref moves."
 )
@@ -257,8 +289,10 @@ def command(
     With --base SHA: build the integration branch (default fork.branch) as one reproducible commit
     per patch (author = committer = the patch's author and date, so every machine gets the same SHAs),
     without a checkout. Objects come from --repo or from a cache of partial clones ($FORKCTL_CACHE or
-    ~/.cache/forkctl). The user's HEAD, index and files are never touched. On a conflict it stops
-    (exit 1) in a scratch worktree inside the git dir: resolve there, then --continue, or --abort.
+    ~/.cache/forkctl). The user's HEAD, index and files are never touched. A patch that does not
+    apply as written (no 3-way) is stale: nothing is written and it exits 1 with the fix (forkctl
+    port --onto the base, or re-export the branch). --continue / --abort finish or undo a stop that
+    an earlier forkctl left in a scratch worktree inside the git dir.
 
     \b
     With --tree PATH: patch the files under PATH in place. All or nothing: the whole series is first

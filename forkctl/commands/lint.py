@@ -6,7 +6,7 @@ from pathlib import Path
 
 import click
 
-from forkctl.cli import verbs
+from forkctl.cli import options, verbs
 from forkctl.cli.kit import Context, forkctl_command, output_options
 from forkctl.errors import ForkctlError
 from forkctl.manifest import PATCHES_ROOT, Manifest
@@ -59,16 +59,42 @@ def _parsed(manifest: Manifest, result: Report) -> list[Patch | None]:
     return parsed
 
 
+def _stale(manifest: Manifest, clone: Path, parsed: list[Patch | None], result: Report) -> None:
+    """Each patch that does not apply as written on the base in `clone` (plain git apply, no 3-way: the
+    answer is the same in every clone that has the base) is a problem: stale, with the fix."""
+    from forkctl.ops import replay  # only --repo reads git objects
+
+    patches = [patch for patch in parsed if patch is not None]
+    for patch, message in zip(
+        patches, replay.check_in_clone(clone, manifest.upstream.base, patches), strict=True
+    ):
+        if message is not None:
+            result.fail(
+                Problem(
+                    f"stale: does not apply as written on the base {manifest.upstream.base[:12]} plus the "
+                    f"patches before it\n{message}",
+                    file=str(patch.path.relative_to(manifest.root)),
+                    hint=replay.stale_fix(manifest.upstream.base),
+                )
+            )
+
+
 @click.command("lint", short_help=verbs.summary("lint"))
+@options.repo(
+    "A clone of upstream that has the base commit: also check that each patch applies as written on it "
+    "(no 3-way); one that does not is stale."
+)
 @output_options(github=True)
 @forkctl_command
-def command(ctx: Context) -> Report:
+def command(ctx: Context, repo_path: Path | None) -> Report:
     """Check that manifest and patch files agree: every listed file parses and has a provenance tag,
-    every patch file is listed, and names follow NNNN-<slug>.patch in series order."""
+    every patch file is listed, and names follow NNNN-<slug>.patch in series order. With --repo, also
+    that each patch applies as written on the base in that clone (a patch that does not is stale)."""
     manifest = ctx.manifest()
     result = Report(command="lint")
+    parsed = _parsed(manifest, result)
     manifest_rel = str(manifest.path.relative_to(manifest.root))
-    for position, (entry, patch) in enumerate(zip(manifest.series, _parsed(manifest, result), strict=True)):
+    for position, (entry, patch) in enumerate(zip(manifest.series, parsed, strict=True)):
         for message in _check_name(position, entry.file, patch):
             result.fail(Problem(message, file=entry.file))
         if patch is None:
@@ -109,6 +135,8 @@ def command(ctx: Context) -> Report:
                 hint=f"add it to `series:` in {manifest_rel} or delete it",
             )
         )
+    if repo_path is not None:
+        _stale(manifest, repo_path, parsed, result)
     # `patches` is the list of patch files, as in every command's JSON; the count has its own key.
     result.data = {
         "patches": [{"file": entry.file} for entry in manifest.series],

@@ -19,7 +19,10 @@ if TYPE_CHECKING:
 
 
 @click.command("status", short_help=verbs.summary("status"))
-@options.repo("A clone of upstream that has the base commit: also report whether each patch still applies.")
+@options.repo(
+    "A clone of upstream that has the base commit: also report whether each patch applies as written "
+    "(no 3-way); one that does not is stale."
+)
 @click.option(
     "--onto",
     help="Preview a port onto this upstream commit: per patch, applies / applies with 3-way / absorbed "
@@ -76,7 +79,7 @@ def _series_report(manifest: Manifest, series: Series, verdicts: list[str | None
     rows, patches_json = [], []
     for position, patch in enumerate(series.patches):
         error = verdicts[position] if verdicts is not None else None
-        status = "parsed" if verdicts is None else "applies" if error is None else "conflict"
+        status = "parsed" if verdicts is None else "applies" if error is None else "stale"
         provenance = " <- ".join(sha[:12] for sha in reversed(patch.provenance)) or "(none)"
         rows.append([f"{position + 1:04d}", patch.subject, provenance, f"{len(patch.paths)}", status])
         patches_json.append(_patch_json(manifest, position, patch, status, error))
@@ -109,10 +112,18 @@ def _series_report(manifest: Manifest, series: Series, verdicts: list[str | None
     conflicts = [
         (patch, m) for patch, m in zip(series.patches, verdicts or [], strict=False) if m is not None
     ]
-    for patch, message in conflicts:
-        result.lines.append(f"{patch.path.name} does not apply on the base: {message}")
     if conflicts:
-        result.ok = False
+        from forkctl.ops import replay  # only a clone's verdicts bring a stale patch
+
+        for patch, message in conflicts:
+            result.fail(
+                Problem(
+                    f"{patch.path.name} is stale: it does not apply as written on the base "
+                    f"{manifest.upstream.base[:12]} plus the patches before it\n{message}",
+                    file=str(patch.path.relative_to(manifest.root)),
+                    hint=replay.stale_fix(manifest.upstream.base),
+                )
+            )
     return result
 
 

@@ -1,7 +1,12 @@
-"""apply(series, base) onto a branch: the fast path, and the stop/continue/abort story around it.
+"""apply(series, base) onto a branch: a pure function of the base and the patch bytes.
 
 No ref moves until every patch has a commit; the branch is then set with compare-and-swap against the
 tip it had when the build started. The user's HEAD, index and files are never read or written.
+
+A patch that does not apply as written on its own base is stale (`replay`): the apply is refused
+before anything is written (no state, no worktree, no ref), the same way in every clone, with the fix.
+`--continue` / `--abort` remain for a stop an earlier forkctl left on disk (its state file and
+worktree), so such a repository can still be finished or cleaned up.
 """
 
 from __future__ import annotations
@@ -21,7 +26,8 @@ from forkctl.series import Series
 
 class Outcome(msgspec.Struct):
     state: session.State
-    conflict: session.ConflictReport | None = None
+    conflict: session.ConflictReport | None = None  # a resumed (earlier forkctl's) stop stopped again
+    stale: replay.Conflict | None = None  # the first patch that does not apply as written: refused
 
 
 def refuse_checked_out(repo: GitRepo, branch: str) -> None:
@@ -67,7 +73,7 @@ def _run(
     on_patch: Callable[[str], None] | None = None,
 ) -> Outcome:
     """Build patches[start:] onto `parent` via the fast path (unless `built` already holds that build);
-    stop in the worktree on a conflict."""
+    a resumed stop whose later patch does not apply stops in the worktree again."""
     if built is None:
         built = replay.build_series(
             repo, state.base, series.patches, start=start, parent=parent, on_patch=on_patch
@@ -117,6 +123,10 @@ def start(
         built = replay.BuildResult(base=base, applied=existing)
     else:
         built = replay.build_series(repo, base, series.patches, on_patch=on_patch)
+    if built.conflict is not None:
+        # Stale on its own base: refused before any state, worktree or ref exists. Stopping for a 3-way
+        # would make the outcome depend on the blobs this clone holds, and its head on a merge.
+        return Outcome(state=state, stale=built.conflict)
     if old_tip is not None and not force and not (built.complete and built.head == old_tip):
         raise BadInput(
             f"branch {branch} already exists at {old_tip[:12]} and is not apply(base, series)",

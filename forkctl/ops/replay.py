@@ -3,6 +3,11 @@
 Each patch is applied to a private index loaded with the previous tree and committed with
 `commit-tree`, author = committer = the patch's author and date. No checkout, no user index, and the
 same inputs give the same SHAs on every machine.
+
+Plain `git apply` only, never `--3way`: a 3-way merge reads the patch's pre-image blobs, so its answer
+would depend on which objects the clone happens to hold (a full clone merges, a shallow or offline
+partial one stops). A patch that does not apply as written on its own base plus the earlier patches is
+stale: every caller refuses it with `STALE_FIX`, and moving it is a port's job (`forkctl port`).
 """
 
 from __future__ import annotations
@@ -27,8 +32,18 @@ class AppliedPatch(msgspec.Struct, frozen=True):
     tree: str = ""  # the commit's tree, when the build knows it (for the apply record)
 
 
+def stale_fix(base: str) -> str:
+    """How to mend a series with a stale patch on `base` (said the same way by every verb)."""
+    return (
+        f"the patch does not apply as written on its own base: refresh the series with "
+        f"forkctl port --onto {base} (git's 3-way merge; a real conflict stops there for you to "
+        "resolve), or fix the fork branch and re-export it with forkctl export"
+    )
+
+
 class Conflict(msgspec.Struct, frozen=True):
-    """A patch that does not apply with `git apply --cached` on top of `parent`."""
+    """A patch that does not apply with `git apply --cached` on top of `parent`: on the series' own
+    base, a stale patch."""
 
     index: int  # position in the series, 0-based
     patch: Patch
@@ -117,7 +132,7 @@ def verify_results(repo: GitRepo, steps: list[tuple[str, str, Patch]]) -> None:
         for old_path, new_path, old_blob, new_blob in found:
             before = blobs[f"{parent}:{old_path}"] if old_path else None
             if (before or ZERO) != old_blob:
-                continue  # applied on other content (3-way): the promise does not hold there
+                continue  # the file was not the pre-image (its context still matched): no promise
             after = blobs[f"{new}:{new_path}"] if new_path else None
             if (after or ZERO) != new_blob:
                 raise BadInput(
@@ -159,7 +174,8 @@ def build_series(
     parent: str | None = None,
     on_patch: Callable[[str], None] | None = None,
 ) -> BuildResult:
-    """Apply `patches[start:]` onto `parent` (default `base`); stop at the first that does not apply.
+    """Apply `patches[start:]` onto `parent` (default `base`); stop at the first that does not apply
+    as written (plain `git apply`, no 3-way: the result is the same in every clone that has the base).
 
     Per patch git runs twice (apply, write-tree); the index-line checks of all patches take one more
     process and the commits one more, whatever the length of the series."""
@@ -172,8 +188,6 @@ def build_series(
         for position in range(start, len(patches)):
             patch = patches[position]
             ok, message = index.apply(patch.diff)
-            if not ok:
-                ok, message = index.apply_3way(patch.diff, head_tree)
             if not ok:
                 result.conflict = Conflict(index=position, patch=patch, parent=head, message=message)
                 break

@@ -93,6 +93,7 @@ STATUS_STYLES = {
     "MISMATCH": "red",
     "UNREACHABLE": "red",
     "conflict": "red",
+    "stale": "red",
     "absorbed": "yellow",
     "passed": "green",
     "failed": "red",
