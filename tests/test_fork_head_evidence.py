@@ -289,3 +289,15 @@ def test_pending_must_name_a_required_environment_with_a_reason(tmp_path: Path) 
     code, payload = gate_json(toolkit)
     assert code == 2
     assert "only a required tag can be pending" in payload["problems"][0]["message"]
+
+
+def test_a_stale_run_of_a_pending_environment_is_no_problem_of_its_own(tmp_path: Path) -> None:
+    toolkit = gpu_toolkit(tmp_path)
+    with_validation(toolkit, require=["sm90", "sm90-nvl"], pending={"sm90-nvl": "no NVL host"})
+    loaded = load(toolkit)
+    record(toolkit, make_run(loaded, tag="sm90-nvl"))
+    (toolkit.root / "tests/gpu/test_parity.py").write_text("def test_parity():\n    pass\n")
+    code, payload = gate_json(toolkit)
+    assert code == 1
+    assert all("sm90-nvl" not in p for p in problems(payload)), problems(payload)
+    assert any("no evidence for environment sm90 " in p for p in problems(payload))

@@ -169,7 +169,10 @@ def _judge_stale(
         finding = Finding(
             f"{what} changed since the evidence for {tags} was recorded ({changes})", RERUN_HINT, rel
         )
-        needed = not current or _stale_needed(group, current, verdict.required, verdict.pending)
+        only_pending = all(run.environment.tag in verdict.pending for run in group)
+        needed = (not current and not only_pending) or _stale_needed(
+            group, current, verdict.required, verdict.pending
+        )
         (verdict.problems if needed else verdict.warnings).append(finding)
 
 
