@@ -64,6 +64,7 @@ def base_archive(toolkit: Toolkit, dest: Path, commit: str | None = None) -> Pat
 
 
 def fork_head_tree(toolkit: Toolkit, tmp_path: Path) -> str:
+    tmp_path.mkdir(exist_ok=True)
     """`git rev-parse <fork head>:megatron` where forkctl apply built the fork head."""
     clone = tmp_path / "clone.git"
     git(tmp_path, "clone", "-q", "--bare", str(toolkit.upstream.path), str(clone))
@@ -301,3 +302,23 @@ def test_a_stale_run_of_a_pending_environment_is_no_problem_of_its_own(tmp_path:
     assert code == 1
     assert all("sm90-nvl" not in p for p in problems(payload)), problems(payload)
     assert any("no evidence for environment sm90 " in p for p in problems(payload))
+
+
+def test_gate_with_an_upstream_clone_checks_the_exact_tested_tree(tmp_path: Path) -> None:
+    toolkit = gpu_toolkit(tmp_path)
+    loaded = load(toolkit)
+    clone = tmp_path / "clone.git"
+    git(tmp_path, "clone", "-q", "--bare", str(toolkit.upstream.path), str(clone))
+    exact = fork_head_tree(toolkit, tmp_path / "elsewhere")
+    tested = evidence.TestedTree(source="upstream-base", package_tree=exact, base_commit=toolkit.base)
+    record(toolkit, make_run(loaded, tested=tested))
+    code, payload = gate_json(toolkit, "--repo", str(clone))
+    assert code == 0, problems(payload)
+    assert payload["fork_head_tree"] == exact
+    wrong = msgspec.structs.replace(tested, package_tree="5" * 40)
+    record(toolkit, make_run(loaded, tested=wrong))
+    code, payload = gate_json(toolkit, "--repo", str(clone))
+    assert code == 1
+    assert any(f"but the fork head apply(series, base) has {exact}" in p for p in problems(payload))
+    # Without the clone the gate can only check the recorded base.
+    assert gate_json(toolkit)[0] == 0

@@ -2,10 +2,13 @@
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import click
 
-from forkctl.cli import verbs
+from forkctl.cli import options, verbs
 from forkctl.cli.kit import Context, forkctl_command, output_options
+from forkctl.errors import BadInput
 from forkctl.gpu import gate
 from forkctl.report import Level, Problem, Report, Table
 from forkctl.series import load_series
@@ -28,9 +31,14 @@ def _env_status(tag: str, verdict: gate.GateVerdict) -> str:
     help="An environment tag that must be covered, in addition to the manifest's validation.require "
     "(repeatable), e.g. sm90 or sm90-ep4; a tag named here is required even if validation.pending lists it.",
 )
+@options.repo(
+    "A local upstream clone holding the base: also check that each run tested exactly the package tree "
+    "of apply(series, base) (git rev-parse <fork head>:megatron). Without it the gate checks the base "
+    "the tested fork head was built from, as the signed evidence records it."
+)
 @output_options(github=True)
 @forkctl_command
-def command(ctx: Context, extra_required: tuple[str, ...]) -> Report:
+def command(ctx: Context, extra_required: tuple[str, ...], repo_path: Path | None) -> Report:
     """Check that GPU evidence exists for the current series (CPU only; for CI).
 
     \b
@@ -44,7 +52,16 @@ def command(ctx: Context, extra_required: tuple[str, ...]) -> Report:
     series = load_series(manifest)
     required = list(dict.fromkeys([*manifest.validation.require, *extra_required]))
     pending = {tag: why for tag, why in manifest.validation.pending.items() if tag not in extra_required}
-    verdict = gate.check(manifest, series, required, pending=pending)
+    fork_head_tree = None
+    if repo_path is not None:
+        from forkctl.git import GitRepo
+        from forkctl.ops import replay
+
+        package = manifest.package.name or "megatron"
+        fork_head_tree = replay.fork_head_entry(GitRepo(repo_path), series.base, series.patches, package)
+        if fork_head_tree is None:
+            raise BadInput(f"the fork head in {repo_path} has no {package}/ folder", hint="check --repo")
+    verdict = gate.check(manifest, series, required, pending=pending, fork_head_tree=fork_head_tree)
     result = Report(command="gate")
     for finding in verdict.problems:
         result.fail(Problem(finding.message, file=finding.file, hint=finding.hint))
@@ -57,6 +74,7 @@ def command(ctx: Context, extra_required: tuple[str, ...]) -> Report:
         "required": verdict.required,
         "covered": verdict.covered,
         "pending": verdict.pending,
+        "fork_head_tree": fork_head_tree,
         "signed_by": verdict.signed_by,
         "signatures_required": bool(manifest.validation.allowed_signers),
     }

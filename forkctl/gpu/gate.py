@@ -65,10 +65,13 @@ def check(
     required: list[str],
     folder: Path | None = None,
     pending: dict[str, str] | None = None,
+    fork_head_tree: str | None = None,
 ) -> GateVerdict:
     """May this series merge? Evidence for exactly this series and test suite, all passing, every
     required environment covered, except those `pending` (default: the manifest's validation.pending),
-    which are reported as not recorded. Malformed evidence for this series raises BadInput."""
+    which are reported as not recorded. With `fork_head_tree` (the package tree of apply(series, base),
+    read from an upstream clone), each run's tested tree must be exactly it. Malformed evidence for this
+    series raises BadInput."""
     folder = evidence_dir(manifest, folder)
     pending = dict(manifest.validation.pending if pending is None else pending)
     suites = CurrentSuites(manifest)
@@ -101,14 +104,20 @@ def check(
                 rel,
             )
         )
-    _judge_runs(manifest, series, evidence.runs, suites, rel, verdict)
+    _judge_runs(manifest, series, evidence.runs, suites, rel, verdict, fork_head_tree)
     if not evidence.runs:
         verdict.problems.append(Finding("the evidence file records no run", RERUN_HINT, rel))
     return verdict
 
 
 def _judge_runs(
-    manifest: Manifest, series: Series, runs: list[Run], suites: CurrentSuites, rel: str, verdict: GateVerdict
+    manifest: Manifest,
+    series: Series,
+    runs: list[Run],
+    suites: CurrentSuites,
+    rel: str,
+    verdict: GateVerdict,
+    fork_head_tree: str | None = None,
 ) -> None:
     """Sort the runs into misplaced (wrong suite for the tag), stale (the suite changed since) and
     current ones, record what each contributes, then name every required tag nothing explains."""
@@ -119,7 +128,7 @@ def _judge_runs(
     stale = [run for run in placed if not suites.is_current(run)]
     verdict.covered = sorted(run.environment.tag for run in current)
     for run in current:
-        problems = [*_run_problems(run, rel), *_tree_problems(manifest, series, run, rel)]
+        problems = [*_run_problems(run, rel), *_tree_problems(manifest, series, run, rel, fork_head_tree)]
         if run.environment.tag in verdict.pending and problems:
             # A pending tag's run that would not pass is no evidence for it: it stays pending.
             verdict.covered.remove(run.environment.tag)
@@ -211,7 +220,9 @@ def _pending_finding(tag: str, verdict: GateVerdict, rel: str) -> Finding:
     )
 
 
-def _tree_problems(manifest: Manifest, series: Series, run: Run, rel: str) -> list[Finding]:
+def _tree_problems(
+    manifest: Manifest, series: Series, run: Run, rel: str, fork_head_tree: str | None
+) -> list[Finding]:
     """The run must have tested the fork head, apply(series, base), built from upstream's base, and
     upstream's tests of the touched modules must be no worse on it than on the base."""
     tag, tested = run.environment.tag, run.tested
@@ -231,6 +242,15 @@ def _tree_problems(manifest: Manifest, series: Series, run: Run, rel: str) -> li
             Finding(
                 f"the evidence for {tag} tested a fork head built on {tested.base_commit}, not on the base "
                 f"{series.base}",
+                hint,
+                rel,
+            )
+        ]
+    if fork_head_tree is not None and tested.package_tree != fork_head_tree:
+        return [
+            Finding(
+                f"the evidence for {tag} tested the package tree {tested.package_tree}, but the fork head "
+                f"apply(series, base) has {fork_head_tree}",
                 hint,
                 rel,
             )

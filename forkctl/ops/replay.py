@@ -270,3 +270,20 @@ def check_in_clone(clone: Path, base_rev: str, patches: list[Patch]) -> list[str
             hint="fetch upstream into that clone first (git fetch origin)",
         )
     return [message for _, message in check_series(repo, base, patches)]
+
+
+def fork_head_entry(repo: GitRepo, base: str, patches: list[Patch], path: str) -> str | None:
+    """The object id at `path` in apply(series, base) (e.g. the megatron/ tree a GPU run must have
+    tested), or None when the fork head has no such path. A series stale on its base has no fork head."""
+    if repo.resolve_commit(base) is None:
+        raise BadInput(f"the base {base} is not in {repo.git_dir}", hint="fetch upstream into that clone")
+    built = build_series(repo, base, patches)
+    if not built.complete:
+        assert built.conflict is not None
+        raise BadInput(
+            f"{built.conflict.patch.path.name} does not apply as written on the base {base[:12]}: "
+            "the series has no fork head to compare the evidence with",
+            hint=stale_fix(base),
+        )
+    entry = repo.tree_entry(built.head, path)
+    return entry.sha if entry is not None else None
