@@ -5,10 +5,13 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
+import pytest
 from click.testing import CliRunner
 
 from forkctl.cli import cli
+from tests.chain import make_chain
 from tests.gitrepos import Repo, init_repo
+from tests.test_publish import ported, run, tip
 from tests.toolkit import make_toolkit
 
 KEYS = ["schema", "fork_repo", "upstream_repo", "upstream_branch", "upstream_base"]
@@ -103,3 +106,25 @@ def test_outside_a_repository_it_says_where_to_run(tmp_path: Path) -> None:
     plain.mkdir()
     code, out = _run(toolkit.manifest, plain)
     assert code == 2 and "not inside a git working tree" in out and "--repo" in out
+
+
+def test_the_written_file_committed_on_the_fork_branch_survives_publish_and_names_the_new_base(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("FORKCTL_CACHE", str(tmp_path / "cache"))
+    chain = make_chain(tmp_path)
+    work = chain.fork_work()
+    work.git("checkout", "-q", "-B", "farai/main", "origin/farai/main")
+    code, out = _run(chain.manifest, work.path, "--write")
+    assert code == 0 and "forkctl publish keeps it" in out, out
+    work.commit("fork: record the base", date="2026-04-01T00:00:00+00:00")  # as the README says
+    work.git("push", "-q", "origin", "HEAD:refs/heads/farai/main")
+    ported(chain)  # the series moves to a new base: the file on the branch names the old one
+    assert _run(chain.manifest, work.path)[0] == 1
+    code, report = run(chain, "publish")
+    assert code == 0, report["problems"]
+    work.git("fetch", "-q", "origin")
+    work.git("checkout", "-q", "--detach", tip(chain))  # type: ignore[arg-type]
+    code, out = _run(chain.manifest, work.path)
+    assert code == 0 and "agrees with the manifest" in out, out
+    assert json.loads((work.path / ".fork-base.json").read_text())["upstream_base"] == chain.upstream_tip

@@ -4,6 +4,8 @@ in merge mode as a merge commit onto the old tip, never forced; check-pins and b
 from __future__ import annotations
 
 import json
+import subprocess
+from datetime import UTC, datetime
 from pathlib import Path
 
 import pytest
@@ -35,7 +37,7 @@ def run(chain: Chain, *args: str) -> tuple[int, dict]:
     return result.exit_code, json.loads(result.stdout)
 
 
-def set_fork(chain: Chain, base: str | None = None, **fork: str) -> None:
+def set_fork(chain: Chain, base: str | None = None, **fork: object) -> None:
     """Edit the manifest: the base (as `forkctl port` leaves it) and fork.* keys."""
     data = yaml.safe_load(chain.manifest.read_text())
     if base is not None:
@@ -44,11 +46,42 @@ def set_fork(chain: Chain, base: str | None = None, **fork: str) -> None:
     chain.manifest.write_text(yaml.safe_dump(data, sort_keys=False))
 
 
-def ported(chain: Chain, publish: str = "merge") -> str:
-    """The series moved to upstream's tip (the fork branch still holds the old head); the new head R."""
-    set_fork(chain, base=chain.upstream_tip, publish=publish)
+def ported(chain: Chain, publish: str = "merge", base: str | None = None, **fork: object) -> str:
+    """The series moved to `base` (default upstream's tip; the fork branch still holds the old head); the
+    new head R."""
+    base = base or chain.upstream_tip
+    set_fork(chain, base=base, publish=publish, **fork)
     patches = [parse_patch(p) for p in chain.patches]
-    return replay.build_series(GitRepo(chain.upstream), chain.upstream_tip, patches).head
+    return replay.build_series(GitRepo(chain.upstream), base, patches).head
+
+
+def on_tip(chain: Chain, message: str, files: dict[str, str | None], branch: str = "farai/main") -> str:
+    """A commit made by hand on the fork branch (from a clone of the fork), pushed; its SHA."""
+    work = chain.fork_work()
+    work.git("fetch", "-q", "origin")
+    work.git("checkout", "-q", "--detach", f"origin/{branch}")
+    sha = work.commit(message, files, date="2026-04-01T00:00:00+00:00")
+    work.git("push", "-q", "origin", f"HEAD:refs/heads/{branch}")
+    return sha
+
+
+def fork_base_record(base: str) -> str:
+    record = {
+        "schema": 1,
+        "fork_repo": "AlignmentResearch/Megatron-LM",
+        "upstream_repo": "NVIDIA/Megatron-LM",
+        "upstream_branch": "main",
+        "upstream_base": base,
+    }
+    return json.dumps(record, indent=2) + "\n"
+
+
+def changed(bare: Path, old: str, new: str) -> list[str]:
+    return git(bare, "diff", "--name-only", old, new).split()
+
+
+def show(bare: Path, rev: str, path: str) -> str:
+    return git(bare, "show", f"{rev}:{path}")
 
 
 def tip(chain: Chain, branch: str = "farai/main") -> str | None:
@@ -104,13 +137,44 @@ def test_merge_mode_new_branch_and_up_to_date(tmp_path: Path) -> None:
     assert code == 0 and report["action"] == "up-to-date"
 
 
-def test_rebuild_mode_refuses_a_non_fast_forward(tmp_path: Path) -> None:
+def test_rebuild_mode_publishes_a_port_to_a_sync_branch_and_says_how_to_land_it(tmp_path: Path) -> None:
+    chain = make_chain(tmp_path)
+    on_tip(chain, "fork: record the base", {".fork-base.json": fork_base_record(chain.base)})
+    old_tip = tip(chain)
+    head = ported(chain, publish="rebuild")
+    code, report = run(chain, "publish")
+    assert code == 0, report["problems"]
+    # The fork's convention: sync/upstream-<date>-<sha12>, the date the new base's committer date (UTC).
+    when = git(chain.upstream, "log", "-1", "--format=%cI", chain.upstream_tip)
+    day = datetime.fromisoformat(when).astimezone(UTC).strftime("%Y-%m-%d")
+    sync = f"sync/upstream-{day}-{chain.upstream_tip[:12]}"
+    assert report["action"] == "sync" and report["target"] == sync and report["pushed"] is True
+    assert tip(chain) == old_tip and report["tip"] == old_tip  # the branch itself is never rewritten
+    merge = tip(chain, sync)
+    assert report["target_tip"] == merge and commit(chain.fork, merge)[1] == [old_tip, head]  # type: ignore[arg-type]
+    assert changed(chain.fork, head, merge) == [".fork-base.json"]  # type: ignore[arg-type]
+    assert json.loads(show(chain.fork, merge, ".fork-base.json"))["upstream_base"] == chain.upstream_tip  # type: ignore[arg-type]
+    land = report["land"]
+    assert land in report["summary"] and "--force" not in land and "+" not in land
+    # Rerun: the same merge on the same branch, nothing pushed.
+    code, again = run(chain, "publish")
+    assert (code, again["action"], again["pushed"], tip(chain, sync)) == (0, "already-synced", False, merge)
+    # Landing it is the plain push printed: a fast-forward of farai/main.
+    subprocess.run(land, shell=True, cwd=chain.fork_work().path, check=True, capture_output=True)
+    assert tip(chain) == merge
+    code, landed = run(chain, "publish")
+    assert (code, landed["action"]) == (0, "already-published")
+
+
+def test_a_sync_branch_holding_another_commit_is_refused(tmp_path: Path) -> None:
     chain = make_chain(tmp_path)
     ported(chain, publish="rebuild")
+    sync = run(chain, "publish", "--dry-run")[1]["target"]
+    git(chain.fork, "update-ref", f"refs/heads/{sync}", chain.base)  # someone else's branch of that name
     code, report = run(chain, "publish")
-    assert code == 1 and tip(chain) == chain.head
-    said = " ".join(p["message"] + " " + p.get("hint", "") for p in report["problems"])
-    assert "not a fast-forward" in said and "publish: merge" in said and "force-push" in said
+    assert code == 1 and report["action"] == "sync-taken" and tip(chain, sync) == chain.base
+    said = report["problems"][0]
+    assert sync in said["message"] and "--delete" in said["hint"]
 
 
 def test_rebuild_mode_fast_forwards_and_pushes_to_another_url(tmp_path: Path) -> None:
@@ -175,3 +239,118 @@ def test_publish_mode_is_checked_with_its_line(tmp_path: Path) -> None:
     assert code == 2
     said = report["problems"][0]["message"]
     assert "publish" in said and "manifest.yaml:" in said
+
+
+def test_merge_mode_keeps_a_committed_fork_base_json_and_names_the_new_base(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    chain = make_chain(tmp_path)
+    written = fork_base_record(chain.base).replace(
+        "AlignmentResearch/Megatron-LM", "alignmentresearch/megatron-lm"
+    )
+    old_tip = on_tip(chain, "fork: record the base", {".fork-base.json": written})
+    head = ported(chain)
+    # Same inputs, same merge: two caches plan the same commit.
+    first = run(chain, "publish", "--dry-run")[1]["tip"]
+    monkeypatch.setenv("FORKCTL_CACHE", str(tmp_path / "another-cache"))
+    code, report = run(chain, "publish", "--dry-run")
+    assert code == 0 and report["tip"] == first
+    code, report = run(chain, "publish")
+    assert code == 0, report["problems"]
+    merge = tip(chain)
+    assert merge == first and report["action"] == "merge" and report["carried"] == [".fork-base.json"]
+    assert commit(chain.fork, merge)[1] == [old_tip, head]  # type: ignore[arg-type]
+    # The head's tree but for the fork's file, which names the base published (its spelling kept).
+    assert changed(chain.fork, head, merge) == [".fork-base.json"]  # type: ignore[arg-type]
+    record = json.loads(show(chain.fork, merge, ".fork-base.json"))  # type: ignore[arg-type]
+    assert (
+        record["upstream_base"] == chain.upstream_tip
+        and record["fork_repo"] == "alignmentresearch/megatron-lm"
+    )
+    assert ".fork-base.json" in git(chain.fork, "log", "-1", "--format=%B", merge)  # type: ignore[arg-type]
+    code, again = run(chain, "publish")
+    assert (code, again["action"], tip(chain)) == (0, "already-published", merge)
+
+
+def test_a_later_port_keeps_the_forks_own_files(tmp_path: Path) -> None:
+    chain = make_chain(tmp_path)
+    own = {".fork-base.json": fork_base_record(chain.base), "README.fork.md": "FAR.AI fork\n"}
+    on_tip(chain, "fork: our readme and base", {**own, ".github/workflows/fork.yml": "on: push\n"})
+    middle = git(chain.upstream, "rev-parse", f"{chain.upstream_tip}~1")
+    own_paths = [".fork-base.json", "README.fork.md", ".github/**"]
+    set_fork(chain, own_paths=own_paths)
+    ported(chain, base=middle)
+    assert run(chain, "publish")[0] == 0
+    first = tip(chain)
+    # Someone edits the fork's readme on the branch; then the next port.
+    on_tip(chain, "fork: readme", {"README.fork.md": "FAR.AI fork, v2\n"})
+    head = ported(chain)
+    code, report = run(chain, "publish")
+    assert code == 0, report["problems"]
+    merge = tip(chain)
+    assert git(chain.fork, "rev-list", "--first-parent", "-3", merge).split()[2] == first  # type: ignore[arg-type]
+    assert changed(chain.fork, head, merge) == [
+        ".fork-base.json",
+        ".github/workflows/fork.yml",
+        "README.fork.md",
+    ]  # type: ignore[arg-type]
+    assert show(chain.fork, merge, "README.fork.md") == "FAR.AI fork, v2"  # type: ignore[arg-type]
+    assert json.loads(show(chain.fork, merge, ".fork-base.json"))["upstream_base"] == chain.upstream_tip  # type: ignore[arg-type]
+
+
+@pytest.mark.parametrize("mode", ["merge", "rebuild"])
+def test_a_hotfix_committed_on_the_tip_is_refused_not_dropped(tmp_path: Path, mode: str) -> None:
+    chain = make_chain(tmp_path)
+    on_tip(chain, "fork: record the base", {".fork-base.json": fork_base_record(chain.base)})
+    hotfix = on_tip(
+        chain,
+        "hotfix: b returns 3",
+        {"megatron/core/b.py": "def b():\n    return 3\n", ".fork-base.json": fork_base_record("1" * 40)},
+    )
+    ported(chain, publish=mode)
+    before = chain.refs(chain.fork)
+    code, report = run(chain, "publish")
+    assert code == 1 and report["action"] == "foreign" and report["pushed"] is False
+    assert chain.refs(chain.fork) == before  # nothing pushed anywhere
+    assert report["foreign"] == [
+        {"commit": hotfix, "subject": "hotfix: b returns 3", "paths": ["megatron/core/b.py"]}
+    ]
+    problem = report["problems"][0]
+    assert hotfix[:12] in problem["message"] and "megatron/core/b.py" in problem["message"]
+    assert ".fork-base.json" not in problem["message"]  # the fork's own file is not the problem
+    assert "forkctl export" in problem["hint"] and "fork.own_paths" in problem["hint"]
+
+
+def test_a_hotfix_brought_into_the_series_is_published(tmp_path: Path) -> None:
+    chain = make_chain(tmp_path)
+    hotfix = on_tip(chain, "hotfix: b returns 3", {"megatron/core/b.py": "def b():\n    return 3\n"})
+    head = ported(chain)
+    assert run(chain, "publish", "--dry-run")[0] == 1
+    # The fix the refusal names: the change becomes a patch of the series.
+    patch = chain.fork_work().format_patch(hotfix, chain.toolkit / "patches" / "megatron-lm", number=5)
+    data = yaml.safe_load(chain.manifest.read_text())
+    data["series"].append({"file": str(patch.relative_to(chain.toolkit))})
+    chain.manifest.write_text(yaml.safe_dump(data, sort_keys=False))
+    code, report = run(chain, "publish")
+    assert code == 0, report["problems"]
+    merge = tip(chain)
+    assert report["head"] != head and show(chain.fork, merge, "megatron/core/b.py").endswith("return 3")  # type: ignore[arg-type]
+
+
+def test_own_paths_are_checked_with_their_line(tmp_path: Path) -> None:
+    chain = make_chain(tmp_path)
+    for glob, said in (("**", "matches every path"), ("../x", "'..'"), ("/etc/x", "absolute")):
+        set_fork(chain, own_paths=[glob])
+        code, report = run(chain, "publish", "--dry-run")
+        assert code == 2, glob
+        message = report["problems"][0]["message"]
+        assert "own_paths" in message and said in message and "manifest.yaml:" in message
+
+
+def test_a_series_that_changes_a_fork_owned_path_is_refused(tmp_path: Path) -> None:
+    chain = make_chain(tmp_path)
+    ported(chain, own_paths=["README.md"])
+    code, report = run(chain, "publish", "--dry-run")
+    assert code == 2 and tip(chain) == chain.head
+    message = report["problems"][0]["message"]
+    assert "README.md" in message and "0003-" in message and "fork.own_paths" in report["problems"][0]["hint"]

@@ -4,7 +4,9 @@
 
 The FAR.AI forks already commit this file; forkctl reads it from commit objects and cross-checks it
 against the manifest, so the two records of "our base" cannot silently disagree, and `forkctl fork-base
---write` writes it from the manifest (`updated`, `render`).
+--write` writes it from the manifest (`updated`, `render`). The file is the fork's own (always one of
+`fork.own_paths`): `forkctl publish` carries it over from the branch tip into what it pushes, rewritten by
+`carried` to name the base it publishes, so the branch never says a stale base.
 """
 
 from __future__ import annotations
@@ -18,8 +20,8 @@ from forkctl.errors import BadInput
 from forkctl.files import atomic_write
 from forkctl.git.worktree import has_uncommitted_changes
 from forkctl.manifest import FULL_SHA_RE, Manifest
+from forkctl.manifest.schema import FORK_BASE_FILE
 
-FORK_BASE_FILE = ".fork-base.json"
 KEYS = ("schema", "fork_repo", "upstream_repo", "upstream_branch", "upstream_base")
 
 
@@ -96,20 +98,21 @@ def cross_check(fork_base: ForkBase, manifest: Manifest) -> list[str]:
     return problems
 
 
-def from_manifest(manifest: Manifest) -> ForkBase:
-    """The record the manifest implies: its fork, its upstream, the branch it follows and the pinned base."""
+def from_manifest(manifest: Manifest, base: str | None = None) -> ForkBase:
+    """The record the manifest implies: its fork, its upstream, the branch it follows and the pinned base
+    (`base`: the full SHA the manifest's base resolved to, when it is written abbreviated)."""
     return ForkBase(
         fork_repo=manifest.fork.repo,
         upstream_repo=manifest.upstream.repo,
         upstream_branch=manifest.upstream.branch,
-        upstream_base=manifest.upstream.base,
+        upstream_base=base or manifest.upstream.base,
     )
 
 
-def updated(current: ForkBase | None, manifest: Manifest) -> ForkBase:
+def updated(current: ForkBase | None, manifest: Manifest, base: str | None = None) -> ForkBase:
     """The record to write: the manifest's values, keeping the file's own spelling of a repository that
     names the same one (a URL or another case for `owner/name`), so a rewrite changes only what differs."""
-    wanted = from_manifest(manifest)
+    wanted = from_manifest(manifest, base)
     if current is None:
         return wanted
     return msgspec.structs.replace(
@@ -136,6 +139,18 @@ def as_dict(record: ForkBase) -> dict[str, object]:
 def render(record: ForkBase) -> bytes:
     """Schema 1 as the file holds it: the keys in schema order, two-space indent, a final newline."""
     return (json.dumps(as_dict(record), indent=2) + "\n").encode("utf-8")
+
+
+def carried(raw: bytes, manifest: Manifest, base: str) -> bytes:
+    """What the file becomes where `forkctl publish` carries it over: its own bytes when they agree
+    with the manifest and the full `base`, else the record `--write` would write (the same rules)."""
+    try:
+        current: ForkBase | None = parse(raw, FORK_BASE_FILE)
+    except BadInput:
+        current = None  # not schema 1: replaced, as --write replaces it
+    if current is not None and not cross_check(current, manifest) and current.upstream_base == base:
+        return raw
+    return render(updated(current, manifest, base))
 
 
 class FileState(msgspec.Struct, frozen=True):

@@ -11,6 +11,7 @@ from __future__ import annotations
 import msgspec
 
 from forkctl.chain.model import ChainFinding, Progress, Status
+from forkctl.chain.ownfiles import OwnFiles, named, own_files, unpublished_paths
 from forkctl.chain.sources import local_branch_tip, parse_location
 from forkctl.errors import BadInput
 from forkctl.git import GitRepo, remote
@@ -34,6 +35,7 @@ class ForkContext(msgspec.Struct):
     base: str
     head: str
     patches: list[Patch]
+    owned: OwnFiles | None = None  # fork.own_paths: what a published merge carries beside the head
     _upstream_tip: str | None = None
     _history_fetched: bool = False
 
@@ -113,7 +115,7 @@ def fork_context(manifest: Manifest, upstream_location: str | None, progress: Pr
         head = store.ref_sha(built_ref)
         head = head if head is not None and not store.missing_objects([head]) else None
     if head is not None:
-        return ForkContext(store, url, upstream_local, base, head, patches)
+        return ForkContext(store, url, upstream_local, base, head, patches, own_files(manifest, base))
     if upstream_local is None:
         touched = list(dict.fromkeys(path for patch in patches for path in patch.paths))
         at_base = store.tree_entries(base, touched)
@@ -130,7 +132,7 @@ def fork_context(manifest: Manifest, upstream_location: str | None, progress: Pr
             f"{result.conflict.message.strip()}",
             hint=build.stale_fix(base),
         )
-    return ForkContext(store, url, upstream_local, base, result.head, patches)
+    return ForkContext(store, url, upstream_local, base, result.head, patches, own_files(manifest, base))
 
 
 # --- why a pin is not the fork head ---------------------------------------------------------------
@@ -176,34 +178,44 @@ def unpatched_upstream(repo: GitRepo, pinned: str, ctx: ForkContext) -> ChainFin
     )
 
 
-def publish_merge_finding(repo: GitRepo, pinned: str, head: str, head_tree: str) -> ChainFinding | None:
-    """A pinned merge commit judged as what `forkctl publish` makes on a merge-only fork branch: a merge
-    that has the fork head among its parents and exactly its tree is the fork head, published (OK).
-    When only one of the two holds, the finding says which; None for a commit that is no merge, or a
-    merge with neither (the usual diagnosis then says what it is). `repo` holds the commit object."""
+def publish_merge_finding(
+    repo: GitRepo, pinned: str, head: str, head_tree: str, owned: OwnFiles | None = None
+) -> ChainFinding | None:
+    """A pinned merge commit judged as what `forkctl publish` makes on a fork branch: a merge that has
+    the fork head among its parents and exactly the published tree (the head's, with the fork-owned
+    paths of `owned` as its first parent has them: ownfiles.published_tree) is the fork head,
+    published (OK). When only one of the two holds, the finding says which; None for a commit that is
+    no merge, or a merge with neither (the usual diagnosis then says what it is). `repo` holds the
+    commit object."""
     tree, parents = repo.recorded_parents(pinned)
     if len(parents) < 2:
         return None
-    has_head, same_tree = head in parents, tree == head_tree
+    if owned is not None:
+        off = unpublished_paths(repo, tree, parents[0], head_tree, owned)
+    else:
+        off = [] if tree == head_tree else [f"tree {tree[:12]} vs {head_tree[:12]}"]
+    has_head, same_tree = head in parents, not off
+    carried = "" if tree == head_tree else " plus the fork's own files of its first parent"
     if has_head and same_tree:
         return ChainFinding(
             "pin",
             Status.OK,
             "published-merge",
-            f"pins {pinned[:12]}, the published merge of the fork head {head[:12]} (same tree; "
-            "forkctl publish on a merge-only fork branch)",
+            f"pins {pinned[:12]}, the published merge of the fork head {head[:12]} (the head's tree{carried}; "
+            "forkctl publish)",
         )
     fix = f"pin the fork head {head[:12]} or its published merge (forkctl publish), then forkctl bump-bridge"
     if has_head:
         message = (
-            f"pins {pinned[:12]}, a merge of the fork head {head[:12]} whose tree is not the head's "
-            f"({tree[:12]} vs {head_tree[:12]}): the merge changes files the series does not"
+            f"pins {pinned[:12]}, a merge of the fork head {head[:12]} whose tree is not the published one "
+            f"(the head's, with fork.own_paths as its first parent {parents[0][:12]} has them): it "
+            f"differs in {named(off)}"
         )
         return _mismatch("publish-merge-tree", message, fix)
     if same_tree:
-        named = ", ".join(p[:12] for p in parents)
+        shown = ", ".join(p[:12] for p in parents)
         message = (
-            f"pins {pinned[:12]}, a merge with the fork head's tree whose parents ({named}) do not "
+            f"pins {pinned[:12]}, a merge with the fork head's tree{carried} whose parents ({shown}) do not "
             f"include the fork head {head[:12]}"
         )
         return _mismatch("publish-merge-parents", message, fix)

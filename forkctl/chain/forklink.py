@@ -77,7 +77,7 @@ def check_fork_pin(
 
 def _judge(fork: ForkContext, pinned: str, head_tree: str, manifest: Manifest) -> list[ChainFinding]:
     """The pin, read in `fork.store`: the fork head's published merge (forkctl publish), or why not."""
-    published = publish_merge_finding(fork.store, pinned, fork.head, head_tree)
+    published = publish_merge_finding(fork.store, pinned, fork.head, head_tree, fork.owned)
     return [published] if published is not None else diagnose_fork_pin(fork, pinned, manifest.upstream.branch)
 
 
@@ -156,7 +156,7 @@ def fork_branch_notes(
 
 def _published_note(repo: GitRepo, head: str, fork: ForkContext) -> str | None:
     """'<tip>, the published merge of the reproducible head <R>' when the branch tip is that (else None)."""
-    found = publish_merge_finding(repo, head, fork.head, fork.head_tree())
+    found = publish_merge_finding(repo, head, fork.head, fork.head_tree(), fork.owned)
     if found is None or found.status != Status.OK:
         return None
     return f"{head[:12]}, the published merge of the reproducible head {fork.head[:12]} (forkctl publish)"

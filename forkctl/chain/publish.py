@@ -2,30 +2,41 @@
 
 `fork.publish: rebuild` pushes the reproducible head R only as a fast-forward of the remote tip (or as a
 new branch). `fork.publish: merge` is for merge-only branches: when the tip T is not an ancestor of R
-(after a port, say) it pushes a merge commit M with R's tree and parents [T, R], so `git log
---first-parent` is the branch's history and consumers may pin M (check-pins accepts exactly that
-shape). M is made with a fixed identity and date, so the same T and R make the same M. The push is a
-compare-and-swap against the T that was read.
+(after a port, say) it pushes a merge commit M with parents [T, R] and the published tree: R's, with
+the fork's own files (`fork.own_paths`, `.fork-base.json` rewritten for the base) as T has them
+(chain/ownfiles.py). `git log --first-parent` is the branch's history and consumers may pin M
+(check-pins accepts exactly that shape). M is made with a fixed identity and date, so the same T, R
+and manifest make the same M. In rebuild mode the same M goes to a new branch of the fork's sync
+convention, `sync/upstream-<date>-<sha12>` (the base's committer date, so a rerun names the same
+branch), and a person lands it with a plain (fast-forward) push. A tip holding changes that are
+neither the series' nor the fork's own is refused, never dropped. Every push is a compare-and-swap
+against the tip that was read.
 """
 
 from __future__ import annotations
 
-from datetime import datetime
+import shlex
+from datetime import UTC, datetime
 
 import msgspec
 
 from forkctl.chain.forkhead import ForkContext, publish_merge_finding
 from forkctl.chain.model import Progress, Status
+from forkctl.chain.ownfiles import Foreign, foreign_changes, own_files, published_tree, series_claims
 from forkctl.errors import BadInput
-from forkctl.git import GitRepo, Identity, remote
+from forkctl.git import GitRepo, Identity, changed_paths_between, remote
 from forkctl.git import store as gitstore
 from forkctl.git.merge import SYNTHETIC_EMAIL, SYNTHETIC_NAME
 from forkctl.manifest import Manifest
 from forkctl.series import Series
 
-# What a plan does: push nothing (up-to-date, already-published), push R (create, fast-forward),
-# push a merge of R onto the tip (merge), or nothing because rebuild mode cannot (refused).
-NOTHING = ("up-to-date", "already-published")
+# What a plan does: push nothing (up-to-date, already-published, already-synced), push R (create,
+# fast-forward), push a merge of R onto the tip (merge; sync: to a new sync branch, in rebuild mode),
+# or nothing because it must not (foreign: the tip holds changes publishing would drop; sync-taken:
+# the sync branch holds another commit; moved: the branch moved while publishing).
+NOTHING = ("up-to-date", "already-published", "already-synced")
+REFUSED = ("foreign", "sync-taken", "moved")
+SYNC_PREFIX = "sync/upstream-"
 
 
 class PublishPlan(msgspec.Struct):
@@ -36,18 +47,41 @@ class PublishPlan(msgspec.Struct):
     base: str
     digest: str  # the series digest
     before: str | None  # the branch tip read at the URL (None: no such branch)
-    action: str  # create | fast-forward | merge | up-to-date | already-published | refused | moved
-    new: str | None  # what the branch becomes (None: nothing is pushed)
+    action: str  # create | fast-forward | merge | sync | one of NOTHING | one of REFUSED
+    new: str | None  # what the pushed branch becomes (None: nothing is pushed)
+    target: str = ""  # the branch pushed to: `branch`, or (action sync*) the sync branch
+    target_before: str | None = None  # the target's tip as read, for the compare-and-swap
+    carried: list[str] = msgspec.field(default_factory=list)  # fork-owned paths the merge takes from T
+    foreign: list[Foreign] = msgspec.field(default_factory=list)
+    land: str | None = None  # rebuild mode: the command that lands the sync branch on `branch`
 
     @property
     def pushes(self) -> bool:
-        return self.new is not None and self.action not in (*NOTHING, "refused", "moved")
+        return self.new is not None and self.action not in (*NOTHING, *REFUSED)
 
 
 def _published(store: GitRepo, tip: str, fork: ForkContext) -> bool:
-    """The tip is a publish merge of R: R among its parents, R's tree (parents [previous tip, R])."""
-    found = publish_merge_finding(store, tip, fork.head, fork.head_tree())
+    """The tip is a publish merge of R: R among its parents, the published tree (R's with the fork's
+    own files of its first parent)."""
+    found = publish_merge_finding(store, tip, fork.head, fork.head_tree(), fork.owned)
     return found is not None and found.status == Status.OK
+
+
+def sync_branch(store: GitRepo, base: str) -> str:
+    """`sync/upstream-<YYYY-MM-DD>-<sha12>` of the base: its committer date in UTC, so every run (and
+    machine) names the same branch for the same base."""
+    date = store.commit_info(base).committer
+    day = datetime.fromisoformat(date.date).astimezone(UTC).strftime("%Y-%m-%d") if date else "undated"
+    return f"{SYNC_PREFIX}{day}-{base[:12]}"
+
+
+def land_command(url: str, sync: str, branch: str) -> str:
+    """The push that lands the sync branch: a plain push, which git refuses unless it fast-forwards."""
+    quoted = shlex.quote(url)
+    return (
+        f"git fetch {quoted} {shlex.quote(f'refs/heads/{sync}')} && "
+        f"git push {quoted} {shlex.quote(f'FETCH_HEAD:refs/heads/{branch}')}"
+    )
 
 
 def plan_publish(
@@ -57,35 +91,59 @@ def plan_publish(
     is made (objects only, in `fork.store`), nothing is pushed."""
     mode = manifest.fork.publish
     digest = Series(base=fork.base, patches=fork.patches).digest
+    own = fork.owned or own_files(manifest, fork.base)
+    claimed = series_claims(own, fork.patches)
+    if claimed:
+        raise BadInput(
+            f"the series changes fork-owned paths ({'; '.join(claimed)}): a path is either the series' "
+            "or the fork's, and publishing would replace the patch's change with the branch's file",
+            hint="take those paths out of fork.own_paths in the manifest (or the change out of the patch)",
+        )
     progress(f"reading {branch} at {url}")
-    tip = remote.ls_remote(url).get(f"refs/heads/{branch}")
-    plan = PublishPlan(mode, url, branch, fork.head, fork.base, digest, tip, "create", fork.head)
+    refs = remote.ls_remote(url)
+    tip = refs.get(f"refs/heads/{branch}")
+    plan = PublishPlan(mode, url, branch, fork.head, fork.base, digest, tip, "create", fork.head, branch, tip)
     if tip is None:
         return plan
     if tip == fork.head:
         plan.action, plan.new = "up-to-date", None
         return plan
     store = fork.store
-    fork.upstream_tip(manifest.upstream.branch)  # upstream's history first: T's fetch sends only the fork's
+    upstream = fork.upstream_tip(
+        manifest.upstream.branch
+    )  # upstream's history first: T's fetch sends only the fork's
     why = gitstore.fetch_sha_why(store, url, tip, depth=None)
     if why is not None:
         raise BadInput(f"cannot read {branch}'s tip {tip[:12]} from {url}: {why}", hint="check the URL")
     if _published(store, tip, fork):
         plan.action, plan.new = "already-published", None
-    elif store.is_ancestor(tip, fork.head):
+        return plan
+    if store.is_ancestor(tip, fork.head):
         plan.action = "fast-forward"
-    elif mode == "merge":
-        plan.action, plan.new = "merge", _merge_commit(store, tip, manifest, fork, branch, digest)
-    else:
-        plan.action, plan.new = "refused", None
+        return plan
+    progress(f"checking that {branch} holds nothing beside the series and the fork's own files")
+    plan.foreign = foreign_changes(store, tip, fork.head, upstream or fork.base, fork.patches, own)
+    if plan.foreign:
+        plan.action, plan.new = "foreign", None
+        return plan
+    plan.new, plan.carried = _merge_commit(store, tip, manifest, fork, branch, digest)
+    plan.action = "merge"
+    if mode == "rebuild":  # never a non-fast-forward of the branch: a sync branch a person lands
+        plan.target = sync_branch(store, fork.base)
+        plan.target_before = refs.get(f"refs/heads/{plan.target}")
+        plan.land = land_command(url, plan.target, branch)
+        plan.action = {None: "sync", plan.new: "already-synced"}.get(plan.target_before, "sync-taken")
+        if plan.action == "sync-taken":
+            plan.new = None
     return plan
 
 
 def _merge_commit(
     store: GitRepo, tip: str, manifest: Manifest, fork: ForkContext, branch: str, digest: str
-) -> str:
-    """M: R's tree, parents [T, R], a message naming R, the base and the series, a fixed identity and
-    the later of T's and R's committer dates (so M is never older than its parents)."""
+) -> tuple[str, list[str]]:
+    """(M, the fork-owned paths it takes from T): the published tree, parents [T, R], a message naming
+    R, the base and the series, a fixed identity and the later of T's and R's committer dates (so M is
+    never older than its parents)."""
     tip_info, head_info = store.commit_infos([tip, fork.head])
     dates = [info.committer.date for info in (tip_info, head_info) if info.committer]
     date = max(dates, key=_epoch) if dates else head_info.author.date
@@ -96,11 +154,24 @@ def _merge_commit(
         f"+ {len(fork.patches)} patches (series {digest[:12]}):",
         *(f"  {i:>2}. {patch.subject}" for i, patch in enumerate(fork.patches, start=1)),
         "",
-        f"Previous tip of {branch}: {tip}. This merge has the fork head's tree; its first parent",
-        "is the branch's history (forkctl publish, fork.publish: merge).",
     ]
+    own = fork.owned or own_files(manifest, fork.base)
+    tree = published_tree(store, tip, head_info.tree, own)
+    carried = sorted(changed_paths_between(store, tree, head_info.tree))
+    if carried:
+        lines += [
+            f"Previous tip of {branch}: {tip}. This merge has the fork head's tree with",
+            "the fork's own files (fork.own_paths) as that tip has them; its first parent is",
+            "the branch's history (forkctl publish). Carried over from the previous tip:",
+            *(f"  {path}" for path in carried),
+        ]
+    else:  # the words of a merge without own files, as they always were: the same inputs, the same M
+        lines += [
+            f"Previous tip of {branch}: {tip}. This merge has the fork head's tree; its first parent",
+            "is the branch's history (forkctl publish, fork.publish: merge).",
+        ]
     identity = Identity(SYNTHETIC_NAME, SYNTHETIC_EMAIL, date)
-    return store.commit_tree(head_info.tree, [tip, fork.head], "\n".join(lines) + "\n", identity)
+    return store.commit_tree(tree, [tip, fork.head], "\n".join(lines) + "\n", identity), carried
 
 
 def _epoch(date: str) -> float:
@@ -111,7 +182,7 @@ def push_plan(plan: PublishPlan, store: GitRepo) -> None:
     """Push what the plan makes the branch, as a compare-and-swap against the tip it read."""
     if not plan.pushes or plan.new is None:
         return
-    remote.push_fast_forward(store, plan.url, plan.new, plan.branch, plan.before)
+    remote.push_fast_forward(store, plan.url, plan.new, plan.target or plan.branch, plan.target_before)
 
 
 def published_head(manifest: Manifest, fork: ForkContext) -> str | None:

@@ -39,7 +39,8 @@ def command(ctx: Context, repo_path: Path | None, write: bool) -> Report:
     Without --write: exit 0 when it agrees with the manifest, 1 when it is missing or differs.
     With --write: the file is written (atomically) from the manifest, keeping its own spelling of a
     repository that names the same one; a file with uncommitted changes is refused, never overwritten.
-    Nothing is committed: review and commit the file as any other change.
+    Nothing is committed: review and commit the file as any other change. The file is the fork's
+    own (always in fork.own_paths): forkctl publish keeps it on the branch, naming the published base.
     """
     manifest = ctx.manifest()
     worktree = _worktree(repo_path)
@@ -56,6 +57,10 @@ def command(ctx: Context, repo_path: Path | None, write: bool) -> Report:
     if written:
         result.lines.append(f"wrote {state.path} (was: {'; '.join(state.problems)})")
         result.lines.append(f"review and commit it: git -C {worktree} add {forkbase.FORK_BASE_FILE}")
+        result.lines.append(
+            f"{forkbase.FORK_BASE_FILE} is the fork's own file: forkctl publish keeps it on the branch and "
+            "rewrites its upstream_base to the base it publishes"
+        )
     elif state.up_to_date:
         result.lines.append(f"{state.path} agrees with the manifest (base {manifest.upstream.base[:12]})")
     else:

@@ -1,9 +1,11 @@
 """forkctl publish: push the reproducible head apply(series, base) to the fork's branch, never forced.
 
 `fork.publish: rebuild` (default): the head is pushed only as a fast-forward of the branch (or as a new
-branch); anything else is refused. `fork.publish: merge` (merge-only branches): a merge commit with the
-head's tree and parents [old tip, head] is pushed instead, as a fast-forward. Every push is a
-compare-and-swap against the tip read at the start.
+branch); after a port, the merge that lands it goes to a new `sync/upstream-<date>-<sha12>` branch, with
+the plain push that lands it. `fork.publish: merge` (merge-only branches): a merge commit with the
+head's tree plus the fork's own files (fork.own_paths) and parents [old tip, head] is pushed instead, as
+a fast-forward. A tip holding other changes is refused. Every push is a compare-and-swap against the tip
+read at the start.
 """
 
 from __future__ import annotations
@@ -14,6 +16,7 @@ import click
 
 from forkctl import report
 from forkctl.chain.forkhead import fork_context
+from forkctl.chain.ownfiles import named
 from forkctl.chain.publish import PublishPlan, plan_publish, push_plan
 from forkctl.cli import options, verbs
 from forkctl.cli.kit import Context, forkctl_command, output_options
@@ -25,25 +28,60 @@ _SAY = {
     "create": "{branch} does not exist at {url}: {verb} it at the fork head {head}",
     "fast-forward": "{branch} {before} is an ancestor of the fork head {head}: {verb} it forward",
     "merge": "{branch} {before} is not an ancestor of the fork head {head}: {verb} the merge {new} "
-    "(tree of {head}, parents {before} and {head})",
+    "(tree of {head}{carried}, parents {before} and {head})",
+    "sync": "{branch} {before} is not an ancestor of the fork head {head} and fork.publish is rebuild: "
+    "{verb} the merge {new} (tree of {head}{carried}, parents {before} and {head}) to the new branch "
+    "{target}; land it with: {land}",
     "up-to-date": "{branch} already is the fork head {head}: nothing to do",
     "already-published": "{branch} {before} already is the published merge of the fork head {head}: "
     "nothing to do",
+    "already-synced": "{target} already holds the merge {new} of the fork head {head} onto {branch} "
+    "{before}: nothing to do; land it with: {land}",
 }
 
 
 def _summary(plan: PublishPlan, dry_run: bool) -> str:
+    before, head = (plan.before or "")[:12], plan.head[:12]
     if plan.action == "moved":
         return (
-            f"{plan.branch} moved at {plan.url} while publishing: nothing pushed; run forkctl publish again"
+            f"{plan.target} moved at {plan.url} while publishing: nothing pushed; run forkctl publish again"
         )
-    if plan.action == "refused":
-        before, head = (plan.before or "")[:12], plan.head[:12]
-        return f"{plan.branch} {before} is not an ancestor of the fork head {head}: nothing pushed"
+    if plan.action == "foreign":
+        return (
+            f"{plan.branch} {before} holds changes beside the series and the fork's own files: nothing pushed"
+        )
+    if plan.action == "sync-taken":
+        return f"{plan.target} exists at {plan.url} holding {(plan.target_before or '')[:12]}: nothing pushed"
     verb = {"create": "would create" if dry_run else "created"}.get(plan.action, "")
     verb = verb or ("would push" if dry_run else "pushed")
-    fields = {"before": (plan.before or "")[:12], "head": plan.head[:12], "new": (plan.new or "")[:12]}
-    return _SAY[plan.action].format(branch=plan.branch, url=plan.url, verb=verb, **fields)
+    carried = f" + the fork's own {', '.join(plan.carried)} from {before}" if plan.carried else ""
+    fields = {"before": before, "head": head, "new": (plan.new or "")[:12], "carried": carried}
+    return _SAY[plan.action].format(
+        branch=plan.branch, url=plan.url, verb=verb, target=plan.target, land=plan.land, **fields
+    )
+
+
+def _refusal(plan: PublishPlan) -> Problem | None:
+    """The problem (exit 1) of a plan that must not push."""
+    if plan.action == "foreign":
+        said = "; ".join(f"{f.commit[:12]} {f.subject!r} changes {named(f.paths)}" for f in plan.foreign)
+        return Problem(
+            f"{plan.branch} at {plan.url} ({(plan.before or '')[:12]}) holds changes that are neither in the "
+            f"series nor among the fork's own files (fork.own_paths): {said}. The published tree is the "
+            "fork head's, so publishing would drop them: nothing was pushed",
+            hint="bring each into the series (in a clone: git cherry-pick it onto the fork head, then "
+            "forkctl export --branch <that branch> --repo <clone>), or, if the fork owns those files, list "
+            "them under fork.own_paths in the manifest; then run forkctl publish again",
+        )
+    if plan.action == "sync-taken":
+        return Problem(
+            f"{plan.target} at {plan.url} holds {(plan.target_before or '')[:12]}, not the merge "
+            f"{plan.head[:12]} would be published with onto {plan.branch} {(plan.before or '')[:12]}: "
+            "nothing was pushed (forkctl never moves a branch it did not make from this tip)",
+            hint=f"if that is an older sync that was not landed, delete it (git push {plan.url} --delete "
+            f"refs/heads/{plan.target}) and run forkctl publish again",
+        )
+    return None
 
 
 @click.command("publish", short_help=verbs.summary("publish"))
@@ -59,11 +97,14 @@ def command(
     """Publish the fork head apply(series, base) to the fork's branch at its URL, never forced.
 
     \b
-    fork.publish: rebuild (default) pushes the head only as a fast-forward or a new branch;
-    fork.publish: merge pushes a merge commit (the head's tree, parents [old tip, head]) when the
-    head does not descend from the tip, so a merge-only branch never needs a force-push.
-    Exit 0 published or nothing to do; 1 refused: rebuild mode and not a fast-forward, or the branch
-    moved while publishing (run it again); 2 bad input.
+    fork.publish: rebuild (default) pushes the head only as a fast-forward or a new branch; when the
+    head does not descend from the tip (a port), the merge that lands it goes to a new branch
+    sync/upstream-<date>-<sha12>, and the plain push that lands it is printed.
+    fork.publish: merge pushes that merge commit (the head's tree plus the fork's own files,
+    fork.own_paths, parents [old tip, head]) to the branch itself, so it never needs a force-push.
+    A tip holding changes neither in the series nor fork-owned is refused, never dropped.
+    Exit 0 published or nothing to do; 1 refused: such changes on the tip, the sync branch holds
+    another commit, or the branch moved while publishing (run it again); 2 bad input.
     """
     manifest = ctx.manifest()
     branch = check_branch_name(branch or manifest.fork.branch)
@@ -71,17 +112,13 @@ def command(
     fork = fork_context(manifest, str(repo_path) if repo_path else None, report.info)
     plan = plan_publish(manifest, fork, branch, url, report.info)
     out = Report(command="publish")
-    if plan.action == "refused":
-        out.fail(
-            Problem(
-                f"{branch} at {url} is {(plan.before or '')[:12]}, and the fork head {plan.head[:12]} is not "
-                "a fast-forward of it: fork.publish is rebuild, so nothing was pushed",
-                hint="set fork.publish: merge in the manifest to publish it as a merge commit, or have a "
-                "person force-push the branch where its policy allows it; forkctl never forces",
-            )
-        )
+    refusal = _refusal(plan)
+    if refusal is not None:
+        out.fail(refusal)
     elif plan.pushes and not dry_run:
-        report.info(f"pushing {(plan.new or '')[:12]} to {branch} at {url} (compare-and-swap on the old tip)")
+        report.info(
+            f"pushing {(plan.new or '')[:12]} to {plan.target} at {url} (compare-and-swap on the old tip)"
+        )
         try:
             push_plan(plan, fork.store)
         except RemoteMoved as exc:  # someone pushed meanwhile: a refusal (exit 1), not bad input
@@ -90,7 +127,7 @@ def command(
     summary = _summary(plan, dry_run)
     out.lines = [
         summary,
-        f"mode {plan.mode}; before {plan.before or '-'}; tip {plan.new or plan.before or '-'}",
+        f"mode {plan.mode}; before {plan.before or '-'}; tip {_tip(plan) or '-'}",
     ]
     out.lines.append(
         f"fork head {plan.head} = {manifest.upstream.repo}@{plan.base} + {len(fork.patches)} patches"
@@ -103,12 +140,24 @@ def command(
         "branch": branch,
         "url": url,
         "before": plan.before,
-        "tip": plan.new or plan.before,
+        "tip": _tip(plan),
         "head": plan.head,
         "base": plan.base,
         "series_digest": plan.digest,
+        "target": plan.target,
+        "target_tip": plan.new or plan.target_before,
+        "carried": plan.carried,
+        "foreign": [{"commit": f.commit, "subject": f.subject, "paths": f.paths} for f in plan.foreign],
+        "land": plan.land,
         "pushed": plan.pushes and not dry_run,
         "dry_run": dry_run,
         "summary": summary,
     }
     return out
+
+
+def _tip(plan: PublishPlan) -> str | None:
+    """What `branch` itself is after publishing (a sync branch leaves it where it was)."""
+    if plan.target != plan.branch:
+        return plan.before
+    return plan.new or plan.before

@@ -44,6 +44,7 @@ _HOME = {
     "gitmodules_key_lines": "submodules",
     "gitmodules_with": "submodules",
     "index_apply_check": "index",
+    "index_replace_entries": "index",
     "index_set_entry": "index",
     "last_commit_touching": "history",
     "parse_gitmodules": "submodules",
@@ -72,6 +73,7 @@ _HOME = {
     "worktree_unmerged_paths": "worktree",
     "worktree_write_tree": "worktree",
     "write_blob": "objects",
+    "blob_id": "objects",
 }
 
 __all__ = [
@@ -84,6 +86,7 @@ __all__ = [
     "PrivateIndex",
     "SubmoduleEntry",
     "TreeEntry",
+    "blob_id",
     "blobs_in_range",
     "changed_line_count",
     "changed_lines_per_commit",
@@ -101,6 +104,7 @@ __all__ = [
     "gitmodules_key_lines",
     "gitmodules_with",
     "index_apply_check",
+    "index_replace_entries",
     "index_set_entry",
     "last_commit_touching",
     "parse_gitmodules",
@@ -141,8 +145,14 @@ if TYPE_CHECKING:
     from forkctl.git.commits import CommitInfo, Identity, commit_with_identity, committer_of
     from forkctl.git.facts import save_facts
     from forkctl.git.history import last_commit_touching
-    from forkctl.git.index import PrivateIndex, index_apply_check, index_set_entry, tree_from_directory
-    from forkctl.git.objects import EMPTY_TREE, TreeEntry, write_blob
+    from forkctl.git.index import (
+        PrivateIndex,
+        index_apply_check,
+        index_replace_entries,
+        index_set_entry,
+        tree_from_directory,
+    )
+    from forkctl.git.objects import EMPTY_TREE, TreeEntry, blob_id, write_blob
     from forkctl.git.patches import (
         blobs_in_range,
         changed_line_count,

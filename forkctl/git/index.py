@@ -69,6 +69,20 @@ def index_set_entry(index: PrivateIndex, mode: str, sha: str, path: str) -> None
     index.repo.git(["update-index", "--add", "--cacheinfo", f"{mode},{sha},{path}"], env=index.env)
 
 
+def index_replace_entries(
+    index: PrivateIndex, removed: list[str], entries: list[tuple[str, str, str]]
+) -> None:
+    """Drop `removed` and set each (mode, sha, path) of `entries` in a private index, in one
+    `update-index --index-info` (NUL-separated: any path; a file replaces a directory of that name)."""
+    zero = "0" * 40
+    records = [f"0 {zero}\t{path}" for path in removed] + [
+        f"{mode} {sha}\t{path}" for mode, sha, path in entries
+    ]
+    if records:
+        stdin = "".join(f"{record}\x00" for record in records).encode("utf-8")
+        index.repo.git(["update-index", "-z", "--index-info"], env=index.env, stdin=stdin)
+
+
 def tree_from_directory(repo: GitDir, directory: Path) -> str:
     """Store every file under `directory` (ignore rules off) in `repo` and return the tree's SHA.
 

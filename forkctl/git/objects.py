@@ -162,6 +162,18 @@ class ObjectReads(GitDir):
             return None
         return None if entries is None else {e.path: e for e in entries}
 
+    def all_entries(self, treeish: str) -> dict[str, TreeEntry]:
+        """{path: entry} of every file and gitlink of a commit's (or tree's) whole tree, one `ls-tree -r`;
+        trees only are read (a blobless partial clone answers without a fetch)."""
+        # No `--` after the tree: with no path after it, git 2.39 takes it for one and lists nothing.
+        out = self.git(["ls-tree", "-r", "-z", "--full-tree", "--end-of-options", treeish])
+        entries = {}
+        for record in filter(None, out.split("\x00")):
+            meta, entry_path = record.split("\t", 1)
+            mode, kind, sha = meta.split()
+            entries[entry_path] = TreeEntry(mode=mode, kind=kind, sha=sha, path=entry_path)
+        return entries
+
     def read_blob(self, commit: str, path: str) -> bytes | None:
         entry = self.tree_entry(commit, path)
         if entry is None or entry.kind != "blob":
@@ -175,3 +187,8 @@ class ObjectReads(GitDir):
 
 def write_blob(repo: GitDir, data: bytes) -> str:
     return repo.git(["hash-object", "-w", "--stdin"], stdin=data).strip()
+
+
+def blob_id(repo: GitDir, data: bytes) -> str:
+    """The id `data` would have as a blob of `repo`, nothing written (a check may read any repository)."""
+    return repo.git(["hash-object", "--stdin"], stdin=data).strip()

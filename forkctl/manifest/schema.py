@@ -6,6 +6,7 @@ pays for the import. A check in a `__post_init__` raises `FieldError`, so that t
 
 from __future__ import annotations
 
+import fnmatch
 import re
 from pathlib import Path, PurePosixPath
 from typing import Any, Literal
@@ -48,6 +49,26 @@ def _check_relpath(key: str, value: str) -> None:
         raise FieldError(key, f"{value!r} contains '..'; paths must stay inside the repository")
 
 
+FORK_BASE_FILE = ".fork-base.json"  # the fork's record of its base (chain/forkbase.py): always fork-owned
+# A path no fork owns on purpose: a glob that matches it claims the whole tree, series included.
+_ANY_PATH = "forkctl-probe/any/path.x"
+
+
+def _check_own_path(glob: str) -> None:
+    """A `fork.own_paths` glob: relative, inside the repository, naming some paths and not every one."""
+    _check_relpath("own_paths", glob)
+    if glob.startswith(":") or glob.endswith("/"):
+        raise FieldError(
+            "own_paths", f"{glob!r} is not a file glob; write a path or a glob such as .github/**"
+        )
+    if fnmatch.fnmatchcase(_ANY_PATH, glob):
+        raise FieldError(
+            "own_paths",
+            f"{glob!r} matches every path, so nothing would be the series'; list the fork's own files "
+            "(e.g. README.fork.md, .github/**)",
+        )
+
+
 class _Model(msgspec.Struct, frozen=True, forbid_unknown_fields=True, kw_only=True):
     pass
 
@@ -80,10 +101,16 @@ class Fork(_Model):
     # fast-forward (or a new branch); `merge` (for merge-only branches) lands it as a merge commit onto
     # the old tip whose tree is the new head's, so the branch never needs a force-push.
     publish: Literal["rebuild", "merge"] = "rebuild"
+    # Paths the fork branch holds beside the series (its README, CI, `.fork-base.json`): globs matched
+    # as fork.tree_include is (`*` crosses `/`). `forkctl publish` carries them over from the branch
+    # tip into what it pushes, and check-pins accepts them there; `.fork-base.json` is always one.
+    own_paths: list[str] = msgspec.field(default_factory=lambda: [FORK_BASE_FILE])
 
     def __post_init__(self) -> None:
         if not self.tree_include.strip():
             raise FieldError("tree_include", "the glob is empty; use ** for every path")
+        for glob in self.own_paths:
+            _check_own_path(glob)
         if not self.bump_branch_prefix.strip() or self.bump_branch_prefix.startswith("-"):
             raise FieldError("bump_branch_prefix", f"{self.bump_branch_prefix!r} cannot start a branch name")
 

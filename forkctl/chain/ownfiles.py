@@ -1,0 +1,144 @@
+"""The fork's own files: what the fork branch holds beside the series (`fork.own_paths`).
+
+The fork head R = apply(series, base) stays a pure function of its inputs; the fork's scaffolding (its
+`.fork-base.json`, README, CI files) lives on the fork branch only. A path matching one of the globs is
+the fork's: what `forkctl publish` pushes has the branch tip's version of it (or none, where the tip
+has none), never upstream's or the series', and `.fork-base.json` is rewritten to name the base
+published (`forkbase.carried`). So the published tree is a function of (R, the tip, the manifest):
+`published_tree`, the one definition publish builds and check-pins compares against.
+
+Anything else the tip holds that R does not is either in the series (a commit whose patch-id is a
+patch's; below the last publish, the old fork head's commits, known by subject) or foreign: publish
+refuses rather than drop it (`foreign_changes`).
+"""
+
+from __future__ import annotations
+
+import fnmatch
+
+import msgspec
+
+from forkctl.chain import forkbase
+from forkctl.git import GitRepo, TreeEntry, blob_id, changed_paths_between, index_replace_entries, write_blob
+from forkctl.manifest import Manifest
+from forkctl.manifest.schema import FORK_BASE_FILE
+from forkctl.series import Patch
+
+MAX_NAMED_PATHS = 20  # a refusal or finding names this many paths, then a count
+
+
+class OwnFiles(msgspec.Struct, frozen=True):
+    """The fork-owned globs, and the manifest + full base its `.fork-base.json` must name."""
+
+    globs: tuple[str, ...]
+    manifest: Manifest
+    base: str
+
+    def owns(self, path: str) -> bool:
+        # As fork.tree_include: fnmatch, where `*` also crosses `/`.
+        return any(fnmatch.fnmatchcase(path, glob) for glob in self.globs)
+
+
+class Foreign(msgspec.Struct, frozen=True):
+    """A commit on the branch tip whose change is neither in the series nor in the fork's own files."""
+
+    commit: str
+    subject: str
+    paths: list[str]  # the paths it changes outside fork.own_paths
+
+
+OwnEntries = tuple[dict[str, TreeEntry], list[str]]
+
+
+def own_files(manifest: Manifest, base: str) -> OwnFiles:
+    globs = tuple(dict.fromkeys([FORK_BASE_FILE, *manifest.fork.own_paths]))
+    return OwnFiles(globs, manifest, base)
+
+
+def series_claims(own: OwnFiles, patches: list[Patch]) -> list[str]:
+    """'<patch file>: <path>' for each fork-owned path a patch of the series changes (a path is either
+    the series' or the fork's: publishing the tip's version would drop the patch's change)."""
+    return [f"{patch.path.name}: {path}" for patch in patches for path in patch.paths if own.owns(path)]
+
+
+def _own_entries(repo: GitRepo, tip: str, head_tree: str, own: OwnFiles, write: bool) -> OwnEntries:
+    """({fork-owned path: the tip's entry}, fork-owned paths of R the tip lacks), with the tip's
+    `.fork-base.json` carried over as `forkbase.carried` rewrites it (its blob written when `write`)."""
+    at_tip = {path: e for path, e in repo.all_entries(tip).items() if own.owns(path)}
+    record = at_tip.get(FORK_BASE_FILE)
+    if record is not None and record.kind == "blob":
+        wanted = forkbase.carried(repo.blob_bytes(record.sha), own.manifest, own.base)
+        sha = write_blob(repo, wanted) if write else blob_id(repo, wanted)
+        at_tip[FORK_BASE_FILE] = msgspec.structs.replace(record, sha=sha)
+    removed = [path for path in repo.all_entries(head_tree) if own.owns(path) and path not in at_tip]
+    return at_tip, removed
+
+
+def published_tree(repo: GitRepo, tip: str, head_tree: str, own: OwnFiles) -> str:
+    """R's tree with the fork-owned paths as the tip has them (`.fork-base.json` rewritten for the base),
+    written in `repo` (objects only, a private index): the same tip, R and manifest give the same tree.
+    Trees only are listed; the one blob read is the tip's `.fork-base.json`."""
+    at_tip, removed = _own_entries(repo, tip, head_tree, own, write=True)
+    if not removed and not at_tip:
+        return head_tree
+    with repo.private_index(head_tree) as index:
+        index_replace_entries(index, removed, [(e.mode, e.sha, path) for path, e in at_tip.items()])
+        return index.write_tree()
+
+
+def unpublished_paths(repo: GitRepo, tree: str, tip: str, head_tree: str, own: OwnFiles) -> list[str]:
+    """Where `tree` differs from `published_tree(tip, R)`, sorted; read only (nothing is written, so a
+    check may ask it of a user's clone): the whole trees' entries compared."""
+    at_tip, removed = _own_entries(repo, tip, head_tree, own, write=False)
+    expected = {path: (e.mode, e.sha) for path, e in repo.all_entries(head_tree).items()}
+    for path in removed:
+        expected.pop(path, None)
+    expected.update({path: (e.mode, e.sha) for path, e in at_tip.items()})
+    actual = {path: (e.mode, e.sha) for path, e in repo.all_entries(tree).items()}
+    return sorted(path for path in expected.keys() | actual.keys() if expected.get(path) != actual.get(path))
+
+
+def named(paths: list[str]) -> str:
+    shown = ", ".join(paths[:MAX_NAMED_PATHS])
+    return shown + (f" and {len(paths) - MAX_NAMED_PATHS} more" if len(paths) > MAX_NAMED_PATHS else "")
+
+
+def last_publish(repo: GitRepo, tip: str, upstream: str, own: OwnFiles) -> str | None:
+    """The newest merge on the tip's first-parent line (above upstream) whose tree is its second
+    parent's but for fork-owned paths: where the branch last was a published fork head (None: never)."""
+    merges = repo.rev_list(f"{upstream}..{tip}", "--first-parent", "--merges")
+    for merge in reversed(merges):  # newest first
+        tree, parents = repo.recorded_parents(merge)
+        if len(parents) < 2:
+            continue
+        second = repo.commit_info(parents[1]).tree
+        if all(own.owns(path) for path in changed_paths_between(repo, tree, second)):
+            return merge
+    return None
+
+
+def foreign_changes(
+    repo: GitRepo, tip: str, head: str, upstream: str, patches: list[Patch], own: OwnFiles
+) -> list[Foreign]:
+    """The tip's commits that R lacks and publishing R would drop: commits since the last publish (or,
+    never published, since upstream) whose change touches a path outside fork.own_paths and is not a
+    patch of the series. Below any other commit of a never-published branch sit the old fork head's
+    commits, on an older base, so there a commit is the series' also when its subject is a patch's
+    or a dropped one's (a port changes a patch's context, hence its patch-id)."""
+    since = last_publish(repo, tip, upstream, own)
+    commits = repo.commits_not_in(tip, [head, upstream, *([since] if since else [])])
+    patch_ids = {patch.patch_id for patch in patches}
+    subjects = {patch.subject for patch in patches} | {d.subject for d in own.manifest.model.dropped}
+    old_head_run = since is None
+    found: list[Foreign] = []
+    for info in repo.commit_infos(commits):
+        if len(info.parents) != 1:
+            continue  # a merge's own sides are listed as commits of their own
+        paths = [p for p in changed_paths_between(repo, info.parents[0], info.sha) if not own.owns(p)]
+        if not paths or repo.commit_patch_id(info.sha) in patch_ids:
+            continue
+        if old_head_run and info.subject in subjects:
+            continue
+        old_head_run = False
+        found.append(Foreign(info.sha, info.subject, sorted(paths)))
+    return found
