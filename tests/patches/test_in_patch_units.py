@@ -21,13 +21,20 @@ def test_the_patches_own_unit_tests_pass_on_cpu(tmp_path_factory, tmp_path: Path
     } <= names
     outcome = _in_patch.run(tmp_path / "upstream-tests", site)
     assert outcome.returncode == 0 and not outcome.failed, outcome.output
-    # The MoE backend's tests run on CPU (config guards, parity, packing, adapters); the recompute
-    # regression needs CUDA (checkpointing saves the CUDA RNG state) and is the GPU suite's.
-    assert sum("test_torch_expert_backend" in n for n in outcome.passed) >= 20, outcome.passed
-    # The feat(moe) patch's own tests: the TE-free grouped linears, trained and checked against float64.
-    assert sum("test_torch_grouped_linear" in n for n in outcome.passed) >= 6, outcome.passed
+    # The MoE backend's tests run on CPU (config guards, parity, packing, device moves, adapters).
+    assert sum("test_torch_expert_backend" in n for n in outcome.passed) >= 40, outcome.passed
+    # The feat(moe) patch's own tests: the TE-free grouped linears, trained and checked against float64,
+    # per-expert biases and the sharded state dict's global expert offsets.
+    assert sum("test_torch_grouped_linear" in n for n in outcome.passed) >= 9, outcome.passed
     assert any("adapter_wrappers" in n for n in outcome.passed)
+    # The recompute regression through TransformerBlock, the hybrid stack and the MTP layer runs on CPU
+    # too; only its variant with (CUDA-only) local attention is the GPU suite's.
+    recompute = [n for n in outcome.passed if "test_full_recompute_frozen_input" in n]
+    assert any("hybrid_stack" in n for n in recompute) and any("multi_token" in n for n in recompute)
+    assert len(recompute) >= 5, recompute
     assert all(
-        "test_full_recompute_frozen_input" in n or "cuda" in n.lower() or "transformer_engine_weights" in n
+        "test_adapters_get_gradients_with_frozen_input" in n
+        or "cuda" in n.lower()
+        or "transformer_engine_weights" in n
         for n in outcome.skipped
     ), outcome.skipped
