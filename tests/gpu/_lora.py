@@ -6,6 +6,8 @@ A module of its own so that collecting the test imports no torch: on a CPU host 
 
 from __future__ import annotations
 
+import contextlib
+
 import math
 
 import torch
@@ -131,17 +133,36 @@ def adapter_params(module) -> dict[str, torch.nn.Parameter]:
     }
 
 
+@contextlib.contextmanager
+def grouped_mm_calls():
+    """Count the calls of torch._grouped_mm while the block runs (a spy: each call goes to torch's own
+    kernel), so a test can tell which arm ran its base GEMMs as grouped kernels."""
+    original, calls = torch._grouped_mm, [0]
+
+    def counted(*args, **kwargs):
+        calls[0] += 1
+        return original(*args, **kwargs)
+
+    torch._grouped_mm = counted
+    try:
+        yield calls
+    finally:
+        torch._grouped_mm = original
+
+
 def run_arm(module, x, tokens, probs, grad):
+    """Forward and backward of one arm: (output, input gradient, adapter gradients, grouped GEMM calls)."""
     for name in LINEARS:
         getattr(module, name).adapter_calls = 0
-    out, dx = _moe.run(module, x, tokens, probs, grad)
+    with grouped_mm_calls() as grouped:
+        out, dx = _moe.run(module, x, tokens, probs, grad)
     calls = {name: getattr(module, name).adapter_calls for name in LINEARS}
     assert calls == dict.fromkeys(LINEARS, 1), f"adapters ran {calls} times in one forward"
     grads = {}
     for key, param in adapter_params(module).items():
         assert param.grad is not None, f"{key} got no gradient"
         grads[key] = param.grad.detach().clone()
-    return out, dx, grads
+    return out, dx, grads, grouped[0]
 
 
 def reference(module, x, tokens, probs, grad):
@@ -199,14 +220,22 @@ def check_parity(
         for arm, module in (("torch", torch_arm), ("default", default_arm))
     }
 
-    out, dx, grads = run_arm(torch_arm, x, tokens, probs, grad)
-    out_d, dx_d, grads_d = run_arm(default_arm, x, tokens, probs, grad)
+    out, dx, grads, grouped = run_arm(torch_arm, x, tokens, probs, grad)
+    out_d, dx_d, grads_d, grouped_d = run_arm(default_arm, x, tokens, probs, grad)
+    # The two arms really run different base GEMMs, so agreement (even 0.0) compares two paths: the
+    # torch backend runs fc1 and fc2 forward and their input gradients as grouped kernels, the default
+    # path none.
+    assert grouped >= 4 and grouped_d == 0, (
+        f"torch._grouped_mm calls: torch arm {grouped}, default {grouped_d}"
+    )
     if device != "cpu":
         torch.cuda.synchronize()
     packed_fc1 = torch_arm.packed_expert_weights()[0]
     assert packed_fc1 is not None and packed_fc1.device == out.device  # the grouped GEMM really ran
     figures = {
         "empty_experts": len(idle),
+        "grouped_mm_calls_torch_arm": grouped,
+        "grouped_mm_calls_default_arm": grouped_d,
         "rel_l2_out": _moe.rel_l2(out, out_d),
         "rel_l2_dgrad": _moe.rel_l2(dx, dx_d),
     }
