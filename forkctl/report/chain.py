@@ -135,6 +135,13 @@ def _finding_json(f: ChainFinding) -> dict[str, Any]:
         "message": f.message,
         "fix": f.fix,
     }
+    if f.wants is not None:  # the pin builds on upstream commits the manifest base lacks
+        data["wants_base"] = {
+            "commit": f.wants.commit,
+            "lacks": f.wants.lacks,
+            "descends_from_base": f.wants.descends,
+            "command": f.wants.port_command,
+        }
     if f.file is not None:  # only under --under-test: the repository's own .gitmodules
         data["file"] = f.file
         if f.line is not None:
