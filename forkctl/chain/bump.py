@@ -1,8 +1,9 @@
 """Moving the chain: the consumer commits that pin the fork head, one gitlink each.
 
 Each commit is made in a private index (the gitlink changed, `.gitmodules` pointed at the fork when it
-still names upstream), never in a user's index or worktree. A plan makes the commits (objects only) and
-checks the chain they make; applying it creates the branches, pushing it pushes them, never forced.
+still names upstream), never in a user's index or worktree. A plan makes the commits (objects only),
+judges that each moves its consumer forward (forward.py) and checks the chain they make; applying it
+creates the branches, pushing it pushes them, never forced.
 """
 
 from __future__ import annotations
@@ -12,10 +13,12 @@ from pathlib import Path
 import msgspec
 
 from forkctl import git
+from forkctl.chain import forward
 from forkctl.chain.checks import check_chain
 from forkctl.chain.forkhead import ForkContext
 from forkctl.chain.model import ChainResult, Progress
-from forkctl.chain.sources import Source, branch_to_bump
+from forkctl.chain.reachable import CommitGraphs
+from forkctl.chain.sources import Remotes, Source, branch_to_bump
 from forkctl.errors import BadInput
 from forkctl.git import GitRepo, SubmoduleEntry, remote
 from forkctl.git import store as gitstore
@@ -37,14 +40,17 @@ class BumpStep(msgspec.Struct):
     branch: str
     url_changed: tuple[str, str] | None  # (old, new) .gitmodules URL when it pointed upstream
     existing: str | None  # what the branch points at already (None: it does not exist)
+    old_url: str | None = None  # the absolute .gitmodules URL of the gitlink at the parent
 
 
 class BumpPlan(msgspec.Struct):
-    """Every consumer's new commit up to the last one bumped, and the check of the chain they make."""
+    """Every consumer's new commit up to the last one bumped, whether each moves forward, and the check
+    of the chain they make."""
 
     branch: str
     steps: list[BumpStep]
     check: ChainResult
+    forward: forward.Verdict = msgspec.field(default_factory=forward.Verdict)
 
 
 def _gitlink_and_module(
@@ -111,6 +117,7 @@ def bump_step(
     commit = _same_commit(repo, existing, tree, parent, message) or git.commit_with_identity(
         repo, tree, [parent], message
     )
+    old_url = remote.resolve_relative_url(module.url, consumer.url) if module.url else None
     return BumpStep(
         consumer,
         repo,
@@ -123,6 +130,7 @@ def bump_step(
         branch,
         url_changed,
         existing,
+        old_url,
     )
 
 
@@ -159,8 +167,9 @@ def plan_bump(
 ) -> BumpPlan:
     """Plan consumers 0..last: each pins the new commit of the one before it (the first pins `pin`,
     default the fork head; in merge mode its published merge). Commits are made (objects only, no ref
-    moves); then the planned chain is checked, with the planned commits counted as reachable because
-    they are not pushed yet."""
+    moves); each step is judged forward or not (`plan.forward`: the caller refuses what goes back);
+    then the planned chain is checked, with the planned commits counted as reachable because they are
+    not pushed yet."""
     new_pin = pin or fork.head
     branch = f"{manifest.fork.bump_branch_prefix}{new_pin[:12]}"
     body = series_description(manifest, fork, new_pin)
@@ -184,12 +193,39 @@ def plan_bump(
             )
         )
         body = f"It pins {consumer.name} {step.commit} ({branch}), which pins the fork head.\n\n" + body
-        new_pin, target_url, target_upstream = step.commit, consumer.url, consumer.upstream_url
+        new_pin = step.commit
+        target_url, target_upstream = consumer.url, consumer.upstream_url
+    verdict = judge_forward(manifest, fork, steps, progress)
     pending: dict[str, list[str]] = {}
     for step in steps:
         pending.setdefault(remote.normalise_url(step.consumer.url), []).append(step.commit)
     check = check_chain(manifest, sources, progress=progress, pending=pending, fork=fork)
-    return BumpPlan(branch=branch, steps=steps, check=check)
+    return BumpPlan(branch=branch, steps=steps, check=check, forward=verdict)
+
+
+def judge_forward(
+    manifest: Manifest, fork: ForkContext, steps: list[BumpStep], progress: Progress
+) -> forward.Verdict:
+    """Does each step keep every commit its consumer's pin has now? (forward.py)"""
+    verdict = forward.Verdict()
+    graphs = CommitGraphs(manifest, fork.upstream_url, Remotes(progress), fork.store, fork.base)
+    for index, step in enumerate(steps):
+        if index == 0:
+            forward.judge_fork_step(verdict, step.consumer, step.old, step.new, step.old_url, fork, graphs)
+            continue
+        previous = steps[index - 1]
+        forward.judge_consumer_step(
+            verdict,
+            step.consumer,
+            previous.consumer,
+            step.old,
+            step.new,
+            previous.parent,
+            previous.repo,
+            previous.push_url,
+            graphs,
+        )
+    return verdict
 
 
 def apply_step(step: BumpStep) -> None:

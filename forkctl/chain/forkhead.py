@@ -136,7 +136,7 @@ class Relation(msgspec.Struct, frozen=True):
     """Where a commit lies relative to the manifest base."""
 
     where: str  # "base", "ahead", "behind" or "diverged"
-    count: int  # commits ahead (behind for "behind"; for "diverged": of the commit, the base lacks; -1 unknown)
+    count: int  # commits ahead (or behind); "diverged": those the base lacks (-1: not known)
     base: str
 
     @property

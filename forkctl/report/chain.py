@@ -8,7 +8,8 @@ from __future__ import annotations
 from typing import Any
 
 from forkctl.chain.bump import BumpStep
-from forkctl.chain.model import ChainFinding, ChainResult, LinkResult, Status
+from forkctl.chain.forward import Verdict
+from forkctl.chain.model import ChainFinding, ChainResult, LinkResult, Status, WantedBase
 from forkctl.manifest import Manifest
 from forkctl.report import Level, Problem, Report, Table
 
@@ -136,17 +137,21 @@ def _finding_json(f: ChainFinding) -> dict[str, Any]:
         "fix": f.fix,
     }
     if f.wants is not None:  # the pin builds on upstream commits the manifest base lacks
-        data["wants_base"] = {
-            "commit": f.wants.commit,
-            "lacks": f.wants.lacks,
-            "descends_from_base": f.wants.descends,
-            "command": f.wants.port_command,
-        }
+        data["wants_base"] = _wants_json(f.wants)
     if f.file is not None:  # only under --under-test: the repository's own .gitmodules
         data["file"] = f.file
         if f.line is not None:
             data["line"] = f.line
     return data
+
+
+def _wants_json(wants: WantedBase) -> dict[str, Any]:
+    return {
+        "commit": wants.commit,
+        "lacks": wants.lacks,
+        "descends_from_base": wants.descends,
+        "command": wants.port_command,
+    }
 
 
 def _link_json(link: LinkResult) -> dict[str, Any]:
@@ -211,4 +216,19 @@ def bump_json(steps: list[BumpStep], created: bool, pushed: bool) -> list[dict]:
             "pushed": pushed,
         }
         for step in steps
+    ]
+
+
+def backwards_json(verdict: Verdict) -> list[dict]:
+    """The steps that would take commits away from their consumer (bump-bridge refuses them)."""
+    return [
+        {
+            "consumer": b.consumer,
+            "old": b.old,
+            "new": b.new,
+            "message": b.message,
+            "fix": b.fix,
+            "wants_base": _wants_json(b.wants) if b.wants else None,
+        }
+        for b in verdict.backwards
     ]
