@@ -212,8 +212,10 @@ def command(
     """Pin the fork head in the Bridge (and, with --through, in NeMo-RL) on new forkctl/bump-* branches.
 
     \b
-    --open-pr implies --push. A rerun with nothing changed reuses the branches and updates the pull
-    requests. Exit 0 done, 1 a step would go back (see --allow-backwards), the bumped chain fails
+    --open-pr implies --push. Bump commits are reproducible (author and committer "forkctl bump",
+    dated the later of the parent's and the new pin's committer dates), so a rerun on any machine or
+    cache makes the same commits, finds pushed branches "already there" and updates the pull requests.
+    Exit 0 done, 1 a step would go back (see --allow-backwards), the bumped chain fails
     check-pins or gh refused (its words and the command to retry are printed), 2 bad input.
     """
     if dry_run and (push or open_pr):
@@ -252,8 +254,12 @@ def command(
             apply_step(step)
         opened: list[dict] = []
         pr_lines: list[str] = []
+        pushed: list[str] = []
         if push:
             push_steps(steps, progress)
+            pushed = [
+                f"{step.consumer.name}: {step.branch} {step.pushed} at {step.push_url}" for step in steps
+            ]
             tail = (
                 []
                 if open_pr
@@ -267,7 +273,7 @@ def command(
                 for step in steps
             ]
             tail.append("(or rerun with --push)")
-        out.lines = ["created:", *described, *out.lines, *tail, *pr_lines]
+        out.lines = ["created:", *described, *out.lines, *pushed, *tail, *pr_lines]
         out.data["steps"] = bump_json(steps, created=True, pushed=push)
         for entry, pull_request in zip(out.data["steps"], opened, strict=False):
             entry["pull_request"] = pull_request

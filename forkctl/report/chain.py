@@ -214,6 +214,8 @@ def bump_json(steps: list[BumpStep], created: bool, pushed: bool) -> list[dict]:
             "gitmodules_url": list(step.url_changed) if step.url_changed else None,
             "created": created,
             "pushed": pushed,
+            "push": step.pushed,  # "pushed" or "already there" once pushed, else None
+            "date": step.date,  # the commit's author and committer date (chain/bump.py says the rule)
         }
         for step in steps
     ]
