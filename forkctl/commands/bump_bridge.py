@@ -263,7 +263,7 @@ def command(
             tail = (
                 []
                 if open_pr
-                else ["pushed the new branches; open pull requests from them (or use --open-pr)"]
+                else ["the branches are at the consumers' URLs: open pull requests from them (or --open-pr)"]
             )
             if open_pr:
                 opened, pr_lines = _open_pull_requests(manifest, fork, plan, out, progress)
