@@ -18,7 +18,7 @@ from click.testing import CliRunner
 
 from forkctl.cli import cli
 from forkctl.series import parse_patch
-from tests.chain import Chain, make_chain
+from tests.chain import Chain, make_chain, url
 from tests.test_evidence import gpu_toolkit, record
 
 FAKE_GH = """#!{python}
@@ -147,6 +147,25 @@ def test_describe_range_diffs_against_the_previously_pinned_fork_head(tmp_path: 
     assert parts["previous_fork_head"] == old_head
     assert parts["range_diff"] and "feat(core): a returns 10" in parts["range_diff"]
     assert "```\n" in payload["body"] and old_head[:12] in payload["body"]
+
+
+def test_describe_states_the_base_the_chain_wants(tmp_path: Path) -> None:
+    """The Bridge already builds on upstream commits the manifest base lacks: the body says the chain
+    wants that commit, and the port that moves the fork there; on the plain base it wants the base."""
+    chain = make_chain(tmp_path)
+    code, payload = invoke_json(chain.manifest, "describe")
+    assert code == 0, payload
+    assert payload["parts"]["wanted_base"] == chain.base
+    assert f"**The base the chain wants:** `{chain.base}`, the manifest base" in payload["body"]
+    chain.pin_bridge(chain.upstream_tip, url(chain.fork))
+    code, payload = invoke_json(chain.manifest, "describe")
+    assert code == 0, payload
+    parts, body = payload["parts"], payload["body"]
+    assert parts["wanted_base"] == chain.upstream_tip
+    assert (
+        f"**The base the chain wants:** `{chain.upstream_tip}`, megatron-bridge already builds on it" in body
+    )
+    assert f"`forkctl port --onto {chain.upstream_tip}`" in body and "2 upstream commits" in body
 
 
 def test_describe_works_offline_from_the_manifest_and_says_what_is_missing(tmp_path: Path) -> None:

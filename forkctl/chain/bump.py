@@ -1,26 +1,40 @@
 """Moving the chain: the consumer commits that pin the fork head, one gitlink each.
 
 Each commit is made in a private index (the gitlink changed, `.gitmodules` pointed at the fork when it
-still names upstream), never in a user's index or worktree. A plan makes the commits (objects only) and
-checks the chain they make; applying it creates the branches, pushing it pushes them, never forced.
+still names upstream), never in a user's index or worktree. A plan makes the commits (objects only),
+judges that each moves its consumer forward (forward.py) and checks the chain they make; applying it
+creates the branches, pushing it pushes them, never forced.
+
+A bump commit is a pure function of its inputs, so a rerun on any machine or cache makes the same SHA
+(and finds the branch it pushed before equal): its tree (the parent's, with the gitlink and maybe the
+`.gitmodules` URL changed), its parent, its message (both SHAs, the series), and an identity and date
+taken from them, never from the machine: author = committer = `BUMP_NAME <BUMP_EMAIL>`, dated the later of the
+parent's committer date and the new pin's committer date (the fork head's, whose commits carry their
+patches' dates; for a later consumer, the previous bump commit's).
 """
 
 from __future__ import annotations
 
+from datetime import datetime
 from pathlib import Path
 
 import msgspec
 
 from forkctl import git
+from forkctl.chain import forward
 from forkctl.chain.checks import check_chain
 from forkctl.chain.forkhead import ForkContext
 from forkctl.chain.model import ChainResult, Progress
-from forkctl.chain.sources import Source, branch_to_bump
+from forkctl.chain.reachable import CommitGraphs
+from forkctl.chain.sources import Remotes, Source, branch_to_bump
 from forkctl.errors import BadInput
 from forkctl.git import GitRepo, SubmoduleEntry, remote
 from forkctl.git import store as gitstore
 from forkctl.manifest import Consumer, Manifest
 from forkctl.redact import without_credentials
+
+# Who a bump commit is by: forkctl itself, the same on every machine (a .invalid address reaches no one).
+BUMP_NAME, BUMP_EMAIL = "forkctl bump", "bump@forkctl.invalid"
 
 
 class BumpStep(msgspec.Struct):
@@ -37,14 +51,19 @@ class BumpStep(msgspec.Struct):
     branch: str
     url_changed: tuple[str, str] | None  # (old, new) .gitmodules URL when it pointed upstream
     existing: str | None  # what the branch points at already (None: it does not exist)
+    old_url: str | None = None  # the absolute .gitmodules URL of the gitlink at the parent
+    date: str = ""  # the commit's author and committer date (see the module docstring)
+    pushed: str | None = None  # after push_steps: "pushed", or "already there"
 
 
 class BumpPlan(msgspec.Struct):
-    """Every consumer's new commit up to the last one bumped, and the check of the chain they make."""
+    """Every consumer's new commit up to the last one bumped, whether each moves forward, and the check
+    of the chain they make."""
 
     branch: str
     steps: list[BumpStep]
     check: ChainResult
+    forward: forward.Verdict = msgspec.field(default_factory=forward.Verdict)
 
 
 def _gitlink_and_module(
@@ -81,8 +100,10 @@ def bump_step(
     target_upstream: str | None,
     branch: str,
     message_body: str,
+    new_date: str,
 ) -> BumpStep:
-    """Make (but do not reference) the commit that moves the consumer's gitlink to `new`."""
+    """Make (but do not reference) the commit that moves the consumer's gitlink to `new` (whose
+    committer date is `new_date`)."""
     consumer = source.consumer
     entry, modules_entry, module = _gitlink_and_module(source, repo, parent)
     url_changed = None
@@ -108,9 +129,11 @@ def bump_step(
         lines += [f".gitmodules submodule.{module.name}.url: {url_changed[0]} -> {url_changed[1]}", ""]
     message = "\n".join(lines) + message_body
     existing = repo.ref_sha(f"refs/heads/{branch}")
-    commit = _same_commit(repo, existing, tree, parent, message) or git.commit_with_identity(
-        repo, tree, [parent], message
+    date = later((info.committer or info.author).date, new_date)
+    commit = _same_commit(repo, existing, tree, parent, message) or repo.commit_tree(
+        tree, [parent], message, git.Identity(BUMP_NAME, BUMP_EMAIL, date)
     )
+    old_url = remote.resolve_relative_url(module.url, consumer.url) if module.url else None
     return BumpStep(
         consumer,
         repo,
@@ -123,7 +146,14 @@ def bump_step(
         branch,
         url_changed,
         existing,
+        old_url,
+        date,
     )
+
+
+def later(first: str, second: str) -> str:
+    """The later of two strict ISO 8601 dates, as written (its own time zone); the first on a tie."""
+    return second if datetime.fromisoformat(second) > datetime.fromisoformat(first) else first
 
 
 def _same_commit(repo: GitRepo, existing: str | None, tree: str, parent: str, message: str) -> str | None:
@@ -159,20 +189,23 @@ def plan_bump(
 ) -> BumpPlan:
     """Plan consumers 0..last: each pins the new commit of the one before it (the first pins `pin`,
     default the fork head; in merge mode its published merge). Commits are made (objects only, no ref
-    moves); then the planned chain is checked, with the planned commits counted as reachable because
-    they are not pushed yet."""
+    moves); each step is judged forward or not (`plan.forward`: the caller refuses what goes back);
+    then the planned chain is checked, with the planned commits counted as reachable because they are
+    not pushed yet."""
     new_pin = pin or fork.head
     branch = f"{manifest.fork.bump_branch_prefix}{new_pin[:12]}"
     body = series_description(manifest, fork, new_pin)
     steps: list[BumpStep] = []
     sources: list[Source] = []
     target_url, target_upstream = manifest.fork.url, manifest.upstream.url
+    pinned = fork.store.commit_info(new_pin)
+    new_date = (pinned.committer or pinned.author).date
     for index in range(last + 1):
         consumer = manifest.consumers[index]
         source = Source(consumer, local=local_repos.get(index))
         repo, head = branch_to_bump(source, progress)
         progress(f"{consumer.name}: moving {consumer.gitlink} to {new_pin[:12]} on {branch}")
-        step = bump_step(source, repo, head, new_pin, target_url, target_upstream, branch, body)
+        step = bump_step(source, repo, head, new_pin, target_url, target_upstream, branch, body, new_date)
         steps.append(step)
         sources.append(
             Source(
@@ -184,12 +217,39 @@ def plan_bump(
             )
         )
         body = f"It pins {consumer.name} {step.commit} ({branch}), which pins the fork head.\n\n" + body
-        new_pin, target_url, target_upstream = step.commit, consumer.url, consumer.upstream_url
+        new_pin, new_date = step.commit, step.date
+        target_url, target_upstream = consumer.url, consumer.upstream_url
+    verdict = judge_forward(manifest, fork, steps, progress)
     pending: dict[str, list[str]] = {}
     for step in steps:
         pending.setdefault(remote.normalise_url(step.consumer.url), []).append(step.commit)
     check = check_chain(manifest, sources, progress=progress, pending=pending, fork=fork)
-    return BumpPlan(branch=branch, steps=steps, check=check)
+    return BumpPlan(branch=branch, steps=steps, check=check, forward=verdict)
+
+
+def judge_forward(
+    manifest: Manifest, fork: ForkContext, steps: list[BumpStep], progress: Progress
+) -> forward.Verdict:
+    """Does each step keep every commit its consumer's pin has now? (forward.py)"""
+    verdict = forward.Verdict()
+    graphs = CommitGraphs(manifest, fork.upstream_url, Remotes(progress), fork.store, fork.base)
+    for index, step in enumerate(steps):
+        if index == 0:
+            forward.judge_fork_step(verdict, step.consumer, step.old, step.new, step.old_url, fork, graphs)
+            continue
+        previous = steps[index - 1]
+        forward.judge_consumer_step(
+            verdict,
+            step.consumer,
+            previous.consumer,
+            step.old,
+            step.new,
+            previous.parent,
+            previous.repo,
+            previous.push_url,
+            graphs,
+        )
+    return verdict
 
 
 def apply_step(step: BumpStep) -> None:
@@ -204,15 +264,21 @@ def apply_step(step: BumpStep) -> None:
     step.repo.update_ref(f"refs/heads/{step.branch}", step.commit, None, f"bump {step.gitlink}")
 
 
-def push_step(step: BumpStep, protected: set[str]) -> None:
-    """Push the new branch, never forced, never onto a protected (default or consumer) branch."""
+def push_step(step: BumpStep, protected: set[str]) -> str:
+    """Push the new branch, never forced, never onto a protected (default or consumer) branch:
+    "pushed", or "already there" when the URL's branch is this commit (a rerun anywhere makes the same
+    commit, so it finds its own push)."""
     if step.branch in protected:
         raise BadInput(f"refusing to push to {step.branch}: it is the default or consumer branch")
+    if remote.ls_remote(step.push_url).get(f"refs/heads/{step.branch}") == step.commit:
+        return "already there"
     remote.push_branch(step.repo, step.push_url, step.commit, step.branch)
+    return "pushed"
 
 
 def push_steps(steps: list[BumpStep], progress: Progress) -> None:
-    """Push every new branch, never forced, never onto the consumer's own or default branch."""
+    """Push every new branch, never forced, never onto the consumer's own or default branch; each
+    step's `pushed` says what happened."""
     for step in steps:
         progress(f"pushing {step.branch} to {step.push_url}")
-        push_step(step, {step.consumer.branch, remote.default_branch(step.push_url) or "main"})
+        step.pushed = push_step(step, {step.consumer.branch, remote.default_branch(step.push_url) or "main"})

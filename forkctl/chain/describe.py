@@ -41,6 +41,10 @@ class MoveFacts(msgspec.Struct):
     previous_base: str | None = None
     range_diff: str | None = None
     plan: BumpPlan | None = None
+    # The upstream commit the chain wants the fork on, and why: the manifest base, or the newer one a
+    # consumer already builds on (then the move is `forkctl port --onto` it, not a bump).
+    wanted_base: str | None = None
+    wanted_because: str | None = None
     missing: list[str] = msgspec.field(default_factory=list)
 
 
@@ -86,8 +90,10 @@ def complete(
     except ForkctlError:
         facts.missing.append(f"the base commit's subject and date are not available ({fork.base[:12]})")
     if plan is None or not plan.steps:
+        facts.missing.append("the base the chain wants is not known: the consumers' pins are unknown")
         facts.missing.append("the range-diff is not available: the consumers' pins are unknown")
         return
+    _wanted_base(facts, fork, plan)
     previous = plan.steps[0].old
     facts.previous_fork_head = previous
     if previous is None or previous == fork.head:
@@ -97,6 +103,24 @@ def complete(
         _previous_series(facts, manifest, fork, previous, progress)
     except ForkctlError as exc:
         facts.missing.append(f"the range-diff is not available: {exc.message}")
+
+
+def _wanted_base(facts: MoveFacts, fork: ForkContext, plan: BumpPlan) -> None:
+    """The base the chain wants: a newer upstream commit the first consumer already builds on (the
+    bump would go back from it), else the manifest base."""
+    ahead = next((b for b in plan.forward.backwards if b.wants is not None), None)
+    if ahead is None or ahead.wants is None:
+        facts.wanted_base = fork.base
+        facts.wanted_because = "the manifest base: no consumer pins upstream commits it lacks"
+        return
+    wants = ahead.wants
+    many = f"{wants.lacks} upstream commits" if wants.lacks >= 0 else "upstream commits"
+    facts.wanted_base = wants.commit
+    facts.wanted_because = (
+        f"{ahead.consumer} already builds on it ({many} that the manifest base {fork.base[:12]} lacks): "
+        f"move the fork there first with `{wants.port_command}`; bumping to this fork head would "
+        "take them away"
+    )
 
 
 def _previous_series(

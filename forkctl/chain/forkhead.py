@@ -10,11 +10,11 @@ from __future__ import annotations
 
 import msgspec
 
-from forkctl.chain.model import ChainFinding, Progress, Status
+from forkctl.chain.model import ChainFinding, Progress, Status, WantedBase
 from forkctl.chain.ownfiles import OwnFiles, named, own_files, unpublished_paths
 from forkctl.chain.sources import local_branch_tip, parse_location
 from forkctl.errors import BadInput
-from forkctl.git import GitRepo, remote
+from forkctl.git import GitFailed, GitRepo, remote
 from forkctl.git import store as gitstore
 from forkctl.manifest import Manifest
 from forkctl.ops import replay as build
@@ -138,44 +138,99 @@ def fork_context(manifest: Manifest, upstream_location: str | None, progress: Pr
 # --- why a pin is not the fork head ---------------------------------------------------------------
 
 
-def _relation(repo: GitRepo, commit: str, base: str) -> str:
-    """'the manifest base', 'N commits ahead of ...', 'N commits behind ...' or 'diverged from ...'."""
+class Relation(msgspec.Struct, frozen=True):
+    """Where a commit lies relative to the manifest base."""
+
+    where: str  # "base", "ahead", "behind" or "diverged"
+    count: int  # commits ahead (or behind); "diverged": those the base lacks (-1: not known)
+    base: str
+
+    @property
+    def text(self) -> str:
+        """'the manifest base', 'N commits ahead of ...', 'N commits behind ...' or 'diverged from ...'."""
+        if self.where == "base":
+            return "the manifest base"
+        if self.where == "diverged":
+            return f"diverged from the manifest base {self.base[:12]}"
+        side = "ahead of" if self.where == "ahead" else "behind"
+        return f"{self.count} commits {side} the manifest base {self.base[:12]}"
+
+    def wants(self, commit: str) -> WantedBase | None:
+        """The base the chain wants when `commit` holds upstream commits the manifest base lacks."""
+        if self.where not in ("ahead", "diverged"):
+            return None
+        return WantedBase(commit, self.count, descends=self.where == "ahead")
+
+
+def relation(repo: GitRepo, commit: str, base: str) -> Relation:
+    """Where `commit` lies relative to `base` (`repo` holds the history of both; commits are enough)."""
     if commit == base:
-        return "the manifest base"
+        return Relation("base", 0, base)
     counts = repo.ahead_behind(base, commit)  # one rev-list where asking ancestry, then counting, took two
     if counts is None:  # git could not walk them: asked one question at a time, as before
-        return _relation_asked_apart(repo, commit, base)
+        return _relation_apart(repo, commit, base)
     ahead, behind = counts
     if behind == 0:
-        return f"{ahead} commits ahead of the manifest base {base[:12]}"
+        return Relation("ahead", ahead, base)
     if ahead == 0:
-        return f"{behind} commits behind the manifest base {base[:12]}"
-    return f"diverged from the manifest base {base[:12]}"
+        return Relation("behind", behind, base)
+    return Relation("diverged", ahead, base)
+
+
+def _relation_apart(repo: GitRepo, commit: str, base: str) -> Relation:
+    """`relation` from an ancestry question each way, then a count (git's lazy fetch allowed, as
+    every history question in `repo` is)."""
+    if repo.is_ancestor(base, commit):
+        return Relation("ahead", repo.count(f"{base}..{commit}"), base)
+    if repo.is_ancestor(commit, base):
+        return Relation("behind", repo.count(f"{commit}..{base}"), base)
+    try:
+        lacks = repo.count(f"{base}..{commit}")
+    except GitFailed:  # a commit git cannot walk: how many it has is not known
+        lacks = -1
+    return Relation("diverged", lacks, base)
+
+
+def _relation(repo: GitRepo, commit: str, base: str) -> str:
+    return relation(repo, commit, base).text
 
 
 def _relation_asked_apart(repo: GitRepo, commit: str, base: str) -> str:
-    """`_relation` from an ancestry question each way, then a count (git's lazy fetch allowed, as
-    every history question in `repo` is)."""
-    if repo.is_ancestor(base, commit):
-        return f"{repo.count(f'{base}..{commit}')} commits ahead of the manifest base {base[:12]}"
-    if repo.is_ancestor(commit, base):
-        return f"{repo.count(f'{commit}..{base}')} commits behind the manifest base {base[:12]}"
-    return f"diverged from the manifest base {base[:12]}"
+    return _relation_apart(repo, commit, base).text
 
 
-def _mismatch(kind: str, message: str, fix: str) -> ChainFinding:
-    return ChainFinding("pin", Status.MISMATCH, kind, message, fix)
+def _mismatch(kind: str, message: str, fix: str, wants: WantedBase | None = None) -> ChainFinding:
+    return ChainFinding("pin", Status.MISMATCH, kind, message, fix, wants=wants)
+
+
+def follow_the_consumer(wants: WantedBase, head: str) -> tuple[str, str]:
+    """(what to add to the finding's message, its fix) for a pin on a base the manifest base lacks:
+    the chain follows the consumer, so the fork moves there; a bump would take commits away."""
+    many = f"{wants.lacks} upstream commits" if wants.lacks >= 0 else "upstream commits"
+    said = (
+        f": the consumer already builds on {wants.commit[:12]}, which has {many} "
+        f"the manifest base lacks, so the chain wants the fork on {wants.commit[:12]} (bumping the pin "
+        f"to the fork head {head[:12]} would take those commits away)"
+    )
+    if not wants.descends:
+        said += "; it does not descend from the manifest base, so the port is a backport"
+    return said, f"move the fork onto that base: {wants.port_command}, then forkctl bump-bridge"
 
 
 def unpatched_upstream(repo: GitRepo, pinned: str, ctx: ForkContext) -> ChainFinding:
     """The finding for a pin on upstream's branch: where it is relative to the base (`repo` holds the
-    history of both; commits are enough)."""
-    return _mismatch(
-        "unpatched-upstream",
-        f"pins an unpatched upstream commit {pinned[:12]}, {_relation(repo, pinned, ctx.base)}, "
-        f"with none of the {len(ctx.patches)} patches",
-        ctx.bump_fix,
+    history of both; commits are enough). A pin the base lacks commits of says where the chain wants
+    the fork (`forkctl port --onto` it), not a bump that would go back."""
+    where = relation(repo, pinned, ctx.base)
+    message = (
+        f"pins an unpatched upstream commit {pinned[:12]}, {where.text}, "
+        f"with none of the {len(ctx.patches)} patches"
     )
+    wants = where.wants(pinned)
+    if wants is None:
+        return _mismatch("unpatched-upstream", message, ctx.bump_fix)
+    said, fix = follow_the_consumer(wants, ctx.head)
+    return _mismatch("unpatched-upstream", message + said, fix, wants)
 
 
 def publish_merge_finding(
@@ -239,7 +294,7 @@ def diagnose_fork_pin(ctx: ForkContext, pinned: str, branch: str) -> list[ChainF
         return [unpatched_upstream(repo, pinned, ctx)]
     own = repo.commits_not_in(pinned, [tip, base] if tip else [base])
     bases = repo.merge_bases(pinned, tip or base)
-    findings = _base_findings(repo, pinned, bases, base, fix)
+    findings = _base_findings(repo, pinned, bases, base, ctx.head, fix)
     if not bases:
         return findings
     findings += _match_patches(repo, own, ctx.patches, fix)
@@ -252,7 +307,9 @@ def diagnose_fork_pin(ctx: ForkContext, pinned: str, branch: str) -> list[ChainF
     return findings
 
 
-def _base_findings(repo: GitRepo, pinned: str, bases: list[str], base: str, fix: str) -> list[ChainFinding]:
+def _base_findings(
+    repo: GitRepo, pinned: str, bases: list[str], base: str, head: str, fix: str
+) -> list[ChainFinding]:
     """What the pin's merge-bases with upstream say: criss-cross history, no shared history, another base."""
     findings: list[ChainFinding] = []
     if len(bases) > 1:
@@ -261,13 +318,14 @@ def _base_findings(repo: GitRepo, pinned: str, bases: list[str], base: str, fix:
     if not bases:
         findings.append(_mismatch("unrelated", f"{pinned[:12]} shares no history with upstream", fix))
     elif bases[0] != base:
-        findings.append(
-            _mismatch(
-                "wrong-base",
-                f"is built on another base {bases[0][:12]}, {_relation(repo, bases[0], base)}",
-                "port the series (forkctl port) or move the manifest base, rebuild, then forkctl bump-bridge",
-            )
-        )
+        where = relation(repo, bases[0], base)
+        message = f"is built on another base {bases[0][:12]}, {where.text}"
+        wants = where.wants(bases[0])
+        if wants is not None:
+            said, follow = follow_the_consumer(wants, head)
+            findings.append(_mismatch("wrong-base", message + said, follow, wants))
+        else:  # an older base: the fork head is newer, and the bump moves the consumer forward
+            findings.append(_mismatch("wrong-base", message, fix))
     return findings
 
 

@@ -21,6 +21,20 @@ class Status(StrEnum):
     UNREACHABLE = "UNREACHABLE"
 
 
+class WantedBase(msgspec.Struct, frozen=True):
+    """The upstream commit a consumer already builds on that the manifest base lacks: the base the
+    chain now wants. Bumping that consumer to the fork head would take `lacks` upstream commits away
+    from it; moving the fork there first (`forkctl port --onto commit`) loses none."""
+
+    commit: str
+    lacks: int  # upstream commits of `commit` that the manifest base does not have
+    descends: bool  # `commit` descends from the manifest base (else a port there needs --backport)
+
+    @property
+    def port_command(self) -> str:
+        return f"forkctl port --onto {self.commit}" + ("" if self.descends else " --backport")
+
+
 class ChainFinding(msgspec.Struct, frozen=True):
     check: str  # pin, url, reachable, fork-base, nested
     status: Status
@@ -31,6 +45,8 @@ class ChainFinding(msgspec.Struct, frozen=True):
     # a path relative to that repository's root, and its 1-based line when known.
     file: str | None = None
     line: int | None = None
+    # A pin that builds on upstream commits the manifest base lacks: where the chain wants the fork.
+    wants: WantedBase | None = None
 
 
 class LinkResult(msgspec.Struct):

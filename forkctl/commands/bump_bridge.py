@@ -3,7 +3,9 @@
 A new branch `<fork.bump_branch_prefix><sha12>` (this fork: `forkctl/bump-megatron-<sha12>`) from each consumer branch head, whose one commit moves the
 gitlink (private index: read-tree, update-index --cacheinfo 160000, write-tree, commit-tree; no
 submodule checkout, never the user's index or worktree) and points `.gitmodules` at the fork when it
-still names upstream. Then the check-pins core runs on the new branches; it must pass.
+still names upstream. Each step must move its consumer forward (the new pin holds every upstream
+commit the old one had; `--allow-backwards` to mean otherwise), and the check-pins core runs on the
+new branches; it must pass.
 """
 
 from __future__ import annotations
@@ -27,7 +29,7 @@ from forkctl.git.remote import cache_root
 from forkctl.gpu.gate import summarise
 from forkctl.manifest import Manifest
 from forkctl.report import Level, Problem, Report
-from forkctl.report.chain import bump_json, bump_lines, chain_report
+from forkctl.report.chain import backwards_json, bump_json, bump_lines, chain_report
 from forkctl.report.pullrequest import pr_body
 
 
@@ -129,6 +131,26 @@ def _open_pull_requests(
     return opened, lines
 
 
+def _refused_backwards(out: Report, plan: BumpPlan, allowed: bool, described: list[str]) -> bool:
+    """Refuse (True, the report says why and how forward) a plan with a step that goes back, unless
+    `allowed`: then each such step is a notice. What could not be judged is a notice either way."""
+    for line in plan.forward.unjudged:
+        out.problems.append(Problem(line, level=Level.NOTICE))
+    if not plan.forward.backwards:
+        return False
+    if allowed:
+        for step in plan.forward.backwards:
+            out.problems.append(
+                Problem(f"{step.message} (going back: --allow-backwards)", level=Level.NOTICE)
+            )
+        return False
+    for step in plan.forward.backwards:
+        out.fail(Problem(step.message, hint=f"{step.fix} (or pass --allow-backwards to go back)"))
+    out.lines = [*described, "the bump would go back: no branch was created", *out.lines]
+    out.data["steps"] = bump_json(plan.steps, created=False, pushed=False)
+    return True
+
+
 @click.command("bump-bridge", short_help=verbs.summary("bump-bridge"))
 @click.option(
     "--fork-commit",
@@ -151,6 +173,14 @@ def _open_pull_requests(
     help="A local clone of the --through consumer to commit in; default: the cache of its URL.",
 )
 @options.upstream_repo("Where the base commit is (see check-pins).")
+@click.option(
+    "--allow-backwards",
+    is_flag=True,
+    help="Bump even where the new pin lacks commits the consumer's pin has now (a consumer already on "
+    "a newer upstream commit than the manifest base, or a NeMo-RL pin the Bridge branch does not "
+    "contain). Without it such a bump is refused (exit 1) with the way forward: forkctl port --onto "
+    "the consumer's base.",
+)
 @click.option("--dry-run", is_flag=True, help="Print the plan (and the check it would pass); change no ref.")
 @click.option(
     "--push",
@@ -174,6 +204,7 @@ def command(
     bridge_repo: Path | None,
     through_repo: Path | None,
     upstream_repo: str | None,
+    allow_backwards: bool,
     dry_run: bool,
     push: bool,
     open_pr: bool,
@@ -181,9 +212,11 @@ def command(
     """Pin the fork head in the Bridge (and, with --through, in NeMo-RL) on new forkctl/bump-* branches.
 
     \b
-    --open-pr implies --push. A rerun with nothing changed reuses the branches and updates the pull
-    requests. Exit 0 done, 1 the bumped chain fails check-pins or gh refused (its words and the command
-    to retry are printed), 2 bad input.
+    --open-pr implies --push. Bump commits are reproducible (author and committer "forkctl bump",
+    dated the later of the parent's and the new pin's committer dates), so a rerun on any machine or
+    cache makes the same commits, finds pushed branches "already there" and updates the pull requests.
+    Exit 0 done, 1 a step would go back (see --allow-backwards), the bumped chain fails
+    check-pins or gh refused (its words and the command to retry are printed), 2 bad input.
     """
     if dry_run and (push or open_pr):
         flag = "--open-pr" if open_pr else "--push"
@@ -202,6 +235,9 @@ def command(
         steps = plan.steps
         out = chain_report("bump-bridge", manifest, plan.check)
         described = bump_lines(steps)
+        out.data["backwards"] = backwards_json(plan.forward)
+        if _refused_backwards(out, plan, allow_backwards, described):
+            return out
         if not out.ok:
             out.lines = [
                 *described,
@@ -218,12 +254,16 @@ def command(
             apply_step(step)
         opened: list[dict] = []
         pr_lines: list[str] = []
+        pushed: list[str] = []
         if push:
             push_steps(steps, progress)
+            pushed = [
+                f"{step.consumer.name}: {step.branch} {step.pushed} at {step.push_url}" for step in steps
+            ]
             tail = (
                 []
                 if open_pr
-                else ["pushed the new branches; open pull requests from them (or use --open-pr)"]
+                else ["the branches are at the consumers' URLs: open pull requests from them (or --open-pr)"]
             )
             if open_pr:
                 opened, pr_lines = _open_pull_requests(manifest, fork, plan, out, progress)
@@ -233,7 +273,7 @@ def command(
                 for step in steps
             ]
             tail.append("(or rerun with --push)")
-        out.lines = ["created:", *described, *out.lines, *tail, *pr_lines]
+        out.lines = ["created:", *described, *out.lines, *pushed, *tail, *pr_lines]
         out.data["steps"] = bump_json(steps, created=True, pushed=push)
         for entry, pull_request in zip(out.data["steps"], opened, strict=False):
             entry["pull_request"] = pull_request

@@ -36,7 +36,6 @@ _HOME = {
     "check_branch_name": "refs",
     "checked_out_branches": "worktree",
     "commit_patch_ids": "patches",
-    "commit_with_identity": "commits",
     "committer_of": "commits",
     "diff_paths": "patchtext",
     "diff_paths_each": "patchtext",
@@ -95,7 +94,6 @@ __all__ = [
     "checked_out_branches",
     "checkout_at",
     "commit_patch_ids",
-    "commit_with_identity",
     "committer_of",
     "diff_paths",
     "diff_paths_each",
@@ -142,7 +140,7 @@ def __getattr__(name: str) -> Any:
 
 
 if TYPE_CHECKING:
-    from forkctl.git.commits import CommitInfo, Identity, commit_with_identity, committer_of
+    from forkctl.git.commits import CommitInfo, Identity, committer_of
     from forkctl.git.facts import save_facts
     from forkctl.git.history import last_commit_touching
     from forkctl.git.index import (

@@ -187,14 +187,6 @@ class Commits(GitDir):
         return first.split()[0], second.split()[1]
 
 
-def commit_with_identity(repo: GitDir, tree: str, parents: list[str], message: str) -> str:
-    """A commit by the configured user (author and committer from git's config/environment, now)."""
-    args = ["commit-tree", tree]
-    for parent in parents:
-        args += ["-p", parent]
-    return repo.git([*args, "-F", "-"], stdin=message.encode("utf-8")).strip()
-
-
 def committer_of(repo: GitDir, sha: str) -> Identity:
     """The committer of `sha`; equal to the author (date included) for forkctl's reproducible commits."""
     name, email, date = repo.git(["show", "-s", "--format=%cn%x00%ce%x00%cI", sha]).split("\x00")

@@ -8,7 +8,8 @@ from __future__ import annotations
 from typing import Any
 
 from forkctl.chain.bump import BumpStep
-from forkctl.chain.model import ChainFinding, ChainResult, LinkResult, Status
+from forkctl.chain.forward import Verdict
+from forkctl.chain.model import ChainFinding, ChainResult, LinkResult, Status, WantedBase
 from forkctl.manifest import Manifest
 from forkctl.report import Level, Problem, Report, Table
 
@@ -135,11 +136,22 @@ def _finding_json(f: ChainFinding) -> dict[str, Any]:
         "message": f.message,
         "fix": f.fix,
     }
+    if f.wants is not None:  # the pin builds on upstream commits the manifest base lacks
+        data["wants_base"] = _wants_json(f.wants)
     if f.file is not None:  # only under --under-test: the repository's own .gitmodules
         data["file"] = f.file
         if f.line is not None:
             data["line"] = f.line
     return data
+
+
+def _wants_json(wants: WantedBase) -> dict[str, Any]:
+    return {
+        "commit": wants.commit,
+        "lacks": wants.lacks,
+        "descends_from_base": wants.descends,
+        "command": wants.port_command,
+    }
 
 
 def _link_json(link: LinkResult) -> dict[str, Any]:
@@ -202,6 +214,23 @@ def bump_json(steps: list[BumpStep], created: bool, pushed: bool) -> list[dict]:
             "gitmodules_url": list(step.url_changed) if step.url_changed else None,
             "created": created,
             "pushed": pushed,
+            "push": step.pushed,  # "pushed" or "already there" once pushed, else None
+            "date": step.date,  # the commit's author and committer date (chain/bump.py says the rule)
         }
         for step in steps
+    ]
+
+
+def backwards_json(verdict: Verdict) -> list[dict]:
+    """The steps that would take commits away from their consumer (bump-bridge refuses them)."""
+    return [
+        {
+            "consumer": b.consumer,
+            "old": b.old,
+            "new": b.new,
+            "message": b.message,
+            "fix": b.fix,
+            "wants_base": _wants_json(b.wants) if b.wants else None,
+        }
+        for b in verdict.backwards
     ]

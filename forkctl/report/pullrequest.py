@@ -52,7 +52,15 @@ def _why(manifest: Manifest, facts: MoveFacts) -> list[str]:
         f"The fork head {head} = apply(series, base): {base} + {len(facts.series)} patches, rebuilt "
         "reproducibly by forkctl (same SHA on every machine; `forkctl check-pins` verifies each pin).",
         "",
+        *_wanted(facts),
     ]
+
+
+def _wanted(facts: MoveFacts) -> list[str]:
+    """The base the chain now wants, and why (or that it is not known)."""
+    if facts.wanted_base is None:
+        return ["**The base the chain wants:** not known (see the end).", ""]
+    return [f"**The base the chain wants:** `{facts.wanted_base}`, {facts.wanted_because}.", ""]
 
 
 def _series(facts: MoveFacts) -> list[str]:
@@ -168,6 +176,8 @@ def pr_parts(manifest: Manifest, facts: MoveFacts, summary: GateSummary) -> dict
         "series": [msgspec.structs.asdict(row) for row in facts.series],
         "dropped": [plain(entry, drop_none=True) for entry in facts.dropped],
         "dropped_since": facts.dropped_since,
+        "wanted_base": facts.wanted_base,
+        "wanted_base_because": facts.wanted_because,
         "previous_fork_head": facts.previous_fork_head,
         "previous_base": facts.previous_base,
         "range_diff": facts.range_diff,
