@@ -7,7 +7,6 @@ A module of its own so that collecting the test imports no torch: on a CPU host 
 from __future__ import annotations
 
 import contextlib
-
 import math
 
 import torch
