@@ -76,7 +76,10 @@ def _run(
             state.steps.append(session.Step(file=state.files[position], commit=head, partial=partial))
             continue
         commits.flush()
-        return session.open_conflict(repo, state, position, patch, head, verdict.merged)
+        stopped = session.open_conflict(repo, state, position, patch, head, verdict.merged)
+        return msgspec.structs.replace(
+            stopped, upstream_commit=verdict.upstream_commit, named_by=verdict.reason
+        )
     commits.flush()
     return None
 
