@@ -12,6 +12,7 @@ from pathlib import Path
 
 import pytest
 
+from forkctl.series import parse_patch
 from tests.gitrepos import FORMAT_PATCH, Repo, git
 from tests.seriesrepo import SeriesSetup, clone, make_series, run_json, write_manifest
 
@@ -261,3 +262,44 @@ def test_mixed_series_ports_like_rebase_and_status_onto_says_so(tmp_path: Path) 
     rebased = Rebased(fork, tmp_path, setup.base, old_head, new_base)
     assert not rebased.stopped and rebased.made == 3
     assert fork.git("rev-parse", f"{BRANCH}^{{tree}}") == rebased.tree
+
+
+def test_two_ports_leave_one_provenance_line_per_patch(tmp_path: Path) -> None:
+    setup = empty_setup(tmp_path)
+    upstream = setup.upstream
+    picked = upstream.commit("upstream: line 10 (#7)", {LONG: edited(l10="TEN")})
+    dev = dev_at_base(setup)
+    # git's -x on a commit that already says where it came from adds a second line: normalised too.
+    first = own(dev, "feat: other", {OTHER: "X = 5\n"}, 1)
+    dev.git("checkout", "-q", "--detach", setup.base)
+    dev.git("cherry-pick", "-x", first)
+    dev.git("checkout", "-q", "--detach", setup.base)
+    dev.git("cherry-pick", "-x", "HEAD@{1}")
+    pick_amended(dev, picked, {LONG: edited(l10="TEN", l17="OWN")})
+    own(dev, "docs: readme", {"README.md": "upstream\nforked\n"}, 3)  # no provenance line at all
+    files = export_dev(setup, dev)
+    assert [len(parse_patch(path).provenance) for path in files] == [2, 1, 0]
+    first_base = upstream.commit("upstream: unrelated", {"megatron/core/u.py": "U = 1\n"})
+    second_base = upstream.commit("upstream: more", {"megatron/core/u.py": "U = 2\n"})
+    fork = fork_with_branch(setup, tmp_path)
+    origins: list[str] = []
+    for onto in (first_base, second_base):
+        code, data = port(setup, fork, onto)
+        assert code == 0, data
+        manifest = setup.manifest_data()
+        kept = [parse_patch(setup.root / entry["file"]).provenance for entry in manifest["series"]]
+        assert all(len(names) == 1 for names in kept), kept
+        # The origin stays: the commit first picked from; a patch without one is named once, then kept.
+        assert [names[0] for names in kept][:2] == [first, picked]
+        assert not origins or [names[0] for names in kept] == origins
+        origins = [names[0] for names in kept]
+        assert [entry["provenance"] for entry in manifest["series"]] == origins
+        assert run_json(setup, "lint")[0] == 0
+        code, check = run_json(setup, "export", "--repo", str(fork.path), "--check")
+        assert code == 0, check
+    # And the files rebuild exactly the ported branch.
+    code, again = run_json(
+        setup, "apply", "--base", second_base, "--repo", str(fork.path), "--branch", "again"
+    )
+    assert code == 0, again
+    assert again["head"] == fork.head(BRANCH)
