@@ -36,7 +36,7 @@ class Patch(msgspec.Struct, frozen=True):
     date_raw: str
     body: str  # the commit message after the subject line, provenance and trailers included
     trailers: list[tuple[str, str]]
-    provenance: list[str]  # oldest first: each port appends a new `cherry picked from` line
+    provenance: list[str]  # oldest first; export and port keep one: the first, the patch's origin
     paths: list[str]
     diff: bytes
     patch_id: str

@@ -7,7 +7,8 @@ from pathlib import Path
 import pytest
 
 from forkctl.series import parse_patch
-from tests.seriesrepo import SeriesSetup, clone, make_series, run_json
+from tests.gitrepos import FORMAT_PATCH
+from tests.seriesrepo import SeriesSetup, clone, make_series, run_json, write_manifest
 
 
 @pytest.fixture
@@ -28,14 +29,15 @@ def test_export_tags_provenance_and_is_byte_stable(setup: SeriesSetup, tmp_path:
     series_commits = dev.git("rev-list", "--reverse", f"{setup.base}..series").split()
     assert [p["commit"] for p in data["patches"]] == series_commits
     manifest = setup.manifest_data()
-    assert [e["provenance"] for e in manifest["series"]] == series_commits
+    assert [e["provenance"] for e in manifest["series"]] == setup.dev_commits
     assert setup.manifest.read_text().startswith("# test manifest\n")  # comments survive
     for entry, dev_commit, series_commit in zip(
         manifest["series"], setup.dev_commits, series_commits, strict=True
     ):
         patch = parse_patch(setup.root / entry["file"])
-        # The maintainer's cherry-pick line stays; a new line names the exported commit.
-        assert patch.provenance == [dev_commit, series_commit]
+        # The maintainer's cherry-pick line stays, the only one: it names the patch's origin.
+        assert patch.provenance == [dev_commit]
+        assert series_commit not in patch.message
     exported = series_bytes(setup)
     manifest_text = setup.manifest.read_text()
     code, data = run_json(setup, "export", "--repo", str(dev.path), "--from", "series")
@@ -73,10 +75,10 @@ def test_check_lists_edited_file(setup: SeriesSetup, tmp_path: Path) -> None:
     assert b"Why: edited." in first.read_bytes()  # --check writes nothing
 
 
-def test_amended_commit_gets_new_provenance(setup: SeriesSetup, tmp_path: Path) -> None:
+def test_amended_commit_keeps_its_origin_as_its_one_provenance(setup: SeriesSetup, tmp_path: Path) -> None:
     fork = clone(setup.upstream, tmp_path / "fork")
     assert run_json(setup, "apply", "--base", setup.base, "--repo", str(fork.path))[0] == 0
-    # A maintainer amends the last applied commit: its provenance no longer describes it.
+    # A maintainer amends the last applied commit: the file changes, where it came from does not.
     fork.git("checkout", "-q", "farai/main")
     fork.write({"megatron/core/a.py": "def a():\n    return 10\n\n\ndef helper():\n    return 'hello'\n"})
     fork.git("commit", "-q", "-a", "--amend", "--no-edit", "--date", "2026-03-01T00:00:00+00:00")
@@ -85,14 +87,57 @@ def test_amended_commit_gets_new_provenance(setup: SeriesSetup, tmp_path: Path) 
     code, data = run_json(setup, "export", "--repo", str(fork.path))
     assert code == 0, data
     last = data["patches"][-1]
-    assert last["provenance"] == amended
+    assert last["commit"] == amended and last["provenance"] == setup.dev_commits[-1]
     patch = parse_patch(setup.root / last["file"])
-    assert patch.provenance[-1] == amended and len(patch.provenance) == 2
+    assert patch.provenance == [setup.dev_commits[-1]]
+    assert "'hello'" in patch.diff.decode()
     assert [p["changed"] for p in data["patches"]][:3] == [
         True,
         True,
         True,
     ]  # fixture names differ (numbered)
+
+
+def test_several_provenance_lines_are_normalised_to_the_origin(setup: SeriesSetup, tmp_path: Path) -> None:
+    """git's -x of a commit that already has a line adds another; files from before keep several."""
+    dev = setup.dev
+    dev.git("checkout", "-q", "-b", "twice", "series")
+    dev.git("checkout", "-q", "-b", "again", setup.base)
+    for sha in dev.git("rev-list", "--reverse", f"{setup.base}..twice").split():
+        dev.git("cherry-pick", "-x", sha)
+    messages = [
+        dev.git("log", "-1", "--format=%B", sha)
+        for sha in dev.git("rev-list", "--reverse", f"{setup.base}..again").split()
+    ]
+    assert [m.count("(cherry picked from commit") for m in messages] == [2, 2, 2, 2]
+    # The files as a maintainer would have written them from that branch: lint warns, and passes.
+    out = setup.root / "patches" / "megatron-lm"
+    for old in out.glob("*.patch"):
+        old.unlink()
+    names = dev.git(*FORMAT_PATCH, "-o", str(out), f"{setup.base}..again").splitlines()
+    write_manifest(setup.root, setup.base, setup.url, [str(Path(n).relative_to(setup.root)) for n in names])
+    code, lint = run_json(setup, "lint")
+    assert code == 0, lint
+    warned = [p for p in lint["problems"] if "provenance lines" in p["message"]]
+    assert len(warned) == 4 and all(p["level"] == "warning" for p in warned)
+    code, data = run_json(setup, "export", "--repo", str(dev.path), "--from", "again")
+    assert code == 0, data
+    files = [setup.root / e["file"] for e in setup.manifest_data()["series"]]
+    kept = [parse_patch(f) for f in files]
+    assert [p.provenance for p in kept] == [[c] for c in setup.dev_commits]
+    assert all(b"\n\n\n" not in p.raw for p in kept)
+    assert [e["provenance"] for e in setup.manifest_data()["series"]] == setup.dev_commits
+    code, lint = run_json(setup, "lint")
+    assert code == 0 and lint["problems"] == [], lint
+    code, check = run_json(setup, "export", "--repo", str(dev.path), "--from", "again", "--check")
+    assert code == 0, check
+    # The rewritten files apply back to commits that export as they are.
+    fork = clone(setup.upstream, tmp_path / "fork", bare=True)
+    assert run_json(setup, "apply", "--base", setup.base, "--repo", str(fork.path))[0] == 0
+    before = [f.read_bytes() for f in files]
+    code, data = run_json(setup, "export", "--repo", str(fork.path))
+    assert code == 0 and data["changed"] == [], data
+    assert [f.read_bytes() for f in files] == before
 
 
 def test_removes_only_stale_series_files(setup: SeriesSetup, tmp_path: Path) -> None:

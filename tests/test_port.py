@@ -50,7 +50,7 @@ def test_port_drops_absorbed_patch_and_keeps_others(setup: SeriesSetup, tmp_path
     assert manifest["dropped"][0]["subject"] == "feat(core): a returns 10"
     assert len(manifest["series"]) == 3
     assert not (setup.root / old_files[0]).exists()
-    # The branch moved; the new commits carry the old fork commits as newest provenance.
+    # The branch moved; the new commits keep their one provenance line: the commit each was picked from.
     head = fork.head(BRANCH)
     assert head == data["head"]
     assert fork.git("rev-list", "--count", f"{new_base}..{head}") == "3"
@@ -58,7 +58,8 @@ def test_port_drops_absorbed_patch_and_keeps_others(setup: SeriesSetup, tmp_path
         manifest["series"], old_commits[1:], setup.dev_commits[1:], strict=True
     ):
         patch = parse_patch(setup.root / entry["file"])
-        assert patch.provenance == [dev_commit, old_commit]
+        assert patch.provenance == [dev_commit] and old_commit not in patch.message
+        assert entry["provenance"] == dev_commit
     assert data["range_diff"].strip() != ""
     # The re-exported series applied on the new base rebuilds exactly the ported branch.
     code, again = run_json(setup, "apply", "--base", new_base, "--repo", str(fork.path), "--branch", "check")

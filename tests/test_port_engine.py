@@ -137,7 +137,7 @@ def test_modify_delete_stops_with_the_file_in_the_worktree(tmp_path: Path) -> No
     assert (Path(data["conflict"]["worktree"]) / "megatron/core/long.py").is_file()
 
 
-def test_absorbed_with_rewritten_context_is_dropped_by_zero_context_patch_id(tmp_path: Path) -> None:
+def test_lines_upstream_took_in_rewritten_context_stop_like_rebase_naming_the_commit(tmp_path: Path) -> None:
     setup = setup_with(tmp_path, [("feat: line 10", {"megatron/core/long.py": edited(l10="TEN")})])
     upstream = setup.upstream
     upstream.commit("upstream: rewrite around", {"megatron/core/long.py": edited(l9="NINE", l11="ELEVEN")})
@@ -146,15 +146,20 @@ def test_absorbed_with_rewritten_context_is_dropped_by_zero_context_patch_id(tmp
     )
     new_base = upstream.commit("upstream: later", {"megatron/core/other.py": "X = 2\n"})
     fork = fork_with_branch(setup, tmp_path)
+    old_head = fork.head(BRANCH)
+    # The same zero-context patch-id names upstream's commit, but git's merge conflicts: a hint, no drop.
     code, data = port(setup, fork, new_base)
+    assert code == 1, data
+    assert data["conflict"]["named_by"] == "patch-id-zero-context"
+    assert data["conflict"]["upstream_commit"] == absorbed_by
+    status, _ = rebase_tree(fork, tmp_path, setup.base, old_head, new_base)
+    assert status != 0
+    code, data = run_json(setup, "port", "--skip", "--repo", str(fork.path))
     assert code == 0, data
-    step = data["steps"][0]
-    assert step["absorbed"]["reason"] == "patch-id-zero-context"
-    assert step["absorbed"]["upstream_commit"] == absorbed_by
-    assert setup.manifest_data()["dropped"][0]["reason"] == "patch-id-zero-context"
+    assert setup.manifest_data()["dropped"][0]["reason"] == "skipped"
 
 
-def test_absorbed_by_provenance_when_upstream_rewrote_the_lines_since(tmp_path: Path) -> None:
+def test_provenance_names_the_upstream_commit_of_a_pick_rewritten_since(tmp_path: Path) -> None:
     upstream_setup = setup_with(tmp_path, [])
     upstream = upstream_setup.upstream
     # X: an upstream commit, cherry-picked (-x) into the series with an adaptation, then rewritten upstream.
@@ -181,10 +186,15 @@ def test_absorbed_by_provenance_when_upstream_rewrote_the_lines_since(tmp_path: 
         {"megatron/core/long.py": edited(l10="TEN!"), "megatron/core/other.py": "X = 3\n"},
     )
     fork = fork_with_branch(upstream_setup, tmp_path)
+    old_head = fork.head(BRANCH)
+    # The adaptation is ours and git stops on it: the provenance names X for the person, it drops nothing.
     code, data = port(upstream_setup, fork, new_base)
-    assert code == 0, data
-    assert data["steps"][0]["absorbed"]["reason"] == "provenance"
-    assert data["steps"][0]["absorbed"]["upstream_commit"] == x_commit
+    assert code == 1, data
+    assert data["conflict"]["named_by"] == "provenance"
+    assert data["conflict"]["upstream_commit"] == x_commit
+    assert sorted(data["conflict"]["paths"]) == ["megatron/core/long.py", "megatron/core/other.py"]
+    status, _ = rebase_tree(fork, tmp_path, upstream_setup.base, old_head, new_base)
+    assert status != 0
 
 
 def test_partially_absorbed_patch_is_applied_and_reported(tmp_path: Path) -> None:

@@ -15,6 +15,13 @@ from forkctl.ops.export import Difference, ExportedPatch
 from forkctl.report import Problem, Report, Table
 
 
+def _rewritten(patch: ExportedPatch) -> str:
+    """What this export did to the provenance line: added one naming the commit, or kept one of several."""
+    if not patch.tagged_now:
+        return ""
+    return " (added)" if patch.provenance == patch.commit else " (normalised)"
+
+
 def _report(
     branch: str, base: str, check: bool, exported: list[ExportedPatch], difference: Difference
 ) -> Report:
@@ -23,7 +30,7 @@ def _report(
         [
             Path(p.file).name,
             p.commit[:12],
-            p.provenance[:12] + (" (added)" if p.tagged_now else ""),
+            p.provenance[:12] + _rewritten(p),
             "changed" if p.file in difference.changed else "same",
         ]
         for p in exported
@@ -83,8 +90,9 @@ def command(ctx: Context, branch: str | None, repo_path: Path | None, check: boo
 
     \b
     Byte-stable (zero commit, full index, no stat, no signature): an unchanged branch changes no byte,
-    and export -> apply -> export round-trips. Each file carries a provenance line naming the commit it
-    came from (a commit made by forkctl apply keeps the line it was applied with). The manifest's
+    and export -> apply -> export round-trips. Each file carries one provenance line naming its origin:
+    the commit a maintainer picked it from (`cherry-pick -x`), else the commit itself; ports and later
+    exports keep it, and a message with several lines keeps the first. The manifest's
     `series:` list is rewritten in order, comments kept. Files of the old series that the branch no
     longer has are deleted (and listed); other files under patches/ are never touched.
     """

@@ -10,7 +10,8 @@ from forkctl.cli import options, verbs
 from forkctl.cli.kit import Context, forkctl_command, output_options
 from forkctl.errors import ForkctlError
 from forkctl.manifest import PATCHES_ROOT, Manifest
-from forkctl.report import Problem, Report
+from forkctl.manifest.schema import SeriesEntry
+from forkctl.report import Level, Problem, Report
 from forkctl.series import NAME_RE, Patch, parse_patch, parse_patches
 
 
@@ -79,6 +80,39 @@ def _stale(manifest: Manifest, clone: Path, parsed: list[Patch | None], result: 
             )
 
 
+def _provenance_problems(entry: SeriesEntry, patch: Patch, manifest_rel: str) -> list[Problem]:
+    """The patch's provenance line: there, one (several only warn: the next export or port keeps the
+    first), and the one the manifest's `series:` entry names."""
+    problems = []
+    if not patch.provenance:
+        problems.append(
+            Problem(
+                "no provenance tag '(cherry picked from commit <sha>)' in the message",
+                file=entry.file,
+                hint="re-export it with forkctl export, which records the commit it came from",
+            )
+        )
+    elif len(patch.provenance) > 1:
+        problems.append(
+            Problem(
+                f"{len(patch.provenance)} provenance lines; a patch keeps one, its origin {patch.provenance[0]}",
+                level=Level.WARNING,
+                file=entry.file,
+                hint="the next forkctl export or port keeps the first line and drops the others",
+            )
+        )
+    newest = patch.latest_provenance
+    if entry.provenance and newest and not newest.startswith(entry.provenance):
+        problems.append(
+            Problem(
+                f"manifest says provenance {entry.provenance} but the patch's newest tag is {newest}",
+                file=manifest_rel,
+                hint="run forkctl export to bring the manifest in line",
+            )
+        )
+    return problems
+
+
 @click.command("lint", short_help=verbs.summary("lint"))
 @options.repo(
     "A clone of upstream that has the base commit: also check that each patch applies as written on it "
@@ -109,23 +143,8 @@ def command(ctx: Context, repo_path: Path | None) -> Report:
                     "and re-export it with forkctl export",
                 )
             )
-        if not patch.provenance:
-            result.fail(
-                Problem(
-                    "no provenance tag '(cherry picked from commit <sha>)' in the message",
-                    file=entry.file,
-                    hint="re-export it with forkctl export, which records the commit it came from",
-                )
-            )
-        elif entry.provenance and not patch.latest_provenance.startswith(entry.provenance):  # type: ignore[union-attr]
-            result.fail(
-                Problem(
-                    f"manifest says provenance {entry.provenance} but the patch's newest tag is "
-                    f"{patch.latest_provenance}",
-                    file=manifest_rel,
-                    hint="run forkctl export to bring the manifest in line",
-                )
-            )
+        for problem in _provenance_problems(entry, patch, manifest_rel):
+            result.fail(problem)
     for path in _unlisted(manifest):
         rel = str(path.relative_to(manifest.root))
         result.fail(

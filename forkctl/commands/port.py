@@ -42,15 +42,20 @@ def _stopped(result: Report, state: State, conflict: ConflictReport, rows: list[
         "paths": conflict.paths,
         "message": conflict.message,
         "worktree": str(conflict.worktree),
+        "upstream_commit": conflict.upstream_commit,
+        "named_by": conflict.named_by or None,
     }
+    named = port.upstream_hint(conflict.named_by, conflict.upstream_commit)
     if conflict.message:
         result.lines.append("git says:\n" + conflict.message.rstrip())
     result.fail(
         Problem(
             f"{conflict.patch.subject} conflicts on {conflict.parent[:12]} in {', '.join(conflict.paths)}",
             file=file,
-            hint=f"resolve in {conflict.worktree}, then forkctl port --continue; "
-            "or drop the patch with forkctl port --skip; or forkctl port --abort",
+            hint=(f"{named}; or " if named else "")
+            + f"resolve in {conflict.worktree}, then forkctl port --continue; "
+            + ("" if named else "or drop the patch with forkctl port --skip; ")
+            + "or forkctl port --abort",
         )
     )
     result.exit_code = EXIT_CHECK_FAILED

@@ -141,6 +141,13 @@ def _verdict_text(entry: PreviewEntry) -> tuple[str, str]:
     return "conflicts", ", ".join(verdict.merged.conflicted)
 
 
+def _skip_hint(entry: PreviewEntry) -> str:
+    from forkctl.ops import port
+
+    named = port.upstream_hint(entry.verdict.reason, entry.verdict.upstream_commit)
+    return f"; {named}" if named else ""
+
+
 def _first_break_json(found: FirstBreak) -> dict:
     return {
         "commit": found.commit,
@@ -185,7 +192,7 @@ def _preview_item(
                 f"{entry.patch.subject} would conflict on {target[:12]} in {evidence}",
                 file=item["file"],
                 hint=f"read the upstream change named above, then forkctl port --onto {target[:12]} "
-                "and resolve in the scratch worktree it opens",
+                "and resolve in the scratch worktree it opens" + _skip_hint(entry),
             )
         )
     return item, [f"{entry.position + 1:04d}", entry.patch.subject, verdict_name, evidence]

@@ -1,10 +1,14 @@
 """Export a branch as the series files: byte-stable, each patch tagged with where it came from.
 
 The round trip export -> apply -> export must change no byte. apply makes commits whose message is the
-patch file's message (its provenance line included) with committer = author; export recognises such a
-commit (it has a provenance line and committer == author, name, email and date) and writes its message
-as it is. Any other commit (a maintainer's cherry-pick, an amended fix) gets a new
-`(cherry picked from commit <sha>)` line naming itself; older lines stay, so the chain is kept.
+patch file's message (its provenance line included); export writes a commit's message as it is when it
+holds exactly one `(cherry picked from commit <sha>)` line. That line names the patch's origin and stays
+across exports and ports: the upstream or own commit a maintainer picked it from (`git cherry-pick -x`),
+or, for a commit that had none, the commit itself (the line is added once, by the export that first
+sees it). A message with several lines (git's `-x` of a commit that already had one, or files written
+before one line was the rule) keeps the oldest, the origin, and loses the rest. The fork commits a
+patch was rebuilt as on each base are not listed: each is apply(base, series) of the toolkit's history
+at that point, a pure function, so naming them would only grow every file by a line per port.
 """
 
 from __future__ import annotations
@@ -16,7 +20,6 @@ from typing import Any
 
 import msgspec
 
-from forkctl import git
 from forkctl import manifest as manifest_mod
 from forkctl.errors import BadInput
 from forkctl.files import atomic_write
@@ -32,24 +35,14 @@ class ExportedPatch(msgspec.Struct, frozen=True):
     commit: str
     file: str  # relative to the manifest's folder
     content: bytes
-    provenance: str  # the commit the newest provenance line names
-    tagged_now: bool  # a provenance line was added by this export
+    provenance: str  # the commit the patch's one provenance line names (its origin)
+    tagged_now: bool  # this export rewrote the message: added the provenance line, or kept one of several
     tree: str = ""  # the commit's tree (for the export record)
 
 
 def slug(subject: str) -> str:
     text = re.sub(r"[^a-z0-9]+", "-", subject.lower()).strip("-")
     return text[:SLUG_MAX].rstrip("-") or "patch"
-
-
-def is_reproducible_apply(repo: GitRepo, info: CommitInfo) -> bool:
-    """A commit forkctl apply/port made: committer == author (name, email, date)."""
-    committer = info.committer or git.committer_of(repo, info.sha)
-    return (committer.name, committer.email, committer.date) == (
-        info.author.name,
-        info.author.email,
-        info.author.date,
-    )
 
 
 def with_provenance(message: str, sha: str) -> str:
@@ -65,13 +58,35 @@ def with_provenance(message: str, sha: str) -> str:
     return f"{body}{joiner}(cherry picked from commit {sha})\n"
 
 
+def with_one_provenance(message: str, sha: str | None) -> str:
+    """`message` with exactly one provenance line: the first (oldest) it has, else one naming `sha`
+    (none without a `sha`). Later lines are removed, and a paragraph they alone made with them."""
+    names = PROVENANCE_RE.findall(message)
+    if not names:
+        return with_provenance(message, sha) if sha else message
+    if len(names) == 1:
+        return message
+    kept, seen = [], False
+    for line in message.split("\n"):
+        if PROVENANCE_RE.match(line):
+            if seen:
+                continue
+            seen = True
+        kept.append(line)
+    text = "\n".join(kept)
+    if "\n\n\n" not in message:  # git's own cleanup leaves no run of blank lines: removal made it
+        text = re.sub(r"\n{3,}", "\n\n", text)
+    return text.rstrip("\n") + "\n"
+
+
 def _exportable(repo: GitRepo, info: CommitInfo) -> tuple[str, str, bool]:
-    """(sha to format, provenance it carries, tagged now) for one commit of the branch."""
+    """(sha to format, provenance it carries, message rewritten now) for one commit of the branch."""
     names = PROVENANCE_RE.findall(info.message)
-    if names and (info.sha.startswith(names[-1]) or is_reproducible_apply(repo, info)):
-        return info.sha, names[-1], False
-    tagged = repo.commit_tree(info.tree, info.parents, with_provenance(info.message, info.sha), info.author)
-    return tagged, info.sha, True
+    if len(names) == 1:
+        return info.sha, names[0], False
+    message = with_one_provenance(info.message, info.sha)
+    tagged = repo.commit_tree(info.tree, info.parents, message, info.author)
+    return tagged, names[0] if names else info.sha, True
 
 
 def branch_commits(repo: GitRepo, base: str, branch: str) -> list[str]:
@@ -140,10 +155,10 @@ def recorded(
     exported = []
     for number, (patch, (commit, tree)) in enumerate(zip(patches, recalled, strict=True), start=1):
         provenance = PROVENANCE_RE.findall(patch.message)
-        if not provenance:
-            return None  # export would tag it: its file is not its rendering
+        if len(provenance) != 1:
+            return None  # export would tag it or keep one line: its file is not its rendering
         subject = patch.message.split("\n", 1)[0]
-        exported.append(ExportedPatch(commit, name(number, subject), patch.raw, provenance[-1], False, tree))
+        exported.append(ExportedPatch(commit, name(number, subject), patch.raw, provenance[0], False, tree))
     return exported
 
 

@@ -143,6 +143,10 @@ class ConflictReport(msgspec.Struct, frozen=True):
     paths: list[str]  # files with conflicts left in the worktree
     message: str  # git apply's own words (which hunks failed)
     worktree: Path
+    # port: an upstream commit that may hold the change (named by `named_by`, a port drop rule), for the
+    # hint that `--skip` exists; a name alone never drops a patch.
+    upstream_commit: str | None = None
+    named_by: str = ""
 
 
 def open_conflict(

@@ -1,17 +1,23 @@
 """port(series, new base): move every patch onto a new upstream commit, dropping what upstream absorbed.
 
 Each patch is first rebuilt on the old base (apply(old base, series) is a pure function, so its commits
-are known), then judged on top of the new base plus the patches already ported, rules in this order:
+are known), then cherry-picked on objects on top of the new base plus the patches already ported
+(`git/merge.py`: git's rename-aware 3-way merge, as `git rebase --onto` does it). Its effect decides:
 
-- absorbed, "patch-id": a commit in old-base..new-base makes the same change (any message);
-- absorbed, "patch-id-zero-context": the same added and removed lines, whatever upstream did around them
-  (`git diff -U0 | git patch-id --stable`);
-- absorbed, "provenance": the patch says `(cherry picked from commit X)` and X is in the new base;
-- otherwise the patch is cherry-picked on objects (`git/merge.py`: git's rename-aware 3-way merge, as
-  `git rebase` does it). Clean and changing something: applied (reproducibly; "partial" when upstream
-  already had some of its lines). Clean and changing nothing: absorbed, "empty";
-- a real conflict whose reverse applies on the new head: absorbed, "reverse-applies";
-- any other conflict stops in the scratch worktree (`ops/state.py`), resumable with --continue / --skip.
+- clean and changing nothing: absorbed, the one drop there is;
+- clean and changing something: applied (reproducibly; "partial" when upstream already had some of its
+  lines);
+- a conflict: stops in the scratch worktree (`ops/state.py`), resumable with --continue / --skip.
+
+Hashes and provenance only name the upstream commit, never decide: the rule that named it is the
+evidence of a drop ("patch-id": a commit in old-base..new-base makes the same change; "patch-id-zero-
+context": the same added and removed lines, `git diff -U0 | git patch-id --stable`; "provenance": the
+patch says `(cherry picked from commit X)` and X is in the new base; "empty": none did, the last
+upstream commit touching its files is named), the upstream part of a partial patch, or the hint on a
+conflict that `--skip` exists (also "reverse-applies": the patch reverse-applies on the new head). The
+same lines added elsewhere in a file share a zero-context patch-id, an amended `-x` pick carries more
+than upstream's commit, and upstream may have rewritten a picked change since: a name alone would drop
+own lines that `git rebase` keeps.
 
 No patch is ever dropped silently: each absorbed or skipped patch becomes a `dropped:` entry with its
 evidence. The target need not descend from the base (`backport`: e.g. a release branch).
@@ -23,7 +29,7 @@ branch last); `preview` judges the series on a target moving nothing (`status --
 
 from __future__ import annotations
 
-from forkctl.ops.port.judge import resolve_endpoints
+from forkctl.ops.port.judge import resolve_endpoints, upstream_hint
 from forkctl.ops.port.preview import FirstBreak, PreviewEntry, first_break, preview
 from forkctl.ops.port.run import PortOutcome, abort, resume, skip, start
 
@@ -38,4 +44,5 @@ __all__ = [
     "resume",
     "skip",
     "start",
+    "upstream_hint",
 ]

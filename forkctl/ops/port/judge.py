@@ -22,7 +22,9 @@ class Verdict(msgspec.Struct, frozen=True):
     """What happens to one patch on a given head."""
 
     kind: str  # "applied", "absorbed" or "conflict"
-    reason: str = ""  # for absorbed: the rule; for applied: "clean" or "partial"
+    # absorbed: the rule that names the upstream commit ("empty": none did); applied: "clean" or
+    # "partial"; conflict: the rule naming an upstream commit that may hold the change, or "".
+    reason: str = ""
     upstream_commit: str | None = None
     tree: str | None = None  # applied: the new tree
     merged: MergeResult | None = None
@@ -92,20 +94,24 @@ class Judge:
             return None
         return self.old_commits[position - 1] if position > 0 else base
 
-    def absorbed_by_identity(self, position: int, patch: Patch) -> Verdict | None:
+    def named_upstream(self, position: int, patch: Patch) -> tuple[str, str] | None:
+        """(rule, upstream commit) when a hash or the patch's provenance names an upstream commit that
+        makes this change. A name is evidence, never a verdict: it names what absorbed a patch whose
+        merge changed nothing, or hints at `--skip` on a conflict; the same lines added elsewhere in a
+        file have the same zero-context patch-id, and an amended `-x` pick has more than upstream's."""
         if patch.patch_id and patch.patch_id in self.upstream_ids(False):
-            return Verdict("absorbed", "patch-id", self.upstream_ids(False)[patch.patch_id])
+            return "patch-id", self.upstream_ids(False)[patch.patch_id]
         old = self.old_commits[position]
         if old is not None:
             zero = self.old_zero_context_id(old)
             if zero and zero in self.upstream_ids(True):
-                return Verdict("absorbed", "patch-id-zero-context", self.upstream_ids(True)[zero])
+                return "patch-id-zero-context", self.upstream_ids(True)[zero]
         resolved = self.resolve_provenance(list(patch.provenance))
         contained = self._in_target([sha for sha in resolved.values() if sha])
         for origin in reversed(patch.provenance):
             full = resolved[origin]
             if full and full in contained:
-                return Verdict("absorbed", "provenance", full)
+                return "provenance", full
         return None
 
     def know_provenance(self, patches: list[Patch]) -> None:
@@ -123,9 +129,9 @@ class Judge:
         return {sha for sha in commits if self._ancestry[sha]}
 
     def judge(self, position: int, patch: Patch, head: str, head_tree: str | None = None) -> Verdict:
-        found = self.absorbed_by_identity(position, patch)
-        if found is not None:
-            return found
+        """The patch's 3-way result on `head` decides: nothing changed is absorbed, a change is applied
+        (partial when smaller than the original), a conflict stops; the named upstream commit is the
+        evidence each verdict carries."""
         head_tree = head_tree or self.repo.commit_info(head).tree
         old, parent = self.old_commits[position], self.parent_of(position, self.old_base)
         if old is not None and parent is not None:
@@ -134,46 +140,77 @@ class Judge:
                 self.repo, old, parent, head, onto_tree=head_tree, date=patch.date.isoformat()
             )
         else:
-            merged = self._apply_3way(patch, head_tree)
+            merged = _apply_3way(self.repo, patch, head_tree)
+        named = self.named_upstream(position, patch)
+        if merged.clean and merged.tree == head_tree:
+            rule, commit = named or ("empty", git.last_commit_touching(self.repo, self._range, patch.paths))
+            return Verdict("absorbed", rule, commit)
         if merged.clean:
-            if merged.tree == head_tree:
-                return Verdict(
-                    "absorbed", "empty", git.last_commit_touching(self.repo, self._range, patch.paths)
-                )
-            return self._applied(merged, head_tree, old, parent, patch)
-        with self.repo.private_index(head_tree) as index:
-            if git.index_apply_check(index, patch.diff, reverse=True):
-                evidence = git.last_commit_touching(self.repo, self._range, patch.paths)
-                return Verdict("absorbed", "reverse-applies", evidence)
-        return Verdict("conflict", merged=merged)
+            return self._applied(merged, head_tree, old, parent, patch, named)
+        if named is None:
+            # Only a hint for the person resolving: upstream may hold the change in another shape.
+            with self.repo.private_index(head_tree) as index:
+                if git.index_apply_check(index, patch.diff, reverse=True):
+                    named = "reverse-applies", git.last_commit_touching(self.repo, self._range, patch.paths)
+        rule, commit = named or ("", None)
+        return Verdict("conflict", rule, commit, merged=merged)
 
     @property
     def _range(self) -> str:
         return f"{self.old_base}..{self.target}"
 
     def _applied(
-        self, merged: MergeResult, head_tree: str, old: str | None, parent: str | None, patch: Patch
+        self,
+        merged: MergeResult,
+        head_tree: str,
+        old: str | None,
+        parent: str | None,
+        patch: Patch,
+        named: tuple[str, str] | None,
     ) -> Verdict:
-        """Applied; "partial" when the ported change is smaller than the original (upstream had some).
-        When upstream left every file of the patch alone, the port is the same change: nothing to count."""
+        """Applied; "partial" when the ported change is smaller than the original (upstream had some,
+        the named upstream commit in the detail when there is one). When upstream left every file of the
+        patch alone, the port is the same change: nothing to count."""
         if old is None or parent is None or not self.upstream_touched(patch.paths):
             return Verdict("applied", "clean", tree=merged.tree, merged=merged)
         before = self.old_changed_lines(old)
         after = git.changed_line_count(self.repo, head_tree, merged.tree)
         if after < before:
-            detail = {"changed_lines": before, "still_needed": after}
+            detail: dict[str, Any] = {"changed_lines": before, "still_needed": after}
+            if named is not None:
+                detail["upstream_commit"], detail["named_by"] = named[1], named[0]
             return Verdict("applied", "partial", tree=merged.tree, merged=merged, detail=detail)
         return Verdict("applied", "clean", tree=merged.tree, merged=merged)
 
-    def _apply_3way(self, patch: Patch, head_tree: str) -> MergeResult:
-        """No old commit to cherry-pick (the series does not build on its base): apply with --3way."""
-        with self.repo.private_index(head_tree) as index:
-            ok, message = index.apply(patch.diff)
-            if not ok:
-                ok, message = index.apply_3way(patch.diff, head_tree)
-            tree = index.write_tree() if ok else head_tree
-        messages = [] if ok else [MergeMessage(kind="apply", paths=list(patch.paths), text=message.strip())]
-        return MergeResult(tree=tree, clean=ok, conflicted=[] if ok else list(patch.paths), messages=messages)
+
+def _apply_3way(repo: GitRepo, patch: Patch, head_tree: str) -> MergeResult:
+    """No old commit to cherry-pick (the series does not build on its base): apply with --3way."""
+    with repo.private_index(head_tree) as index:
+        ok, message = index.apply(patch.diff)
+        if not ok:
+            ok, message = index.apply_3way(patch.diff, head_tree)
+        tree = index.write_tree() if ok else head_tree
+    messages = [] if ok else [MergeMessage(kind="apply", paths=list(patch.paths), text=message.strip())]
+    return MergeResult(tree=tree, clean=ok, conflicted=[] if ok else list(patch.paths), messages=messages)
+
+
+_NAMED_BY = {
+    "patch-id": "makes a change with the same patch-id",
+    "patch-id-zero-context": "adds and removes the same lines (perhaps elsewhere)",
+    "provenance": "is the commit this patch was picked from",
+    "reverse-applies": "last touched these files, and the patch reverse-applies on the new base",
+}
+
+
+def upstream_hint(rule: str, commit: str | None) -> str:
+    """A conflict's pointer to the upstream commit a rule named ("" without one): never a verdict,
+    so the person decides whether upstream holds the change and the patch can be skipped."""
+    if not commit or rule not in _NAMED_BY:
+        return ""
+    return (
+        f"upstream {commit[:12]} {_NAMED_BY[rule]}: if it already holds this change, "
+        "forkctl port --skip drops the patch (recorded under dropped:)"
+    )
 
 
 def old_series(

@@ -33,7 +33,9 @@ class PortOutcome(msgspec.Struct):
 
 
 def _message(patch: Patch, old_commit: str | None) -> str:
-    return export.with_provenance(patch.message, old_commit) if old_commit else patch.message
+    """The ported commit's message: the patch's, with its one provenance line (the origin) kept; a
+    patch that has none is named after the commit it was built as on the old base, once."""
+    return export.with_one_provenance(patch.message, old_commit)
 
 
 def _absorbed(state: session.State, position: int, patch: Patch, verdict: Verdict, **extra: Any) -> None:
@@ -76,7 +78,10 @@ def _run(
             state.steps.append(session.Step(file=state.files[position], commit=head, partial=partial))
             continue
         commits.flush()
-        return session.open_conflict(repo, state, position, patch, head, verdict.merged)
+        stopped = session.open_conflict(repo, state, position, patch, head, verdict.merged)
+        return msgspec.structs.replace(
+            stopped, upstream_commit=verdict.upstream_commit, named_by=verdict.reason
+        )
     commits.flush()
     return None
 
