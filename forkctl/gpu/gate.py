@@ -13,13 +13,12 @@ from pathlib import Path, PurePosixPath
 import msgspec
 
 from forkctl.errors import BadInput
-from forkctl.gpu import signing
+from forkctl.gpu import signing, tested
 from forkctl.gpu.digest import CurrentSuites, suite_changes
 from forkctl.gpu.evidence import (
     RERUN_HINT,
     Evidence,
     Run,
-    ep_size,
     evidence_dir,
     evidence_path,
     load_evidence,
@@ -28,6 +27,7 @@ from forkctl.gpu.evidence import (
     suite_root,
     validate_command,
 )
+from forkctl.gpu.findings import Finding
 from forkctl.manifest import Manifest
 from forkctl.series import Series
 
@@ -35,12 +35,6 @@ SIGN_HINT = (
     "run `forkctl validate --sign-key KEY` on a GPU host whose public key is in validation.allowed_signers, "
     "and commit the evidence file and its .sig; never edit evidence by hand"
 )
-
-
-class Finding(msgspec.Struct):
-    message: str
-    hint: str | None = None
-    file: str | None = None
 
 
 class GateVerdict(msgspec.Struct):
@@ -128,7 +122,10 @@ def _judge_runs(
     stale = [run for run in placed if not suites.is_current(run)]
     verdict.covered = sorted(run.environment.tag for run in current)
     for run in current:
-        problems = [*_run_problems(run, rel), *_tree_problems(manifest, series, run, rel, fork_head_tree)]
+        problems = [
+            *_run_problems(run, rel),
+            *tested.tree_problems(manifest, series, run, rel, fork_head_tree),
+        ]
         if run.environment.tag in verdict.pending and problems:
             # A pending tag's run that would not pass is no evidence for it: it stays pending.
             verdict.covered.remove(run.environment.tag)
@@ -147,7 +144,9 @@ def _judge_runs(
     explained = {run.environment.tag for run in [*stale, *misplaced]}
     for tag in verdict.required:
         if tag in verdict.pending:
-            verdict.warnings.append(_pending_finding(tag, verdict, rel))
+            verdict.warnings.append(
+                tested.pending_finding(tag, verdict.pending[tag], tag in verdict.covered, rel)
+            )
         elif tag not in verdict.covered and tag not in explained:
             verdict.problems.append(
                 Finding(
@@ -201,79 +200,6 @@ def _stale_needed(stale: list[Run], current: list[Run], required: list[str], pen
     return any(
         run.environment.tag in required and run.environment.tag not in covered | set(pending) for run in stale
     )
-
-
-def _pending_finding(tag: str, verdict: GateVerdict, rel: str) -> Finding:
-    """A pending tag is never counted as covered: say so, and say when the pending entry is obsolete."""
-    if tag in verdict.covered:
-        return Finding(
-            f"environment {tag} is listed in validation.pending but the evidence now covers it",
-            f"remove {tag} from validation.pending in manifest.yaml so the gate requires it again",
-            rel,
-        )
-    return Finding(
-        f"environment {tag} is required but PENDING: not recorded for this series "
-        f"({verdict.pending[tag]}); no older evidence counts for it",
-        f"run `{validate_command(tag)}` on a {tag} host, commit the evidence, and remove {tag} from "
-        "validation.pending",
-        rel,
-    )
-
-
-def _tree_problems(
-    manifest: Manifest, series: Series, run: Run, rel: str, fork_head_tree: str | None
-) -> list[Finding]:
-    """The run must have tested the fork head, apply(series, base), built from upstream's base, and
-    upstream's tests of the touched modules must be no worse on it than on the base."""
-    tag, tested = run.environment.tag, run.tested
-    hint = (
-        f"run `{validate_command(tag)} --source base.tgz` with `git archive --format=tar.gz -o base.tgz "
-        f"{series.base} megatron tests` made on any upstream clone"
-    )
-    if tested is None or tested.source != "upstream-base":
-        what = (
-            "records no tested tree"
-            if tested is None
-            else f"tested {tested.distribution or 'the installed release'}"
-        )
-        return [Finding(f"the evidence for {tag} {what}, not the fork head apply(series, base)", hint, rel)]
-    if tested.base_commit != series.base:
-        return [
-            Finding(
-                f"the evidence for {tag} tested a fork head built on {tested.base_commit}, not on the base "
-                f"{series.base}",
-                hint,
-                rel,
-            )
-        ]
-    if fork_head_tree is not None and tested.package_tree != fork_head_tree:
-        return [
-            Finding(
-                f"the evidence for {tag} tested the package tree {tested.package_tree}, but the fork head "
-                f"apply(series, base) has {fork_head_tree}",
-                hint,
-                rel,
-            )
-        ]
-    if ep_size(tag) is not None or not manifest.validation.upstream_tests:
-        return []
-    regression = run.upstream_tests
-    if regression is None:
-        return [
-            Finding(
-                f"the evidence for {tag} records no run of upstream's tests (validation.upstream_tests)",
-                hint,
-                rel,
-            )
-        ]
-    return [
-        Finding(
-            f"upstream test {nodeid} passes on the base and fails on the fork head in the evidence for {tag}",
-            "fix the patch that breaks it, then " + RERUN_HINT,
-            rel,
-        )
-        for nodeid in [*regression.newly_failing, *regression.head_only_failing]
-    ]
 
 
 def _run_problems(run: Run, rel: str) -> list[Finding]:

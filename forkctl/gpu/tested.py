@@ -1,0 +1,83 @@
+"""What a run must have tested for the gate: the fork head apply(series, base) built from upstream's
+base (and, given its package tree from an upstream clone, exactly that tree), with upstream's own tests
+of the touched modules no worse on it than on the base; and how a pending environment is said."""
+
+from __future__ import annotations
+
+from forkctl.gpu.evidence import RERUN_HINT, Run, ep_size, validate_command
+from forkctl.gpu.findings import Finding
+from forkctl.manifest import Manifest
+from forkctl.series import Series
+
+
+def pending_finding(tag: str, why: str, covered: bool, rel: str) -> Finding:
+    """A pending tag is never counted as covered: say so, and say when the pending entry is obsolete."""
+    if covered:
+        return Finding(
+            f"environment {tag} is listed in validation.pending but the evidence now covers it",
+            f"remove {tag} from validation.pending in manifest.yaml so the gate requires it again",
+            rel,
+        )
+    return Finding(
+        f"environment {tag} is required but PENDING: not recorded for this series "
+        f"({why}); no older evidence counts for it",
+        f"run `{validate_command(tag)}` on a {tag} host, commit the evidence, and remove {tag} from "
+        "validation.pending",
+        rel,
+    )
+
+
+def tree_problems(
+    manifest: Manifest, series: Series, run: Run, rel: str, fork_head_tree: str | None
+) -> list[Finding]:
+    """The run must have tested the fork head, apply(series, base), built from upstream's base, and
+    upstream's tests of the touched modules must be no worse on it than on the base."""
+    tag, tested = run.environment.tag, run.tested
+    hint = (
+        f"run `{validate_command(tag)} --source base.tgz` with `git archive --format=tar.gz -o base.tgz "
+        f"{series.base} megatron tests` made on any upstream clone"
+    )
+    if tested is None or tested.source != "upstream-base":
+        what = (
+            "records no tested tree"
+            if tested is None
+            else f"tested {tested.distribution or 'the installed release'}"
+        )
+        return [Finding(f"the evidence for {tag} {what}, not the fork head apply(series, base)", hint, rel)]
+    if tested.base_commit != series.base:
+        return [
+            Finding(
+                f"the evidence for {tag} tested a fork head built on {tested.base_commit}, not on the base "
+                f"{series.base}",
+                hint,
+                rel,
+            )
+        ]
+    if fork_head_tree is not None and tested.package_tree != fork_head_tree:
+        return [
+            Finding(
+                f"the evidence for {tag} tested the package tree {tested.package_tree}, but the fork head "
+                f"apply(series, base) has {fork_head_tree}",
+                hint,
+                rel,
+            )
+        ]
+    if ep_size(tag) is not None or not manifest.validation.upstream_tests:
+        return []
+    regression = run.upstream_tests
+    if regression is None:
+        return [
+            Finding(
+                f"the evidence for {tag} records no run of upstream's tests (validation.upstream_tests)",
+                hint,
+                rel,
+            )
+        ]
+    return [
+        Finding(
+            f"upstream test {nodeid} passes on the base and fails on the fork head in the evidence for {tag}",
+            "fix the patch that breaks it, then " + RERUN_HINT,
+            rel,
+        )
+        for nodeid in [*regression.newly_failing, *regression.head_only_failing]
+    ]
