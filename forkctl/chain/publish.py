@@ -16,7 +16,7 @@ against the tip that was read.
 from __future__ import annotations
 
 import shlex
-from datetime import UTC, datetime
+from datetime import datetime, timezone
 
 import msgspec
 
@@ -71,7 +71,7 @@ def sync_branch(store: GitRepo, base: str) -> str:
     """`sync/upstream-<YYYY-MM-DD>-<sha12>` of the base: its committer date in UTC, so every run (and
     machine) names the same branch for the same base."""
     date = store.commit_info(base).committer
-    day = datetime.fromisoformat(date.date).astimezone(UTC).strftime("%Y-%m-%d") if date else "undated"
+    day = datetime.fromisoformat(date.date).astimezone(timezone.utc).strftime("%Y-%m-%d") if date else "undated"
     return f"{SYNC_PREFIX}{day}-{base[:12]}"
 
 
