@@ -71,7 +71,9 @@ def sync_branch(store: GitRepo, base: str) -> str:
     """`sync/upstream-<YYYY-MM-DD>-<sha12>` of the base: its committer date in UTC, so every run (and
     machine) names the same branch for the same base."""
     date = store.commit_info(base).committer
-    day = datetime.fromisoformat(date.date).astimezone(timezone.utc).strftime("%Y-%m-%d") if date else "undated"
+    day = (
+        datetime.fromisoformat(date.date).astimezone(timezone.utc).strftime("%Y-%m-%d") if date else "undated"
+    )
     return f"{SYNC_PREFIX}{day}-{base[:12]}"
 
 

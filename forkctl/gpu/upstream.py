@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import os
 from collections.abc import Callable
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 from forkctl.errors import BadInput
@@ -53,10 +54,20 @@ def compare(
     )
 
 
-def _env(env: dict[str, str], root: Path, site: Path) -> dict[str, str]:
+# Upstream's test utilities rendezvous at MASTER_ADDR:MASTER_PORT (default 29500): the two trees run at
+# once, so each gets a port of its own.
+RENDEZVOUS_PORTS = (29517, 29518)
+
+
+def _env(env: dict[str, str], root: Path, site: Path, port: int) -> dict[str, str]:
     """The child environment with this tree first on PYTHONPATH instead of the patched site."""
     rest = [p for p in env.get("PYTHONPATH", "").split(os.pathsep) if p and Path(p) != site]
-    return {**env, "PYTHONPATH": os.pathsep.join([str(root), *rest])}
+    return {
+        **env,
+        "PYTHONPATH": os.pathsep.join([str(root), *rest]),
+        "MASTER_ADDR": "127.0.0.1",
+        "MASTER_PORT": str(port),
+    }
 
 
 def run_tree(
@@ -103,11 +114,21 @@ def regression(
     timeout: int,
     progress: Progress,
 ) -> UpstreamRegression:
-    """Run upstream's tests on the base, then on the fork head, and compare them."""
-    results = []
-    for name, root in zip(("base", "fork head"), roots, strict=True):
-        progress(f"running upstream's tests ({', '.join(paths)}) on the {name}")
-        junit = root.parent / f"upstream-{root.name}.xml"
-        results.append(run_tree(python, root, paths, _env(env, root, site), timeout, junit))
-    (base_code, base, _), (head_code, head, _) = results
+    """Run upstream's tests on the base and on the fork head (at once: they are independent processes
+    and share one GPU easily), and compare them."""
+    progress(f"running upstream's tests ({', '.join(paths)}) on the base and on the fork head")
+    with ThreadPoolExecutor(max_workers=len(roots)) as pool:
+        futures = [
+            pool.submit(
+                run_tree,
+                python,
+                root,
+                paths,
+                _env(env, root, site, port),
+                timeout,
+                root.parent / f"upstream-{root.name}.xml",
+            )
+            for root, port in zip(roots, RENDEZVOUS_PORTS, strict=True)
+        ]
+        (base_code, base, _), (head_code, head, _) = [future.result() for future in futures]
     return compare(paths, base, head, (base_code, head_code))
