@@ -131,7 +131,6 @@ def test_deleted_working_directory(tmp_path: Path) -> None:
 
 
 def test_deeply_nested_or_linked_evidence_is_bad_input(tmp_path: Path, repo_root: Path) -> None:
-    evidence = next((repo_root / "validation").glob("*.json"))
     copy = tmp_path / "toolkit"
     for name in ("manifest.yaml", "patches", "tests", "validation"):
         source = repo_root / name
@@ -140,7 +139,10 @@ def test_deeply_nested_or_linked_evidence_is_bad_input(tmp_path: Path, repo_root
         else:
             (copy / name).parent.mkdir(parents=True, exist_ok=True)
             shutil.copy(source, copy / name)
-    target = copy / "validation" / evidence.name
+    # The current series' evidence is what the gate parses (and must refuse cleanly), committed or not.
+    code, out, _ = forkctl("--manifest", str(copy / "manifest.yaml"), "status", "--json")
+    target = copy / "validation" / f"{json.loads(out)['series_digest']}.json"
+    target.unlink(missing_ok=True)
     target.write_text("[" * 200_000 + "]" * 200_000)
     code, out, err = forkctl("--manifest", str(copy / "manifest.yaml"), "gate", "--json")
     assert code == 2, (out, err)
