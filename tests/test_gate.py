@@ -59,7 +59,7 @@ def test_edited_patch_is_named(tmp_path: Path) -> None:
         messages
     )
     assert not any(toolkit.patch_files[0].name in m for m in messages)
-    assert "run `forkctl validate` on a GPU" in payload["problems"][0]["hint"]
+    assert "run `forkctl validate --source base.tgz` on a GPU" in payload["problems"][0]["hint"]
 
 
 def test_new_patch_and_moved_base_are_named(tmp_path: Path) -> None:

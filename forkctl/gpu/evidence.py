@@ -34,7 +34,10 @@ from forkctl.manifest import Manifest
 from forkctl.series import Series
 
 SCHEMA = 1
-RERUN_HINT = "run `forkctl validate` on a GPU host and commit the evidence file it writes"
+RERUN_HINT = (
+    "run `forkctl validate --source base.tgz` on a GPU host (base.tgz: `git archive --format=tar.gz "
+    "-o base.tgz <base> megatron tests`) and commit the evidence file it writes"
+)
 MAX_EVIDENCE_BYTES = 16 << 20  # one run's evidence is a few kilobytes; a runaway file is refused
 
 Outcome = Literal["passed", "failed", "error", "skipped"]
@@ -174,9 +177,11 @@ def suite_root(manifest: Manifest, tag: str) -> str:
 
 
 def validate_command(tag: str) -> str:
-    """The command that records evidence for `tag`."""
+    """The command that records evidence for `tag`: on the fork head, from a base archive (the gate
+    refuses evidence for any other tree; the README says how base.tgz is made)."""
     size = ep_size(tag)
-    return f"forkctl validate --ep {size}" if size is not None else "forkctl validate"
+    ep = f" --ep {size}" if size is not None else ""
+    return f"forkctl validate{ep} --source base.tgz"
 
 
 # --- hashes and names -----------------------------------------------------------------------------

@@ -34,7 +34,7 @@ def tree_problems(
     upstream's tests of the touched modules must be no worse on it than on the base."""
     tag, tested = run.environment.tag, run.tested
     hint = (
-        f"run `{validate_command(tag)} --source base.tgz` with `git archive --format=tar.gz -o base.tgz "
+        f"run `{validate_command(tag)}` with `git archive --format=tar.gz -o base.tgz "
         f"{series.base} megatron tests` made on any upstream clone"
     )
     if tested is None or tested.source != "upstream-base":
