@@ -276,3 +276,15 @@ def check_pins_json(chain: Chain) -> tuple[int, dict]:
 
     result = CliRunner().invoke(cli, ["--manifest", str(chain.manifest), "check-pins", "--json"])
     return result.exit_code, json.loads(result.stdout)
+
+
+def forkctl_json(chain: Chain, *args: str) -> tuple[int, dict]:
+    """`forkctl --manifest M ARGS --json` in process: (exit code, the report)."""
+    import json
+
+    from click.testing import CliRunner
+
+    from forkctl.cli import cli
+
+    result = CliRunner().invoke(cli, ["--manifest", str(chain.manifest), *args, "--json"])
+    return result.exit_code, json.loads(result.stdout)

@@ -10,22 +10,17 @@ import json
 from pathlib import Path
 
 import pytest
-from click.testing import CliRunner
 
-from forkctl.cli import cli
-from tests.chain import Chain, commit_index, make_chain, url
+from tests.chain import Chain, commit_index, forkctl_json, make_chain, url, use_private_cache
 from tests.gitrepos import git
 
 
 @pytest.fixture(autouse=True)
 def _cache(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setenv("FORKCTL_CACHE", str(tmp_path / "cache"))
-    monkeypatch.chdir(tmp_path)
+    use_private_cache(tmp_path, monkeypatch)
 
 
-def run(chain: Chain, *args: str) -> tuple[int, dict]:
-    result = CliRunner().invoke(cli, ["--manifest", str(chain.manifest), *args, "--json"])
-    return result.exit_code, json.loads(result.stdout)
+run = forkctl_json
 
 
 def all_refs(chain: Chain) -> dict[str, dict[str, str]]:

@@ -7,7 +7,6 @@ Real repositories (tests/chain.py), the real CLI in process, a private cache per
 
 from __future__ import annotations
 
-import json
 import time
 from datetime import datetime
 from pathlib import Path
@@ -16,19 +15,16 @@ import pytest
 from click.testing import CliRunner
 
 from forkctl.cli import cli
-from tests.chain import BRIDGE_GITLINK, Chain, make_chain
+from tests.chain import BRIDGE_GITLINK, forkctl_json, make_chain, use_private_cache
 from tests.gitrepos import git
 
 
 @pytest.fixture(autouse=True)
 def _cache(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setenv("FORKCTL_CACHE", str(tmp_path / "cache"))
-    monkeypatch.chdir(tmp_path)
+    use_private_cache(tmp_path, monkeypatch)
 
 
-def run(chain: Chain, *args: str) -> tuple[int, dict]:
-    result = CliRunner().invoke(cli, ["--manifest", str(chain.manifest), *args, "--json"])
-    return result.exit_code, json.loads(result.stdout)
+run = forkctl_json
 
 
 def _date(repo: Path, sha: str) -> datetime:

@@ -6,25 +6,21 @@ Real repositories (tests/chain.py), the real CLI in process, a private cache per
 
 from __future__ import annotations
 
-import json
 from pathlib import Path
 
 import pytest
 from click.testing import CliRunner
 
 from forkctl.cli import cli
-from tests.chain import Chain, make_chain, url
+from tests.chain import forkctl_json, make_chain, url, use_private_cache
 
 
 @pytest.fixture(autouse=True)
 def _cache(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setenv("FORKCTL_CACHE", str(tmp_path / "cache"))
-    monkeypatch.chdir(tmp_path)
+    use_private_cache(tmp_path, monkeypatch)
 
 
-def run(chain: Chain, *args: str) -> tuple[int, dict]:
-    result = CliRunner().invoke(cli, ["--manifest", str(chain.manifest), *args, "--json"])
-    return result.exit_code, json.loads(result.stdout)
+run = forkctl_json
 
 
 def pin_finding(report: dict) -> dict:
