@@ -63,3 +63,21 @@ def _outcome(case: ElementTree.Element) -> TestOutcome:
         message=message,
         properties=properties,
     )
+
+
+def pytest_command(python: str, targets: list[str], junit: Path, *extra: str) -> list[str]:
+    """`python -m pytest TARGETS` writing the JUnit XML `parse_junit` reads (xunit1 keeps `file`), with
+    no cache folder left in the tree it runs in."""
+    return [
+        python,
+        "-m",
+        "pytest",
+        *targets,
+        "-p",
+        "no:cacheprovider",
+        "-o",
+        "junit_family=xunit1",
+        f"--junitxml={junit}",
+        "-q",
+        *extra,
+    ]

@@ -17,7 +17,7 @@ from pathlib import Path
 from forkctl.errors import BadInput
 from forkctl.gpu import process
 from forkctl.gpu.evidence import TestCounts, TestOutcome, UpstreamRegression
-from forkctl.gpu.junit import parse_junit
+from forkctl.gpu.junit import parse_junit, pytest_command
 
 PYTEST_COMPLETED = {0, 1}
 Progress = Callable[[str], None]
@@ -77,19 +77,7 @@ def run_tree(
     present = [path for path in paths if (root / path).exists()]
     if not present:
         return 0, [], "none of the paths exists in this tree"
-    args = [
-        python,
-        "-m",
-        "pytest",
-        *present,
-        "-p",
-        "no:cacheprovider",
-        "-o",
-        "junit_family=xunit1",
-        f"--junitxml={junit}",
-        "--continue-on-collection-errors",
-        "-q",
-    ]
+    args = pytest_command(python, present, junit, "--continue-on-collection-errors")
     finished = process.run(args, timeout=timeout, env=env, cwd=root)
     if finished.returncode is None:
         raise BadInput(

@@ -39,7 +39,7 @@ from forkctl.gpu.evidence import (
     record_run,
     sha256_bytes,
 )
-from forkctl.gpu.junit import parse_junit, run_status
+from forkctl.gpu.junit import parse_junit, pytest_command, run_status
 from forkctl.manifest import Manifest
 from forkctl.ops import patch_dir as treepatch
 from forkctl.series import Series
@@ -223,21 +223,7 @@ def child_env(
 
 
 def pytest_args(python: str, suite: Suite, junit: Path) -> list[str]:
-    return [
-        python,
-        "-m",
-        "pytest",
-        "-m",
-        suite.marker,
-        suite.root,
-        "-p",
-        "no:cacheprovider",
-        "-o",
-        "junit_family=xunit1",
-        f"--junitxml={junit}",
-        "-q",
-        "-rfEs",
-    ]
+    return pytest_command(python, ["-m", suite.marker, suite.root], junit, "-rfEs")
 
 
 def environment_from_probe(output: str, tag_suffix: str | None = None) -> Environment:
