@@ -46,8 +46,9 @@ def command(ctx: Context, extra_required: tuple[str, ...], repo_path: Path | Non
     current GPU test suite, every recorded test passed (at least one ran), every run tested the fork
     head built from the manifest's base (validate --source) with upstream's tests no worse than on
     the base, and every required environment is covered; a tag listed in validation.pending is
-    reported as PENDING instead (never covered by older evidence). Otherwise exits 1 and says what is missing: which patch changed since the
-    nearest evidence, which GPU test file changed, which environment is not covered, which test failed.
+    reported as PENDING instead (never covered by older evidence). Otherwise exits 1 and says what
+    is missing: which patch changed since the nearest evidence, which GPU test file changed, which
+    environment is not covered, which test failed.
     Malformed evidence for the current series is an error naming the file (exit 2).
     """
     manifest = ctx.manifest()
