@@ -15,11 +15,13 @@ from __future__ import annotations
 import json
 import os
 import re
+import shlex
 import subprocess
 import sys
 from pathlib import Path
 
 import pytest
+import yaml
 from click.testing import CliRunner
 
 from forkctl.cli import cli
@@ -170,3 +172,41 @@ def test_a_huge_range_diff_still_fits_a_pull_request_body(tmp_path: Path) -> Non
     assert "The range-diff is cut here" in body and "parts.range_diff" in body
     assert body.rstrip().endswith("keeps it current.</sub>")  # the parts after the range-diff are kept
     assert whole[:5_000] in body  # what is shown is the range-diff's start, cut by characters
+
+
+def test_a_printed_git_fetch_fix_quotes_the_branch(tmp_path: Path) -> None:
+    """A consumer branch from the manifest (git accepts `$`, `(`, `{`) is quoted in the fetch fix."""
+    chain = make_chain(tmp_path)
+    branch = "farai/x$(touch${IFS}PWNED)"
+    data = yaml.safe_load(chain.manifest.read_text())
+    data["consumers"][0]["branch"] = branch
+    chain.manifest.write_text(yaml.safe_dump(data, sort_keys=False))
+    args = ["--manifest", str(chain.manifest), "bump-bridge", "--dry-run", "--json"]
+    result = CliRunner().invoke(cli, [*args, "--bridge-repo", str(chain.bridge_work.path)])
+    hint = json.loads(result.stdout)["hint"]
+    command, _, rest = hint.partition(" in that clone")
+    assert rest, hint
+    paste = tmp_path / "paste"
+    subprocess.run(["git", "init", "-q", str(paste)], check=True)
+    subprocess.run(["bash", "-c", command], cwd=paste, capture_output=True)  # no origin: git fails
+    assert not (paste / "PWNED").exists()
+    assert shlex.split(command) == ["git", "fetch", "origin", branch]
+
+
+def test_a_printed_branch_delete_fix_quotes_the_branch(tmp_path: Path) -> None:
+    """The bump branch (its prefix from the manifest) is quoted in the `git branch -D` fix."""
+    chain = make_chain(tmp_path)
+    data = yaml.safe_load(chain.manifest.read_text())
+    data["fork"]["bump_branch_prefix"] = "bump$(touch${IFS}PWNED)-"
+    chain.manifest.write_text(yaml.safe_dump(data, sort_keys=False))
+    branch = f"bump$(touch${{IFS}}PWNED)-{chain.head[:12]}"
+    chain.bridge_work.git("branch", branch, "HEAD~0")  # taken, at another commit than the bump's
+    args = ["--manifest", str(chain.manifest), "bump-bridge", "--json"]
+    result = CliRunner().invoke(cli, [*args, "--bridge-repo", str(chain.bridge_work.path)])
+    hint = json.loads(result.stdout)["hint"]
+    command = re.fullmatch(r"delete it \((.*)\) or pass another --fork-commit", hint).group(1)
+    paste = tmp_path / "paste"
+    subprocess.run(["git", "init", "-q", str(paste)], check=True)
+    subprocess.run(["bash", "-c", command], cwd=paste, capture_output=True)  # no such branch: git fails
+    assert not (paste / "PWNED").exists()
+    assert shlex.split(command) == ["git", "branch", "-D", branch]
