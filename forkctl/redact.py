@@ -3,7 +3,9 @@
 `redact` removes the userinfo of every URL in a text (`https://user:token@host/...` becomes
 `https://***@host/...`); `printable` escapes control characters (a patch subject or a remote's message
 could carry terminal escape sequences); `clean` does both and is applied by the report layer to every
-string it prints or writes (text, JSON, annotations, step summary, progress). URLs that forkctl writes
+string it prints or writes (text, JSON, annotations, step summary, progress). `inert` keeps a text from
+being read as a GitHub workflow command (`::stop-commands::`, `::add-mask::`, ...): the report layer
+applies it to every line of text and progress, where the runner parses each line it sees. URLs that forkctl writes
 into repositories (`.gitmodules`, commit messages) and its cache's config go through `without_credentials`.
 """
 
@@ -16,6 +18,10 @@ from urllib.parse import urlsplit, urlunsplit
 # scheme://userinfo@ where userinfo has no '/', '@' or whitespace; keeps the scheme and the host.
 _USERINFO_RE = re.compile(r"(?P<scheme>\b[a-zA-Z][a-zA-Z0-9+.-]*://)(?P<userinfo>[^/@\s]+)@")
 _CONTROL_RE = re.compile(r"[\x00-\x08\x0b-\x1f\x7f\x80-\x9f]")
+# The runner reads a line as a workflow command when it starts with `::` once leading whitespace is
+# trimmed, or when it holds the legacy `##[name]` form anywhere.
+_COMMAND_START_RE = re.compile(r"(?P<start>^|\n)(?P<space>[^\S\n]*):(?=:)")
+_LEGACY_COMMAND = "##["
 
 
 def redact(text: str) -> str:
@@ -24,6 +30,13 @@ def redact(text: str) -> str:
 
 def printable(text: str) -> str:
     return _CONTROL_RE.sub(lambda m: f"\\x{ord(m.group(0)):02x}", text)
+
+
+def inert(text: str) -> str:
+    """`text` with no line the runner would execute: a `:` that would open a command is written as
+    `\\x3a` (the escape `printable` uses), and a legacy `##[` as `\\x23#[`. Visible, never dropped."""
+    text = _COMMAND_START_RE.sub(lambda m: f"{m.group('start')}{m.group('space')}\\x3a", text)
+    return text.replace(_LEGACY_COMMAND, "\\x23#[")
 
 
 def clean(text: str) -> str:

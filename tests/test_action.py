@@ -6,8 +6,9 @@ steps, same `inputs`), and each `run:` script also goes through shellcheck direc
 
 The local run plays the runner for the `run:` steps (env expressions resolved, $GITHUB_OUTPUT,
 $RUNNER_TEMP, $GITHUB_ACTION_PATH) in a shallow, submodule-less clone of a Bridge-shaped consumer built in
-tmp. It sets FORKCTL_ACTION_PYTHON to this venv's Python, the one variable the install step honours for
-tests: forkctl is then taken from this environment instead of being installed from the network.
+tmp, and reads $GITHUB_OUTPUT as the runner does (both `name=value` and `name<<DELIMITER`). It plays the
+install step itself (that step needs the network): its output is a venv that sees this checkout's
+forkctl and this environment's dependencies. The action has no variable that would skip the install.
 """
 
 from __future__ import annotations
@@ -15,6 +16,7 @@ from __future__ import annotations
 import json
 import os
 import re
+import site
 import subprocess
 import sys
 from pathlib import Path
@@ -162,12 +164,14 @@ def _run_action(workspace: Path, inputs: dict[str, str], tmp: Path) -> subproces
         "GITHUB_ACTION_PATH": str(ROOT),
         "GITHUB_WORKSPACE": str(workspace),
         "GITHUB_STEP_SUMMARY": str(tmp / "summary.md"),
-        "FORKCTL_ACTION_PYTHON": sys.executable,
     }
     (tmp / "runner").mkdir(exist_ok=True)
     result = None
     for step in STEPS:
         if "run" not in step:
+            continue
+        if step.get("id") == "install":
+            values["steps.install.outputs.python"] = str(_installed_python(tmp))
             continue
         output = tmp / f"output-{step.get('id', 'last')}"
         output.write_text("")
@@ -188,11 +192,54 @@ def _run_action(workspace: Path, inputs: dict[str, str], tmp: Path) -> subproces
         )
         if "id" in step:
             assert result.returncode == 0, f"{step['name']}: {result.stderr}"
-            for line in output.read_text().splitlines():
-                key, _, value = line.partition("=")
+            for key, value in read_outputs(output.read_text()).items():
                 values[f"steps.{step['id']}.outputs.{key}"] = value
     assert result is not None
     return result
+
+
+def read_outputs(text: str) -> dict[str, str]:
+    """$GITHUB_OUTPUT as the runner reads it: `name=value` lines, or `name<<DELIMITER`, the value's
+    lines, and the delimiter alone on a line."""
+    outputs: dict[str, str] = {}
+    lines = iter(text.split("\n"))
+    for line in lines:
+        if not line:
+            continue
+        equals, heredoc = line.find("="), line.find("<<")
+        if equals >= 0 and (heredoc < 0 or equals < heredoc):
+            key, _, value = line.partition("=")
+            outputs[key] = value
+            continue
+        key, _, delimiter = line.partition("<<")
+        value_lines = []
+        for value_line in lines:
+            if value_line == delimiter:
+                break
+            value_lines.append(value_line)
+        else:
+            raise AssertionError(f"output {key}: no closing delimiter {delimiter!r}")
+        outputs[key] = "\n".join(value_lines)
+    return outputs
+
+
+def _installed_python(tmp: Path) -> Path:
+    """The install step's result, played: a venv whose site-packages reaches this checkout's forkctl
+    and this environment's dependencies (as plain path entries: the editable install of another
+    checkout is not followed)."""
+    venv = tmp / "runner" / "played-venv"
+    python = venv / "bin" / "python"
+    if not python.exists():
+        subprocess.run([sys.executable, "-m", "venv", "--without-pip", str(venv)], check=True)
+        purelib = subprocess.run(
+            [str(python), "-c", "import sysconfig; print(sysconfig.get_paths()['purelib'])"],
+            capture_output=True,
+            text=True,
+            check=True,
+        ).stdout.strip()
+        entries = [str(ROOT), *site.getsitepackages()]
+        (Path(purelib) / "forkctl-under-test.pth").write_text("\n".join(entries) + "\n")
+    return python
 
 
 def _shallow_consumer(chain: Chain, tmp: Path) -> Path:
@@ -265,3 +312,74 @@ def test_the_examples_args_judge_the_commit_under_test(tmp_path: Path, fixed: bo
     plain = _plain_cli(workspace, chain.manifest, args.split(), tmp_path)
     assert result.returncode == plain.returncode == expected, result.stdout + result.stderr
     assert result.stdout == plain.stdout and "under test" in result.stdout + result.stderr
+
+
+# --- nothing from the environment or the workspace steers the action -------------------------------
+
+
+def _step(step_id: str) -> dict:
+    return next(step for step in STEPS if step.get("id") == step_id)
+
+
+def _run_step(step_id: str, env: dict[str, str], tmp: Path) -> tuple[subprocess.CompletedProcess[str], str]:
+    """One `run:` step with `env` (on top of a bare runner's): its process and its $GITHUB_OUTPUT."""
+    output = tmp / f"output-{step_id}"
+    output.write_text("")
+    (tmp / "runner").mkdir(exist_ok=True)
+    base = {k: v for k, v in os.environ.items() if not k.startswith(("FORKCTL_", "GITHUB_", "PYTEST_"))}
+    base |= {"RUNNER_TEMP": str(tmp / "runner"), "RUNNER_OS": "Linux", "GITHUB_OUTPUT": str(output)}
+    base |= {"GITHUB_ACTION_PATH": str(ROOT)}
+    script = tmp / f"{step_id}.sh"
+    script.write_text(_step(step_id)["run"])
+    result = subprocess.run(
+        ["bash", "--noprofile", "--norc", "-eo", "pipefail", str(script)],
+        cwd=tmp,
+        env=base | env,
+        capture_output=True,
+        text=True,
+    )
+    return result, output.read_text()
+
+
+def test_a_newline_in_an_environment_value_stays_one_output(tmp_path: Path) -> None:
+    """A job's FORKCTL_CACHE with a newline cannot add or replace step outputs: the delimiter form."""
+    cache = f"{tmp_path}/cache\nkey=attacker\nrestore=attacker"
+    result, written = _run_step(
+        "prepare", {"FORKCTL_ACTION_MANIFEST": "m.yaml", "FORKCTL_CACHE": cache}, tmp_path
+    )
+    assert result.returncode == 0, result.stderr
+    outputs = read_outputs(written)
+    assert outputs["dir"] == cache
+    assert outputs["key"].startswith("forkctl-cache-Linux-") and outputs["restore"] != "attacker"
+    assert re.match(r"dir<<(\S+)\n", written)
+
+
+def test_no_environment_variable_chooses_the_interpreter(tmp_path: Path) -> None:
+    """FORKCTL_ACTION_PYTHON (once a test-only shortcut) in a job's env does not replace forkctl: the
+    step installs from setup-python's interpreter (here a stand-in that fails at once, before any
+    download), and no `python` output names the planted program."""
+    planted = tmp_path / "planted"
+    planted.write_text(f"#!/bin/sh\ntouch {tmp_path / 'PWNED'}\n")
+    planted.chmod(0o755)
+    setup_python = tmp_path / "setup-python"
+    setup_python.write_text("#!/bin/sh\necho 'no network here' >&2\nexit 3\n")
+    setup_python.chmod(0o755)
+    env = {"FORKCTL_ACTION_PYTHON": str(planted), "FORKCTL_ACTION_SETUP_PYTHON": str(setup_python)}
+    result, written = _run_step("install", env, tmp_path)
+    assert result.returncode == 3 and "no network here" in result.stderr
+    assert "python" not in read_outputs(written) and str(planted) not in written
+    assert not (tmp_path / "PWNED").exists()
+
+
+def test_a_forkctl_package_in_the_workspace_is_not_run(tmp_path: Path) -> None:
+    """A pull request that adds forkctl/ to the consumer's root does not replace the installed forkctl."""
+    chain = make_fixed_chain(tmp_path)
+    workspace = _shallow_consumer(chain, tmp_path)
+    marker = tmp_path / "PWNED"
+    (workspace / "forkctl").mkdir()
+    (workspace / "forkctl" / "__init__.py").write_text("")
+    (workspace / "forkctl" / "__main__.py").write_text(f"open({str(marker)!r}, 'w').close()\n")
+    result = _run_action(workspace, {"manifest": str(chain.manifest)}, tmp_path)
+    assert not marker.exists()
+    assert result.returncode == 0, result.stdout + result.stderr
+    assert "check-pins: OK" in result.stdout

@@ -156,14 +156,16 @@ def test_describe_states_the_base_the_chain_wants(tmp_path: Path) -> None:
     code, payload = invoke_json(chain.manifest, "describe")
     assert code == 0, payload
     assert payload["parts"]["wanted_base"] == chain.base
-    assert f"**The base the chain wants:** `{chain.base}`, the manifest base" in payload["body"]
+    # Why it is wanted is forkctl's sentence around data: in code, as all data in a body.
+    assert f"**The base the chain wants:** `{chain.base}`, `the manifest base" in payload["body"]
     chain.pin_bridge(chain.upstream_tip, url(chain.fork))
     code, payload = invoke_json(chain.manifest, "describe")
     assert code == 0, payload
     parts, body = payload["parts"], payload["body"]
     assert parts["wanted_base"] == chain.upstream_tip
     assert (
-        f"**The base the chain wants:** `{chain.upstream_tip}`, megatron-bridge already builds on it" in body
+        f"**The base the chain wants:** `{chain.upstream_tip}`, ``megatron-bridge already builds on it"
+        in body
     )
     assert f"`forkctl port --onto {chain.upstream_tip}`" in body and "2 upstream commits" in body
 
@@ -187,7 +189,7 @@ def test_describe_works_offline_from_the_manifest_and_says_what_is_missing(tmp_p
     assert "fix: absorbed upstream" in body
     assert "not available" in body  # the fork head and the chain could not be reached, and it says so
     assert "```mermaid" in body
-    assert "| sm90 |" in body and "NVIDIA H200" in body  # the evidence's environment
+    assert "| `sm90` |" in body and "NVIDIA H200" in body  # the evidence's environment, in code
     code, payload = invoke_json(toolkit.manifest, "describe")
     assert code == 0 and payload["parts"]["fork_head"] is None
     assert payload["parts"]["missing"]

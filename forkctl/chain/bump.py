@@ -15,6 +15,7 @@ patches' dates; for a later consumer, the previous bump commit's).
 
 from __future__ import annotations
 
+import shlex
 from datetime import datetime
 from pathlib import Path
 
@@ -259,7 +260,7 @@ def apply_step(step: BumpStep) -> None:
     if step.existing is not None:
         raise BadInput(
             f"branch {step.branch} already exists in {step.repo.path} at {step.existing[:12]}",
-            hint=f"delete it (git branch -D {step.branch}) or pass another --fork-commit",
+            hint=f"delete it ({shlex.join(['git', 'branch', '-D', step.branch])}) or pass another --fork-commit",
         )
     step.repo.update_ref(f"refs/heads/{step.branch}", step.commit, None, f"bump {step.gitlink}")
 

@@ -9,6 +9,8 @@ commit of the previous consumer that itself passes (checked as a link of its own
 
 from __future__ import annotations
 
+import shlex
+
 import msgspec
 
 from forkctl import git
@@ -266,7 +268,7 @@ def check_url(
             Status.MISMATCH,
             "url-upstream",
             f".gitmodules url for {link.gitlink} still points upstream ({module.url}), not at {target.url}",
-            f"git config -f .gitmodules submodule.{module.name}.url {target.url} (forkctl bump-bridge does it)",
+            f"{_set_url_command(module.name, target.url)} (forkctl bump-bridge does it)",
         )
     else:
         link.add(
@@ -274,9 +276,15 @@ def check_url(
             Status.MISMATCH,
             "url-other",
             f".gitmodules url for {link.gitlink} is {module.url}, expected {target.url}",
-            f"git config -f .gitmodules submodule.{module.name}.url {target.url}",
+            _set_url_command(module.name, target.url),
         )
     return url
+
+
+def _set_url_command(name: str, url: str) -> str:
+    """The fix for a submodule's url, shell-quoted: a name or URL from `.gitmodules` is data, and the
+    pasted command runs exactly what is shown."""
+    return shlex.join(["git", "config", "-f", ".gitmodules", f"submodule.{name}.url", url])
 
 
 def point_at_gitmodules(repo: GitRepo | None, commit: str, link: LinkResult) -> None:

@@ -8,6 +8,7 @@ source names (a clone's HEAD or REV, a URL's branch or SHA), the bump from the c
 
 from __future__ import annotations
 
+import shlex
 from pathlib import Path
 
 import msgspec
@@ -199,7 +200,7 @@ def branch_to_bump(source: Source, progress: Progress) -> tuple[GitRepo, str]:
         if head is None:
             raise BadInput(
                 f"{source.local} has no branch {branch!r} (nor origin/{branch})",
-                hint=f"git fetch origin {branch} in that clone, or pass PATH@REV",
+                hint=f"{shlex.join(['git', 'fetch', 'origin', branch])} in that clone, or pass PATH@REV",
             )
         return store.local, head
     progress(f"fetching {branch} of {source.fetch_url}")

@@ -23,7 +23,8 @@ import msgspec
 
 from forkctl.compat import StrEnum
 from forkctl.errors import EXIT_BAD_INPUT, EXIT_CHECK_FAILED, EXIT_OK, ForkctlError
-from forkctl.redact import clean, clean_data
+from forkctl.redact import clean, clean_data, inert
+from forkctl.report.markdown import cell, code, fenced
 
 if TYPE_CHECKING:
     from rich.console import Console
@@ -161,9 +162,10 @@ def to_json(report: Report) -> str:
 
 
 def _markdown_table(table: Table) -> str:
-    head = "| " + " | ".join(table.columns) + " |\n|" + "---|" * len(table.columns) + "\n"
-    body = "".join("| " + " | ".join(c.replace("|", "\\|") for c in row) + " |\n" for row in table.rows)
-    return f"**{table.title}**\n\n{head}{body}"
+    """A table for the step summary: the title and every cell in code (forkctl/report/markdown.py)."""
+    head = "| " + " | ".join(cell(c) for c in table.columns) + " |\n|" + "---|" * len(table.columns) + "\n"
+    body = "".join("| " + " | ".join(cell(c, empty="") for c in row) + " |\n" for row in table.rows)
+    return f"**{code(table.title)}**\n\n{head}{body}"
 
 
 def _github_escape(text: str) -> str:
@@ -229,11 +231,12 @@ def plain_text(report: Report) -> str:
 
 
 def _note(text: str, markup: str | None = None) -> None:
-    """One line on stderr: rich markup on a terminal, the plain text elsewhere."""
+    """One line on stderr: rich markup on a terminal, the plain text elsewhere; never a workflow
+    command (the runner reads stderr too)."""
     if _is_terminal(sys.stderr):
-        _console(stderr=True).print(markup if markup is not None else _escape(text))
+        _console(stderr=True).print(inert(markup) if markup is not None else _escape(inert(text)))
     else:
-        sys.stderr.write(text + "\n")
+        sys.stderr.write(inert(text) + "\n")
 
 
 def step_summary(report: Report) -> str:
@@ -242,7 +245,7 @@ def step_summary(report: Report) -> str:
     if report.summary_markdown:
         parts.append(report.summary_markdown + "\n")
     parts += [_markdown_table(t) for t in report.tables]
-    parts += [f"- **{p.level}**: {p.text()}\n" for p in report.problems]
+    parts += [f"- **{p.level}**: {code(p.text())}\n" for p in report.problems]
     return "\n".join(parts) + "\n"
 
 
@@ -294,8 +297,9 @@ def _github_error(message: str, hint: str | None, command: str | None) -> None:
             )
         text += f" Fix: {hint}" if hint else ""
         sys.stdout.write(f"::error{props}::{_github_escape(text)}\n")
-    body = f"## forkctl {command or ''}: error\n\n{message}\n" + (f"\nhint: {hint}\n" if hint else "")
-    _append_step_summary(body + "\n")
+    lines = [f"## forkctl {command or ''}: error", "", *fenced(message)]
+    lines += ["", "hint:", "", *fenced(hint)] if hint else []
+    _append_step_summary("\n".join(lines) + "\n\n")
 
 
 def _append_step_summary(text: str) -> None:
@@ -316,21 +320,35 @@ def info(message: str) -> None:
     _note(text, f"[dim]{_escape(text)}[/]")
 
 
+def _shown(text: str) -> str:
+    """A string as text output shows it: redacted, printable, no line a workflow command."""
+    return inert(clean(text))
+
+
+def _one_line(text: str) -> str:
+    """A table cell or title: `_shown`, and a newline written `\\x0a` (a cell is one line)."""
+    return inert(clean(text).replace("\n", "\\x0a"))
+
+
 def _cleaned(report: Report) -> Report:
-    """A copy of `report` whose every string is redacted and printable (see forkctl/redact.py)."""
+    """A copy of `report` whose every string is redacted, printable and inert (forkctl/redact.py)."""
     return msgspec.structs.replace(
         report,
-        lines=[clean(line) for line in report.lines],
+        lines=[_shown(line) for line in report.lines],
         tables=[
-            Table(title=clean(t.title), columns=[clean(c) for c in t.columns], rows=clean_data(t.rows))
+            Table(
+                title=_one_line(t.title),
+                columns=[_one_line(c) for c in t.columns],
+                rows=[[_one_line(c) for c in row] for row in t.rows],
+            )
             for t in report.tables
         ],
         problems=[
             msgspec.structs.replace(
                 p,
-                message=clean(p.message),
-                file=clean(p.file) if p.file else None,
-                hint=clean(p.hint) if p.hint else None,
+                message=_shown(p.message),
+                file=_one_line(p.file) if p.file else None,
+                hint=_shown(p.hint) if p.hint else None,
             )
             for p in report.problems
         ],

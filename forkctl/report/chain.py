@@ -15,6 +15,15 @@ from forkctl.report import Level, Problem, Report, Table
 
 COLUMNS = ["check", "status", "detail", "fix"]
 
+# Mermaid entity codes for what would end a label, open HTML, or close the fenced block around it.
+_LABEL_ESCAPES = {'"': "#quot;", "<": "#lt;", ">": "#gt;", "`": "#96;", "#": "#35;", "&": "#38;"}
+
+
+def _label(text: str) -> str:
+    """A name from the manifest or a remote as a Mermaid label: one line, inert."""
+    one_line = " ".join(text.splitlines())
+    return "".join(_LABEL_ESCAPES.get(ch, ch) for ch in one_line)
+
 
 def _head_links(result: ChainResult) -> list[LinkResult]:
     """One link per consumer for the picture: the commit checked first (its branch head / given rev)."""
@@ -28,13 +37,13 @@ def _head_links(result: ChainResult) -> list[LinkResult]:
 def mermaid(manifest: Manifest, result: ChainResult) -> str:
     """The chain as a mermaid `graph LR` block: upstream base -> fork head -> consumers, edges = pins."""
     lines = ["```mermaid", "graph LR"]
-    lines.append(f'  U["{manifest.upstream.repo}<br/>base {result.base[:12]}"]')
-    lines.append(f'  F["{manifest.fork.repo}<br/>fork head {result.expected_head[:12]}"]')
+    lines.append(f'  U["{_label(manifest.upstream.repo)}<br/>base {result.base[:12]}"]')
+    lines.append(f'  F["{_label(manifest.fork.repo)}<br/>fork head {result.expected_head[:12]}"]')
     lines.append(f'  U -- "+{len(result.patches)} patches" --> F')
     previous = "F"
     for link in _head_links(result):
         node = f"C{link.index}"
-        lines.append(f'  {node}["{link.consumer}<br/>{link.commit[:12]}"]')
+        lines.append(f'  {node}["{_label(link.consumer)}<br/>{link.commit[:12]}"]')
         pinned = link.pinned[:12] if link.pinned else "no pin"
         lines.append(f'  {previous} -- "{link.status.value}: pinned {pinned}" --> {node}')
         colour = "#2da44e" if link.ok else "#cf222e"
@@ -47,12 +56,13 @@ def mermaid(manifest: Manifest, result: ChainResult) -> str:
 def mermaid_unchecked(manifest: Manifest, head: str | None, patches: int) -> str:
     """The chain as the manifest names it, for when the consumers could not be read: pins unknown."""
     lines = ["```mermaid", "graph LR"]
-    lines.append(f'  U["{manifest.upstream.repo}<br/>base {manifest.upstream.base[:12]}"]')
-    lines.append(f'  F["{manifest.fork.repo}<br/>fork head {head[:12] if head else "not built"}"]')
+    lines.append(f'  U["{_label(manifest.upstream.repo)}<br/>base {manifest.upstream.base[:12]}"]')
+    fork_head = head[:12] if head else "not built"
+    lines.append(f'  F["{_label(manifest.fork.repo)}<br/>fork head {fork_head}"]')
     lines.append(f'  U -- "+{patches} patches" --> F')
     previous = "F"
     for index, consumer in enumerate(manifest.consumers):
-        lines.append(f'  C{index}["{consumer.name}<br/>{consumer.branch}"]')
+        lines.append(f'  C{index}["{_label(consumer.name)}<br/>{_label(consumer.branch)}"]')
         lines.append(f'  {previous} -. "pin unknown" .-> C{index}')
         previous = f"C{index}"
     lines.append("```")

@@ -1,7 +1,10 @@
 """The pull-request body forkctl writes for moving the chain: Markdown from the facts of
 forkctl/chain/describe.py and the gate's summary (forkctl/gpu/gate.py), plus the same parts as JSON.
 
-A view only: what is not known is said in the body ("not available ..."), never guessed.
+A view only: what is not known is said in the body ("not available ..."), never guessed. Every string
+that came from data (patch subjects, provenance, upstream commit messages, the range-diff, remote errors)
+is written in code as forkctl/report/markdown.py says, so a body notifies nobody, cross-links no other
+issue and carries no HTML; and the body fits GitHub's limit whatever the range-diff holds.
 """
 
 from __future__ import annotations
@@ -12,39 +15,57 @@ import msgspec
 
 from forkctl.manifest import Manifest, plain
 from forkctl.report.chain import mermaid, mermaid_unchecked
+from forkctl.report.markdown import cell, code, fenced
 
 if TYPE_CHECKING:
     from forkctl.chain.bump import BumpStep
     from forkctl.chain.describe import MoveFacts
     from forkctl.gpu.gate import GateSummary
 
-MAX_RANGE_DIFF_LINES = 300  # GitHub refuses bodies over 65,536 characters
+GITHUB_BODY_LIMIT = 65_536  # GitHub refuses a pull-request body longer than this (UTF-16 code units)
+BODY_BUDGET = GITHUB_BODY_LIMIT - 536  # room for what gh or GitHub adds, and for the cut notes
+_CUT_NOTE_RESERVE = 400
+_WHERE_THE_REST_IS = "the whole range-diff is `parts.range_diff` of `forkctl describe --json`"
 
 
-def _cell(text: str | None) -> str:
-    return (text or "-").replace("|", "\\|").replace("\n", " ")
+def _length(text: str) -> int:
+    """The length GitHub counts: UTF-16 code units (a character outside the BMP counts twice)."""
+    return len(text.encode("utf-16-le")) // 2
 
 
-def _code(text: str | None) -> str:
-    return f"`{text}`" if text else "-"
+def _cut(text: str, budget: int) -> str:
+    """The longest prefix of `text` within `budget` (GitHub's count), ended at a line break if one is
+    in its second half."""
+    if _length(text) <= budget:
+        return text
+    low, high = 0, min(len(text), budget)
+    while low < high:  # the longest prefix that fits: UTF-16 length grows with the prefix
+        middle = (low + high + 1) // 2
+        low, high = (middle, high) if _length(text[:middle]) <= budget else (low, middle - 1)
+    prefix = text[:low]
+    line_end = prefix.rfind("\n")
+    return prefix[: line_end + 1] if line_end > low // 2 else prefix
 
 
 def step_header(step: BumpStep) -> list[str]:
     """What one consumer's pull request changes."""
     old = step.old[:12] if step.old else "nothing"
     lines = [
-        f"This pull request moves `{step.gitlink}` in **{step.consumer.name}** (`{step.consumer.branch}`) "
-        f"from `{old}` to `{step.new[:12]}`: branch `{step.branch}`, commit `{step.commit[:12]}`.",
+        f"This pull request moves {code(step.gitlink)} in **{code(step.consumer.name)}** "
+        f"({code(step.consumer.branch)}) from `{old}` to `{step.new[:12]}`: branch {code(step.branch)}, "
+        f"commit `{step.commit[:12]}`.",
     ]
     if step.url_changed:
-        lines.append(f"It points `.gitmodules` at `{step.url_changed[1]}` (was `{step.url_changed[0]}`).")
+        lines.append(
+            f"It points `.gitmodules` at {code(step.url_changed[1])} (was {code(step.url_changed[0])})."
+        )
     return [*lines, ""]
 
 
 def _why(manifest: Manifest, facts: MoveFacts) -> list[str]:
-    base = f"`{manifest.upstream.repo}@{facts.base}`"
+    base = code(f"{manifest.upstream.repo}@{facts.base}")
     if facts.base_subject:
-        base += f' ("{facts.base_subject}", {facts.base_date})'
+        base += f" ({code(facts.base_subject)}, {code(facts.base_date)})"
     head = f"`{facts.fork_head}`" if facts.fork_head else "(not available: see the end)"
     return [
         "### Why",
@@ -60,14 +81,15 @@ def _wanted(facts: MoveFacts) -> list[str]:
     """The base the chain now wants, and why (or that it is not known)."""
     if facts.wanted_base is None:
         return ["**The base the chain wants:** not known (see the end).", ""]
-    return [f"**The base the chain wants:** `{facts.wanted_base}`, {facts.wanted_because}.", ""]
+    because = code(facts.wanted_because)
+    return [f"**The base the chain wants:** {code(facts.wanted_base)}, {because}.", ""]
 
 
 def _series(facts: MoveFacts) -> list[str]:
     lines = ["### The series", "", "| # | file | subject | provenance |", "|---|---|---|---|"]
     for number, row in enumerate(facts.series, start=1):
         name = row.file.rsplit("/", 1)[-1]
-        lines.append(f"| {number} | `{_cell(name)}` | {_cell(row.subject)} | {_code(row.provenance)} |")
+        lines.append(f"| {number} | {cell(name)} | {cell(row.subject)} | {cell(row.provenance)} |")
     return [*lines, ""]
 
 
@@ -77,24 +99,28 @@ def _dropped(facts: MoveFacts) -> list[str]:
     if not facts.dropped:
         return [*lines, "None.", ""]
     for entry in facts.dropped:
-        where = f", upstream commit `{entry.upstream_commit[:12]}`" if entry.upstream_commit else ""
-        lines.append(f"- {entry.subject} ({entry.reason}, at base `{entry.base[:12]}`{where})")
+        where = f", upstream commit {code(entry.upstream_commit[:12])}" if entry.upstream_commit else ""
+        lines.append(f"- {code(entry.subject)} ({entry.reason}, at base {code(entry.base[:12])}{where})")
     return [*lines, ""]
 
 
-def _range_diff(facts: MoveFacts) -> list[str]:
+def _range_diff(facts: MoveFacts, budget: int) -> list[str]:
+    """The range-diff section, its block cut by characters to `budget` with a note saying where the
+    rest is."""
     lines = ["### range-diff against the previously pinned fork head", ""]
     if facts.range_diff is None:
         why = next((m for m in facts.missing if "range-diff" in m), "the range-diff is not available")
-        return [*lines, f"_{why}_", ""]
-    shown = facts.range_diff.rstrip().splitlines()
-    cut = len(shown) > MAX_RANGE_DIFF_LINES
+        return [*lines, code(why), ""]
+    whole = facts.range_diff.rstrip()
     old, new = (facts.previous_fork_head or "")[:12], (facts.fork_head or "")[:12]
-    lines += [f"`{old}` (base `{(facts.previous_base or '')[:12]}`) -> `{new}`:", "", "```"]
-    lines += shown[:MAX_RANGE_DIFF_LINES]
-    lines.append("```")
-    if cut:
-        lines.append(f"_{len(shown) - MAX_RANGE_DIFF_LINES} more lines: run `git range-diff` locally._")
+    lines += [f"{code(old)} (base {code((facts.previous_base or '')[:12])}) -> {code(new)}:", ""]
+    shown = _cut(whole, max(budget - _CUT_NOTE_RESERVE, 0))
+    lines += fenced(shown)
+    if len(shown) < len(whole):
+        lines.append(
+            f"_The range-diff is cut here: {len(shown):,} of its {len(whole):,} characters are shown; "
+            f"{_WHERE_THE_REST_IS}, or run `git range-diff {old}...{new}` in a clone of the fork._"
+        )
     return [*lines, ""]
 
 
@@ -108,9 +134,9 @@ def _evidence(summary: GateSummary) -> list[str]:
     lines = ["## GPU evidence", ""]
     verdict, evidence = summary.verdict, summary.evidence
     if verdict is None:
-        return [*lines, f"_The gate could not judge: {summary.error}_", ""]
+        return [*lines, f"_The gate could not judge:_ {code(summary.error)}", ""]
     lines.append(
-        f"Series digest `{verdict.series_digest[:16]}`, evidence file {_code(verdict.evidence_file)}."
+        f"Series digest {code(verdict.series_digest[:16])}, evidence file {code(verdict.evidence_file)}."
     )
     lines.append("")
     if evidence is None or not evidence.runs:
@@ -124,9 +150,9 @@ def _evidence(summary: GateSummary) -> list[str]:
         counts = [sum(t.outcome == o for t in run.tests) for o in ("passed", "failed", "skipped")]
         failed = counts[1] + sum(t.outcome == "error" for t in run.tests)
         lines.append(
-            f"| {_cell(env.tag)} | {_cell(env.gpu_name)} x{env.gpu_count} | {_cell(env.torch)} | "
-            f"{_cell(env.cuda)} | {_cell(env.megatron_core)} | {counts[0]} | {failed} | {counts[2]} | "
-            f"{run.status} |"
+            f"| {cell(env.tag)} | {cell(env.gpu_name)} x{env.gpu_count} | {cell(env.torch)} | "
+            f"{cell(env.cuda)} | {cell(env.megatron_core)} | {counts[0]} | {failed} | {counts[2]} | "
+            f"{cell(str(run.status))} |"
         )
     return [*lines, ""]
 
@@ -138,31 +164,49 @@ def _gate_needs(manifest: Manifest, summary: GateSummary) -> list[str]:
         return [*lines, "- the gate's verdict (see above)", ""]
     missing = [tag for tag in verdict.required if tag not in verdict.covered]
     if verdict.ok:
-        signed = f", signed by {verdict.signed_by}" if verdict.signed_by else ""
-        return [*lines, f"Nothing: `forkctl gate` passes ({', '.join(verdict.covered)}{signed}).", ""]
+        signed = f", signed by {code(verdict.signed_by)}" if verdict.signed_by else ""
+        covered = ", ".join(code(tag) for tag in verdict.covered)
+        return [*lines, f"Nothing: `forkctl gate` passes ({covered}{signed}).", ""]
     if missing:
-        lines.append(f"- environments without evidence: {', '.join(missing)}")
+        lines.append(f"- environments without evidence: {', '.join(code(tag) for tag in missing)}")
     if manifest.validation.allowed_signers and not verdict.signed_by:
         lines.append("- a valid signature by a key in validation.allowed_signers")
-    lines += [f"- {p.message}" + (f" (fix: {p.hint})" if p.hint else "") for p in verdict.problems]
+    lines += [
+        f"- {code(p.message)}" + (f" (fix: {code(p.hint)})" if p.hint else "") for p in verdict.problems
+    ]
     return [*lines, ""]
 
 
 def pr_body(manifest: Manifest, facts: MoveFacts, summary: GateSummary, step: BumpStep | None = None) -> str:
-    """The whole Markdown body; `step`: the consumer pull request it is for (a header says what moves)."""
+    """The whole Markdown body; `step`: the consumer pull request it is for (a header says what moves).
+    It fits GitHub's limit: the range-diff gets what the other parts leave, and a body still too long
+    is cut with a note."""
     head = facts.fork_head[:12] if facts.fork_head else "(not built)"
-    lines = [f"## Move the chain to fork head `{head}`", ""]
-    lines += step_header(step) if step is not None else []
-    lines += _why(manifest, facts) + _series(facts) + _dropped(facts) + _range_diff(facts)
-    lines += ["### The chain", "", chain_mermaid(manifest, facts), ""]
-    lines += _evidence(summary) + _gate_needs(manifest, summary)
+    before = [f"## Move the chain to fork head {code(head)}", ""]
+    before += step_header(step) if step is not None else []
+    before += _why(manifest, facts) + _series(facts) + _dropped(facts)
+    after = ["### The chain", "", chain_mermaid(manifest, facts), ""]
+    after += _evidence(summary) + _gate_needs(manifest, summary)
     if facts.missing:
-        lines += ["### Not available when this was written", ""]
-        lines += [f"- {line}" for line in facts.missing] + [""]
-    lines.append(
+        after += ["### Not available when this was written", ""]
+        after += [f"- {code(line)}" for line in facts.missing] + [""]
+    after.append(
         "<sub>Written by `forkctl describe`; `forkctl bump-bridge --open-pr` keeps it current.</sub>"
     )
-    return "\n".join(lines) + "\n"
+    rest = _length("\n".join(before + after)) + 2
+    lines = before + _range_diff(facts, BODY_BUDGET - rest) + after
+    return _within_limit("\n".join(lines) + "\n")
+
+
+def _within_limit(body: str) -> str:
+    """`body`, or its first part and a note when the parts besides the range-diff alone are too long."""
+    if _length(body) <= BODY_BUDGET:
+        return body
+    note = (
+        "\n\n_This body is cut here: it was longer than GitHub's 65,536 characters; the whole of it is "
+        "`body` of `forkctl describe --json`._\n"
+    )
+    return _cut(body, BODY_BUDGET - _length(note)) + note
 
 
 def pr_parts(manifest: Manifest, facts: MoveFacts, summary: GateSummary) -> dict[str, Any]:
