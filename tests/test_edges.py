@@ -1,0 +1,37 @@
+"""Bad input at the edges ends in exit 2 with a message saying what to fix, never exit 3 ("a bug in
+forkctl"). Real toolkits, real forkctl processes."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from tests.toolkit import make_toolkit
+
+ROOT = Path(__file__).resolve().parent.parent
+
+
+def forkctl(*args: str, env: dict[str, str] | None = None) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [sys.executable, "-m", "forkctl", *args],
+        env={**os.environ, "PYTHONPATH": str(ROOT), **(env or {})},
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+
+
+@pytest.mark.parametrize("below", [False, True], ids=["the-file", "below-a-file"])
+def test_forkctl_cache_naming_a_file_is_bad_input(tmp_path: Path, below: bool) -> None:
+    toolkit = make_toolkit(tmp_path)
+    plain = tmp_path / "not-a-folder"
+    plain.write_text("x")
+    cache = plain / "cache" if below else plain
+    done = forkctl("--manifest", str(toolkit.manifest), "export", env={"FORKCTL_CACHE": str(cache)})
+    assert done.returncode == 2, done.stderr
+    assert f"{plain} is not a folder" in done.stderr and "FORKCTL_CACHE" in done.stderr
+    assert plain.read_text() == "x"
