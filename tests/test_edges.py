@@ -10,6 +10,7 @@ from pathlib import Path
 
 import pytest
 
+from tests.seriesrepo import clone, make_series, run_json
 from tests.toolkit import make_toolkit
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -35,3 +36,19 @@ def test_forkctl_cache_naming_a_file_is_bad_input(tmp_path: Path, below: bool) -
     assert done.returncode == 2, done.stderr
     assert f"{plain} is not a folder" in done.stderr and "FORKCTL_CACHE" in done.stderr
     assert plain.read_text() == "x"
+
+
+def test_a_deeply_nested_state_file_is_unreadable_not_a_crash(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("FORKCTL_CACHE", str(tmp_path / "cache"))
+    setup = make_series(tmp_path)
+    repo = clone(setup.upstream, tmp_path / "r", bare=True)
+    state = repo.path / "forkctl" / "apply-state.json"
+    state.parent.mkdir()
+    state.write_text('{"operation": "port", "extra": {"a": ' + "[" * 100_000 + "]" * 100_000 + "}}")
+    code, data = run_json(setup, "port", "--continue", "--repo", str(repo.path))
+    assert code == 2 and "unreadable" in data["error"], data
+    code, data = run_json(setup, "port", "--abort", "--repo", str(repo.path))
+    assert code == 0 and data["aborted"] is True, data
+    assert not state.exists()

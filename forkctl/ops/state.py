@@ -84,7 +84,7 @@ def load(repo: GitRepo) -> State | None:
     try:
         # Typed: a field of the wrong type is refused here, as unreadable, not later as a crash.
         return msgspec.json.decode(path.read_bytes(), type=State)
-    except (OSError, ValueError) as exc:
+    except (OSError, ValueError, RecursionError) as exc:  # RecursionError: nested past msgspec's depth
         raise CorruptState(
             f"the state of an interrupted forkctl operation ({path}) is unreadable: {exc}",
             hint="forkctl apply --abort (or port --abort) removes it and its scratch worktree; "
