@@ -5,12 +5,14 @@ real ssh-keygen, the real CLI."""
 from __future__ import annotations
 
 import json
+import subprocess
 from pathlib import Path
 
 import pytest
 from click.testing import CliRunner
 
 from forkctl.cli import cli
+from forkctl.errors import BadInput
 from forkctl.gpu import signing
 from tests.test_evidence import gpu_toolkit, load, make_run, record
 from tests.test_signing import keypair, require_signers
@@ -38,6 +40,17 @@ def with_second_outcome(path: Path) -> None:
     path.write_text(text)
 
 
+def sign_anyway(path: Path, key: Path) -> None:
+    """Sign the file's bytes with plain ssh-keygen (as an older forkctl, or a person, would)."""
+    done = subprocess.run(
+        ["ssh-keygen", "-Y", "sign", "-q", "-f", str(key), "-n", signing.NAMESPACE],
+        input=path.read_bytes(),
+        capture_output=True,
+        check=True,
+    )
+    signing.signature_path(path).write_bytes(done.stdout)
+
+
 def run(toolkit: Toolkit, *args: str):
     return CliRunner().invoke(cli, ["--manifest", str(toolkit.manifest), *args])
 
@@ -55,7 +68,7 @@ def test_gate_refuses_signed_evidence_with_a_duplicate_key(tmp_path: Path) -> No
     toolkit, path, key = failed_evidence(tmp_path)
     assert run(toolkit, "gate").exit_code == 1  # sanity: the recorded failure fails the gate
     with_second_outcome(path)
-    signing.sign(path, key)  # signed anyway (e.g. by an older forkctl): the signature is valid
+    sign_anyway(path, key)
     assert signing.verify(path, load(toolkit).validation.allowed_signers).ok
     result = run(toolkit, "gate")
     assert result.exit_code == 2, result.output
@@ -82,7 +95,7 @@ def test_sign_and_gate_refuse_json_readers_disagree_on(tmp_path: Path, change, s
     signed = run(toolkit, "sign", "--key", str(key))
     assert signed.exit_code == 2, signed.output
     assert path.name in signed.output and said in signed.output
-    signing.sign(path, key)
+    sign_anyway(path, key)
     gated = run(toolkit, "gate")
     assert gated.exit_code == 2, gated.output
     assert path.name in gated.output and said in gated.output
@@ -94,3 +107,12 @@ def test_well_formed_evidence_still_signs(tmp_path: Path) -> None:
     result = run(toolkit, "sign", "--key", str(key))
     assert result.exit_code == 0, result.output
     assert signing.signature_path(path).is_file()
+
+
+def test_the_signer_itself_refuses_ambiguous_bytes(tmp_path: Path) -> None:
+    """signing.sign checks the very bytes it signs (validate --sign-key signs through it too)."""
+    _, path, key = failed_evidence(tmp_path)
+    with_second_outcome(path)
+    with pytest.raises(BadInput, match="twice"):
+        signing.sign(path, key)
+    assert not signing.signature_path(path).exists()
