@@ -124,3 +124,34 @@ def test_a_signal_ends_forkctl_and_its_git_child(
             if _state(pid):
                 os.kill(pid, signal.SIGKILL)
         forkctl.wait(timeout=10)
+
+
+def test_sigterm_while_a_file_is_written_leaves_no_temp_file_in_the_users_checkout(tmp_path: Path) -> None:
+    """A real SIGTERM right before `fork-base --write` renames its temp file into place: the command
+    ends with 143 and the fork checkout holds neither a half-written record nor the temp file."""
+    import json
+
+    from tests.gitrepos import init_repo
+    from tests.toolkit import make_toolkit
+
+    toolkit = make_toolkit(tmp_path)
+    fork = init_repo(tmp_path / "fork", {"README.md": "fork\n"})
+    target = fork.path / ".fork-base.json"
+    request = {
+        "argv": ["--manifest", str(toolkit.manifest), "fork-base", "--repo", str(fork.path), "--write"],
+        "kill_before": 1,
+        "anchor": ["replace", str(target)],
+        "signal": "SIGTERM",
+    }
+    done = subprocess.run(
+        [sys.executable, "-m", "tests.killpoints"],
+        input=json.dumps(request) + "\n",
+        capture_output=True,
+        text=True,
+        cwd=ROOT,
+        env={**os.environ, "PYTHONPATH": str(ROOT), "FORKCTL_CACHE": str(tmp_path / "cache")},
+        timeout=120,
+    )
+    answer = json.loads(done.stdout)
+    assert not answer["killed"] and answer["exit_code"] == 143, answer
+    assert sorted(p.name for p in fork.path.iterdir()) == [".git", "README.md"]
