@@ -52,3 +52,24 @@ def test_a_deeply_nested_state_file_is_unreadable_not_a_crash(
     code, data = run_json(setup, "port", "--abort", "--repo", str(repo.path))
     assert code == 0 and data["aborted"] is True, data
     assert not state.exists()
+
+
+def test_a_600_consumer_chain_is_refused_by_the_manifest_check(tmp_path: Path) -> None:
+    toolkit = make_toolkit(tmp_path)
+    data = toolkit.manifest_data()
+    data["consumers"] = [
+        {
+            "name": f"consumer-{number}",
+            "upstream": f"org/upstream-{number}",
+            "fork": f"org/fork-{number}",
+            "url": f"https://example.com/org/fork-{number}.git",
+            "branch": "main",
+            "gitlink": f"3rdparty/link-{number}",
+        }
+        for number in range(600)
+    ]
+    toolkit.write_manifest(data)
+    for verb in ("lint", "check-pins"):
+        done = forkctl("--manifest", str(toolkit.manifest), verb, env={"FORKCTL_CACHE": str(tmp_path / "c")})
+        assert done.returncode == 2, (verb, done.stdout, done.stderr)
+        assert "600 consumers is more than forkctl follows (at most 64)" in done.stdout + done.stderr
