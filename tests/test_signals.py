@@ -155,3 +155,42 @@ def test_sigterm_while_a_file_is_written_leaves_no_temp_file_in_the_users_checko
     answer = json.loads(done.stdout)
     assert not answer["killed"] and answer["exit_code"] == 143, answer
     assert sorted(p.name for p in fork.path.iterdir()) == [".git", "README.md"]
+
+
+DRIVER = """
+import sys
+from forkctl.gpu import process
+print("started", flush=True)
+process.run(["sh", "-c", "sleep 600 & echo $! ; wait"], timeout=600)
+"""
+
+
+def test_ctrl_c_during_a_validate_child_ends_the_childs_group(tmp_path: Path) -> None:
+    """`forkctl validate` runs pytest and the benchmark in their own session (gpu/process.py): Ctrl-C
+    reaches only forkctl, so forkctl must end the child's group itself, grandchildren included."""
+    driver = subprocess.Popen(
+        [sys.executable, "-c", DRIVER],
+        env={**os.environ, "PYTHONPATH": str(ROOT)},
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        start_new_session=True,
+    )
+    children: list[int] = []
+    try:
+        assert driver.stdout is not None and driver.stdout.readline() == b"started\n"
+        deadline = time.monotonic() + 30
+        while len(children) < 2 and time.monotonic() < deadline:  # sh and its sleep
+            time.sleep(0.1)
+            children = [pid for pid in _descendants(driver.pid) if _state(pid)]
+        assert len(children) >= 2, children
+        os.kill(driver.pid, signal.SIGINT)
+        driver.wait(timeout=20)
+        deadline = time.monotonic() + 5
+        while any(_state(pid) for pid in children) and time.monotonic() < deadline:
+            time.sleep(0.05)
+        assert not [pid for pid in children if _state(pid)], "the child's group outlived Ctrl-C"
+    finally:
+        for pid in [driver.pid, *children]:
+            if _state(pid):
+                os.kill(pid, signal.SIGKILL)
+        driver.wait(timeout=10)
