@@ -15,7 +15,7 @@ import contextlib
 
 from forkctl import __version__
 from forkctl.digests import sha256_hex
-from forkctl.files import cache_root
+from forkctl.files import CacheNotAFolder, cache_root
 
 _FORMAT = b"forkctl-cache-entry 1"
 
@@ -37,7 +37,7 @@ def read(folder: str, key: str) -> bytes | None:
     try:
         with open(cache_root() / folder / f"{key}.json", "rb") as stream:
             entry = stream.read()
-    except (OSError, RuntimeError):  # RuntimeError: no home folder to put the cache in
+    except (OSError, RuntimeError, CacheNotAFolder):  # RuntimeError: no home folder to put the cache in
         return None
     header, separator, payload = entry.partition(b"\n\n")
     if not separator or header + separator != _header(key, payload):
@@ -49,5 +49,5 @@ def write(folder: str, key: str, payload: bytes) -> None:
     """Store `payload` under `key`; a cache that cannot be written is skipped."""
     from forkctl.files import atomic_write  # only a cold start writes (and pays for tempfile)
 
-    with contextlib.suppress(OSError, RuntimeError):
+    with contextlib.suppress(OSError, RuntimeError, CacheNotAFolder):
         atomic_write(cache_root() / folder / f"{key}.json", _header(key, payload) + payload)

@@ -13,15 +13,34 @@ import re
 from collections.abc import Iterable
 from pathlib import Path
 
+from forkctl.errors import BadInput
+
 TEMP_SUFFIX = ".tmp"
 # mkstemp's names: the prefix, 8 characters from this alphabet, the suffix.
 _RANDOM_PART = r"[a-z0-9_]{8}"
 
 
+class CacheNotAFolder(BadInput):
+    """$FORKCTL_CACHE names a file (or a path below one): a command that needs the cache stops here,
+    one that only reads or writes a courtesy cache entry goes on without it."""
+
+
 def cache_root() -> Path:
     """Where forkctl keeps what it learned: remote listings, partial clones, parsed manifests."""
     configured = os.environ.get("FORKCTL_CACHE")
-    return Path(configured) if configured else Path.home() / ".cache" / "forkctl"
+    if not configured:
+        return Path.home() / ".cache" / "forkctl"
+    root = Path(configured)
+    # The folder is made on first use; a file at it (or at a folder above it) would crash every write.
+    for existing in (root, *root.parents):
+        if existing.exists() or existing.is_symlink():
+            if not existing.is_dir():
+                raise CacheNotAFolder(
+                    f"FORKCTL_CACHE={configured} cannot be forkctl's cache: {existing} is not a folder",
+                    hint="point FORKCTL_CACHE at a folder (it is made if missing), or unset it",
+                )
+            break
+    return root
 
 
 def atomic_write(path: Path, data: bytes) -> None:

@@ -9,6 +9,7 @@ is data and never becomes an option. gh's credentials are its own (`gh auth logi
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import re
@@ -136,6 +137,13 @@ def _run(gh: str, command: list[str]) -> str:
         os.killpg(proc.pid, signal.SIGKILL)
         proc.communicate()
         raise GhFailed(f"gh did not finish within {GH_TIMEOUT_S:.0f} s", command) from None
+    except BaseException:
+        # Ctrl-C or SIGTERM (raised by the CLI) while the child runs in its own session, which no terminal
+        # signal reaches: end its whole group rather than leave it running.
+        with contextlib.suppress(ProcessLookupError):
+            os.killpg(proc.pid, signal.SIGKILL)
+        proc.wait()
+        raise
     if proc.returncode != 0:
         words = (err or out or "").strip() or f"exit status {proc.returncode}"
         raise GhFailed(f"gh {command[1]} {command[2]} failed: {words}", command)

@@ -128,3 +128,50 @@ def test_the_written_file_committed_on_the_fork_branch_survives_publish_and_name
     code, out = _run(chain.manifest, work.path)
     assert code == 0 and "agrees with the manifest" in out, out
     assert json.loads((work.path / ".fork-base.json").read_text())["upstream_base"] == chain.upstream_tip
+
+
+def test_write_never_replaces_an_ignored_file_without_force(tmp_path: Path) -> None:
+    toolkit = make_toolkit(tmp_path)
+    fork = init_repo(tmp_path / "fork", {"README.md": "fork\n", ".gitignore": ".fork-base.json\n"})
+    mine = json.dumps(_record("1" * 40, upstream_branch="my-notes"), indent=4) + "\n"
+    (fork.path / ".fork-base.json").write_text(mine)
+    assert fork.git("status", "--porcelain") == ""  # ignored: git has no copy of it anywhere
+    code, out = _run(toolkit.manifest, fork.path, "--write")
+    assert code == 2, out
+    assert "does not track" in out and "--force" in out
+    assert (fork.path / ".fork-base.json").read_text() == mine
+    code, out = _run(toolkit.manifest, fork.path, "--write", "--force")
+    assert code == 0, out
+    assert json.loads((fork.path / ".fork-base.json").read_text()) == _record(toolkit.base)
+
+
+def test_write_never_replaces_an_untracked_file_without_force(tmp_path: Path) -> None:
+    toolkit = make_toolkit(tmp_path)
+    fork = _fork(tmp_path, None)
+    mine = json.dumps(_record("1" * 40), indent=4) + "\n"
+    (fork.path / ".fork-base.json").write_text(mine)
+    code, out = _run(toolkit.manifest, fork.path, "--write")
+    assert code == 2 and "does not track" in out, out
+    assert (fork.path / ".fork-base.json").read_text() == mine
+    assert _run(toolkit.manifest, fork.path, "--write", "--force")[0] == 0
+    assert json.loads((fork.path / ".fork-base.json").read_text()) == _record(toolkit.base)
+
+
+@pytest.mark.parametrize("write", [False, True], ids=["check", "write"])
+def test_a_folder_at_the_path_is_bad_input(tmp_path: Path, write: bool) -> None:
+    toolkit = make_toolkit(tmp_path)
+    fork = _fork(tmp_path, None)
+    (fork.path / ".fork-base.json").mkdir()
+    (fork.path / ".fork-base.json" / "keep").write_text("x")
+    code, out = _run(toolkit.manifest, fork.path, *(["--write", "--force"] if write else []))
+    assert code == 2, out
+    assert "not a regular file" in out
+    assert (fork.path / ".fork-base.json" / "keep").read_text() == "x"
+
+
+def test_a_deeply_nested_file_is_reported_not_a_crash(tmp_path: Path) -> None:
+    toolkit = make_toolkit(tmp_path)
+    fork = init_repo(tmp_path / "fork", {".fork-base.json": "[" * 100_000 + "]" * 100_000})
+    code, out = _run(toolkit.manifest, fork.path)
+    assert code == 1, out
+    assert "nested too deeply" in out

@@ -104,3 +104,36 @@ def test_port_conflict_continue(setup: SeriesSetup, tmp_path: Path) -> None:
     assert setup.manifest_data()["upstream"]["base"] == new_base
     assert "'hi up'" in fork.git("show", f"{BRANCH}:megatron/core/a.py")
     assert not worktree.exists()
+
+
+def test_a_port_belongs_to_the_checkout_that_started_it(setup: SeriesSetup, tmp_path: Path) -> None:
+    """Two checkouts of the toolkit share one repository (here --repo; without it, the cache clone): the
+    second may neither abort nor continue the first one's stopped port, and the resolution survives."""
+    import shutil
+
+    new_base = setup.upstream.commit(
+        "upstream edits helper",
+        {"megatron/core/a.py": "def a():\n    return 1\n\n\ndef helper():\n    return 'up'\n"},
+    )
+    fork = prepared_fork(setup, tmp_path)
+    other = SeriesSetup(
+        root=tmp_path / "checkout-b" / "toolkit",
+        upstream=setup.upstream,
+        base=setup.base,
+        dev_commits=setup.dev_commits,
+    )
+    shutil.copytree(setup.root, other.root)
+    code, data = run_json(setup, "port", "--onto", new_base, "--repo", str(fork.path))
+    assert code == 1, data
+    resolved = Path(data["conflict"]["worktree"]) / "megatron/core/a.py"
+    resolution = "def a():\n    return 10\n\n\ndef helper():\n    return 'hi up'\n"
+    resolved.write_text(resolution)
+    for verb in ("--abort", "--continue", "--skip"):
+        code, refused = run_json(other, "port", verb, "--repo", str(fork.path))
+        assert code == 2, refused
+        assert f"was started from {setup.manifest}" in refused["error"], refused
+        assert str(setup.manifest) in refused["hint"]
+        assert resolved.read_text() == resolution
+    code, data = run_json(setup, "port", "--continue", "--repo", str(fork.path))
+    assert code == 0, data
+    assert "'hi up'" in fork.git("show", f"{BRANCH}:megatron/core/a.py")

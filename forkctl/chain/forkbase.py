@@ -18,7 +18,7 @@ import msgspec
 
 from forkctl.errors import BadInput
 from forkctl.files import atomic_write
-from forkctl.git.worktree import has_uncommitted_changes
+from forkctl.git.worktree import has_uncommitted_changes, is_tracked
 from forkctl.manifest import FULL_SHA_RE, Manifest
 from forkctl.manifest.schema import FORK_BASE_FILE
 
@@ -38,6 +38,10 @@ def parse(raw: bytes, where: str) -> ForkBase:
         data = json.loads(raw.decode("utf-8"))
     except (UnicodeDecodeError, json.JSONDecodeError) as exc:
         raise BadInput(f"{where}: not valid JSON: {exc}", hint="rewrite it as schema 1 JSON") from None
+    except RecursionError:
+        raise BadInput(
+            f"{where}: not schema 1: nested too deeply", hint="rewrite it as schema 1 JSON"
+        ) from None
     if not isinstance(data, dict):
         raise BadInput(f"{where}: must be a JSON object with keys {', '.join(KEYS)}")
     if data.get("schema") != 1:
@@ -174,9 +178,17 @@ def inspect(worktree: Path, manifest: Manifest) -> FileState:
             hint=f"write the full SHA in upstream.base: {FORK_BASE_FILE} records it whole",
         )
     path = worktree / FORK_BASE_FILE
+    if path.is_symlink() or (path.exists() and not path.is_file()):
+        raise BadInput(
+            f"{path} is not a regular file (a folder, a link or a device)",
+            hint=f"remove or rename it; {FORK_BASE_FILE} is a JSON file (schema 1)",
+        )
     if not path.is_file():
         return FileState(path, False, [f"{FORK_BASE_FILE} is missing"], render(from_manifest(manifest)))
-    raw = path.read_bytes()
+    try:
+        raw = path.read_bytes()
+    except OSError as exc:
+        raise BadInput(f"cannot read {path}: {exc.strerror}", hint="check its permissions") from None
     try:
         current: ForkBase | None = parse(raw, str(path))
     except BadInput as exc:
@@ -185,12 +197,23 @@ def inspect(worktree: Path, manifest: Manifest) -> FileState:
     return FileState(path, True, problems, render(updated(current, manifest)))
 
 
-def write(state: FileState, worktree: Path) -> bool:
+def write(state: FileState, worktree: Path, force: bool = False) -> bool:
     """Write the record when the file differs; False when it already holds it. Uncommitted changes to the
-    file are the user's work: refused, never overwritten."""
+    file are the user's work: refused, never overwritten. A file git does not track (untracked or
+    ignored) has no copy anywhere else: replaced only when the caller says so (`force`)."""
     if state.up_to_date:
         return False  # a file that agrees is left as it is, its formatting included
-    if state.exists and has_uncommitted_changes(worktree, FORK_BASE_FILE):
+    if state.exists and not force and not is_tracked(worktree, FORK_BASE_FILE):
+        raise BadInput(
+            f"{state.path} exists but git does not track it (untracked or ignored); forkctl will not "
+            "replace a file it cannot be restored from",
+            hint="move it aside, or pass --force to replace it with the manifest's record",
+        )
+    if (
+        state.exists
+        and is_tracked(worktree, FORK_BASE_FILE)
+        and has_uncommitted_changes(worktree, FORK_BASE_FILE)
+    ):
         raise BadInput(
             f"{state.path} has uncommitted changes; forkctl will not overwrite them",
             hint=f"commit or stash your change to {FORK_BASE_FILE}, then run `forkctl fork-base --write` again",

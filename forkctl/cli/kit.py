@@ -10,8 +10,10 @@ from __future__ import annotations
 import contextlib
 import functools
 import os
+import signal
 import sys
-from collections.abc import Callable
+import threading
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -110,6 +112,41 @@ def output_options(github: bool = False) -> Callable[[Callable[..., Any]], Calla
     return decorate
 
 
+# Exit codes of a command ended by a signal, as a shell reports them (128 + the signal's number).
+EXIT_INTERRUPTED = 128 + signal.SIGINT
+EXIT_TERMINATED = 128 + signal.SIGTERM
+
+
+class Terminated(BaseException):
+    """SIGTERM arrived. Raised in the main thread, like KeyboardInterrupt for SIGINT, so that what is
+    under way unwinds: a running git child's group is killed, temp files are removed, locks released.
+    A BaseException, so that no `except Exception` in the core swallows it."""
+
+
+def _raise_terminated(signum: int, frame: object) -> None:
+    raise Terminated
+
+
+@contextlib.contextmanager
+def _sigterm_unwinds() -> Iterator[None]:
+    if threading.current_thread() is not threading.main_thread():
+        yield  # only the main thread may set a handler (a command run from a test's worker thread)
+        return
+    previous = signal.signal(signal.SIGTERM, _raise_terminated)
+    try:
+        yield
+    finally:
+        signal.signal(signal.SIGTERM, previous)
+
+
+class Interrupted(ForkctlError):
+    """The command was stopped by a signal: `exit_code` is 130 (SIGINT) or 143 (SIGTERM)."""
+
+    def __init__(self, exit_code: int, what: str) -> None:
+        super().__init__(f"{what}: stopped before it finished", hint="run the command again")
+        self.exit_code = exit_code
+
+
 def forkctl_command(func: Callable[..., report.Report]) -> Callable[..., None]:
     """Wrap a command body: give it the Context, render its Report, map errors to exit codes."""
 
@@ -125,16 +162,19 @@ def forkctl_command(func: Callable[..., report.Report]) -> Callable[..., None]:
         try:
             from forkctl import git
 
-            git.start_run()  # a command in a process that ran others starts from the disk, as a new one
-            try:
-                result = func(ctx, *args, **kwargs)
-            finally:
-                git.end_run()  # what the cache answered about objects that cannot change, for the next run
+            with _sigterm_unwinds():
+                git.start_run()  # a command in a process that ran others starts from the disk, as a new one
+                try:
+                    result = func(ctx, *args, **kwargs)
+                finally:
+                    git.end_run()  # what the cache answered about objects that cannot change, for the next run
             code = report.emit(result, fmt)
         except ForkctlError as exc:
             code = report.error(exc, fmt, command)
         except KeyboardInterrupt:
-            code = report.error(Unexpected("interrupted", hint="run the command again"), fmt, command)
+            code = report.error(Interrupted(EXIT_INTERRUPTED, "interrupted (Ctrl-C)"), fmt, command)
+        except Terminated:
+            code = report.error(Interrupted(EXIT_TERMINATED, "terminated (SIGTERM)"), fmt, command)
         except Exception as exc:  # the contract: no traceback ever reaches a user
             code = report.error(unexpected_error(func.__name__, exc), fmt, command)
         sys.exit(code)

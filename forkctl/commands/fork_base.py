@@ -28,9 +28,14 @@ def _worktree(repo: Path | None) -> Path:
 @click.command("fork-base", short_help=verbs.summary("fork-base"))
 @options.repo("The fork's working tree (default: the one holding the current directory).")
 @click.option("--write", is_flag=True, help="Write or update the file when it disagrees with the manifest.")
+@click.option(
+    "--force",
+    is_flag=True,
+    help="With --write: replace a .fork-base.json that git does not track (untracked or ignored).",
+)
 @output_options(github=True)
 @forkctl_command
-def command(ctx: Context, repo_path: Path | None, write: bool) -> Report:
+def command(ctx: Context, repo_path: Path | None, write: bool, force: bool) -> Report:
     """Check `.fork-base.json` in the fork against the manifest, or write it (--write).
 
     \b
@@ -38,7 +43,8 @@ def command(ctx: Context, repo_path: Path | None, write: bool) -> Report:
     upstream_branch, upstream_base), read by its own scripts and cross-checked by check-pins.
     Without --write: exit 0 when it agrees with the manifest, 1 when it is missing or differs.
     With --write: the file is written (atomically) from the manifest, keeping its own spelling of a
-    repository that names the same one; a file with uncommitted changes is refused, never overwritten.
+    repository that names the same one; a file with uncommitted changes is refused, never overwritten,
+    and so is one git does not track (untracked or ignored) unless --force is given.
     Nothing is committed: review and commit the file as any other change. The file is the fork's
     own (always in fork.own_paths): forkctl publish keeps it on the branch, naming the published base.
     """
@@ -46,7 +52,7 @@ def command(ctx: Context, repo_path: Path | None, write: bool) -> Report:
     worktree = _worktree(repo_path)
     state = forkbase.inspect(worktree, manifest)
     result = Report(command="fork-base")
-    written = forkbase.write(state, worktree) if write else False
+    written = forkbase.write(state, worktree, force) if write else False
     result.data = {
         "path": str(state.path),
         "record": forkbase.as_dict(forkbase.from_manifest(manifest)),

@@ -146,7 +146,7 @@ def command(
             raise BadInput("--onto/--backport start a port; they do not go with --continue/--skip/--abort")
         repo = gitstore.object_store(repo_path, manifest.upstream.url, [])
         if abort:
-            state = port.abort(repo)
+            state = port.abort(repo, manifest.path)
             return Report(
                 command="port",
                 data={"aborted": True},

@@ -233,6 +233,13 @@ def execute(
             os.killpg(proc.pid, signal.SIGKILL)
         proc.communicate()
         raise GitTimeout(f"git {_verb(args)} did not finish within {timeout:.0f} s") from None
+    except BaseException:
+        # Ctrl-C or SIGTERM (which the CLI turns into an exception) while git runs in its own session,
+        # where no terminal signal reaches it: end git's whole group rather than leave it running.
+        with contextlib.suppress(ProcessLookupError):
+            os.killpg(proc.pid, signal.SIGKILL)
+        proc.wait()
+        raise
     return Completed(proc.returncode, stdout, stderr)
 
 

@@ -101,3 +101,9 @@ def has_uncommitted_changes(worktree: Path, relpath: str) -> bool:
         cwd=worktree,
     )
     return bool(out.strip("\0"))
+
+
+def is_tracked(worktree: Path, relpath: str) -> bool:
+    """Whether git tracks `relpath` (it is in the index); False for an untracked or ignored file."""
+    out = run(["ls-files", "-z", "--cached", "--", f":(literal){relpath}"], cwd=worktree)
+    return bool(out.strip("\0"))

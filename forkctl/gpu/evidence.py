@@ -223,6 +223,64 @@ def evidence_path(folder: Path, series_digest: str) -> Path:
     return folder / f"{series_digest}.json"
 
 
+class AmbiguousJSON(ValueError):
+    """JSON that two readers may read differently, or that no reader should accept."""
+
+
+def _unique_keys(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
+    # Python keeps the last of two equal keys, other readers the first: a signed file must mean one thing.
+    seen: dict[str, Any] = {}
+    for key, value in pairs:
+        if key in seen:
+            raise AmbiguousJSON(f"the key {key!r} appears twice in one object")
+        seen[key] = value
+    return seen
+
+
+def _no_constant(name: str) -> Any:
+    raise AmbiguousJSON(f"{name} is not a JSON number")
+
+
+def _finite_float(text: str) -> float:
+    value = float(text)
+    if value in (float("inf"), float("-inf")):
+        raise AmbiguousJSON(f"the number {text[:40]} is too large to be read the same everywhere")
+    return value
+
+
+def _check_strings(value: Any) -> None:
+    # An escaped lone surrogate ("\\ud800") decodes to a str no UTF-8 reader can represent.
+    pending = [value]
+    while pending:
+        item = pending.pop()
+        if isinstance(item, str):
+            try:
+                item.encode("utf-8")
+            except UnicodeEncodeError:
+                raise AmbiguousJSON("a string holds a lone UTF-16 surrogate escape") from None
+        elif isinstance(item, dict):
+            pending.extend(item.keys())
+            pending.extend(item.values())
+        elif isinstance(item, list):
+            pending.extend(item)
+
+
+def read_strict_json(data: bytes) -> Any:
+    """Parse JSON that every reader reads alike: UTF-8 without a byte-order mark, each key once per
+    object, no NaN or Infinity, no lone surrogates. Raises AmbiguousJSON, json.JSONDecodeError,
+    UnicodeDecodeError or RecursionError."""
+    if data.startswith(b"\xef\xbb\xbf"):
+        raise AmbiguousJSON("it starts with a byte-order mark, which JSON does not allow")
+    parsed = json.loads(
+        data.decode("utf-8"),
+        object_pairs_hook=_unique_keys,
+        parse_constant=_no_constant,
+        parse_float=_finite_float,
+    )
+    _check_strings(parsed)
+    return parsed
+
+
 def load_evidence(path: Path) -> Evidence:
     """Parse one evidence file; raise BadInput naming the file and what is wrong with it."""
     hint = f"restore {path.name} from git, or delete it and {RERUN_HINT}"
@@ -231,7 +289,9 @@ def load_evidence(path: Path) -> Evidence:
     try:
         if path.stat().st_size > MAX_EVIDENCE_BYTES:
             raise BadInput(f"{path}: {path.stat().st_size} bytes is too large for an evidence file", hint)
-        data = json.loads(path.read_text(encoding="utf-8"))
+        data = read_strict_json(path.read_bytes())
+    except AmbiguousJSON as exc:
+        raise BadInput(f"{path}: malformed evidence: {exc}", hint) from None
     except RecursionError:
         raise BadInput(f"{path}: malformed evidence: nested too deeply", hint) from None
     except json.JSONDecodeError as exc:
@@ -240,6 +300,8 @@ def load_evidence(path: Path) -> Evidence:
         ) from None
     except (OSError, UnicodeDecodeError) as exc:
         raise BadInput(f"{path}: cannot read evidence: {exc}", hint) from None
+    except ValueError as exc:  # e.g. an integer longer than Python converts
+        raise BadInput(f"{path}: malformed evidence: {exc}", hint) from None
     try:
         evidence = msgspec.convert(data, Evidence)
     except msgspec.ValidationError as exc:

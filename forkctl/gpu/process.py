@@ -3,6 +3,7 @@ ends whatever the child started (torchrun's ranks, a benchmark's workers)."""
 
 from __future__ import annotations
 
+import contextlib
 import os
 import signal
 import subprocess
@@ -48,4 +49,11 @@ def run(
         os.killpg(proc.pid, signal.SIGKILL)
         output, _ = proc.communicate()
         return Finished(None, output or "")
+    except BaseException:
+        # Ctrl-C or SIGTERM (raised by the CLI) while the child runs in its own session, which no terminal
+        # signal reaches: end its whole group rather than leave it running.
+        with contextlib.suppress(ProcessLookupError):
+            os.killpg(proc.pid, signal.SIGKILL)
+        proc.wait()
+        raise
     return Finished(proc.returncode, output or "")

@@ -57,13 +57,29 @@ def sign(evidence: Path, key: Path) -> Path:
         raise BadInput(
             f"signing key {key} does not exist", hint="pass --sign-key with the GPU runner's private key"
         )
-    done = _ssh_keygen(["-Y", "sign", "-q", "-f", str(key), "-n", NAMESPACE], evidence.read_bytes())
+    data = evidence.read_bytes()
+    _refuse_ambiguous(evidence, data)
+    done = _ssh_keygen(["-Y", "sign", "-q", "-f", str(key), "-n", NAMESPACE], data)
     if done.returncode != 0 or b"BEGIN SSH SIGNATURE" not in done.stdout:
         message = done.stderr.decode(errors="replace").strip()
         raise BadInput(f"could not sign {evidence.name} with {key}: {message}", hint="check the key file")
     target = signature_path(evidence)
     atomic_write(target, done.stdout)
     return target
+
+
+def _refuse_ambiguous(evidence: Path, data: bytes) -> None:
+    """The bytes about to be signed must read the same to every JSON reader: a signature vouches for
+    one meaning (checked on these very bytes, not on an earlier read of the file)."""
+    from forkctl.gpu.evidence import AmbiguousJSON, read_strict_json
+
+    try:
+        read_strict_json(data)
+    except (AmbiguousJSON, ValueError, UnicodeDecodeError, RecursionError) as exc:
+        raise BadInput(
+            f"{evidence}: will not sign it: {exc}",
+            hint="sign only evidence that forkctl validate wrote, unchanged",
+        ) from None
 
 
 class Verdict(msgspec.Struct, frozen=True):

@@ -55,7 +55,13 @@ def _line_for(loc: Loc, lines: dict[Loc, int]) -> int:
     return 1
 
 
-MAX_MANIFEST_BYTES = 1 << 20  # a manifest is a few kilobytes; anything far larger is not one
+# A guard against reading something that is not a manifest, sized by what forkctl itself writes: a
+# `series:` entry export writes is about 150 bytes (patches/NNNN-<52-character slug>.patch and a 40-hex
+# provenance), a `dropped:` entry a few hundred with its subject. MAX_SERIES_ENTRIES entries of up to
+# MAX_ENTRY_BYTES each, on top of a megabyte for what people write by hand, always fit.
+MAX_SERIES_ENTRIES = 100_000
+MAX_ENTRY_BYTES = 640
+MAX_MANIFEST_BYTES = (1 << 20) + MAX_SERIES_ENTRIES * MAX_ENTRY_BYTES  # about 62 MiB
 
 
 def _read_manifest_bytes(path: Path, shown: str | None) -> bytes:

@@ -243,6 +243,9 @@ class Demo(_Model):
             _check_relpath("other_submodules", path)
 
 
+MAX_CONSUMERS = 64  # the real chain has two (Megatron-Bridge, NeMo-RL)
+
+
 class ManifestModel(_Model):
     schema_: Literal[1] = msgspec.field(name="schema")
     upstream: Upstream
@@ -263,6 +266,12 @@ class ManifestModel(_Model):
         names = [c.name for c in self.consumers]
         if len(names) != len(set(names)):
             raise ValueError("consumer names must be unique")
+        if len(self.consumers) > MAX_CONSUMERS:
+            # check-pins follows a pin through every link before it: the chain is walked one link deep
+            # per consumer, and a chain this long is a generated file, not a fork's consumers.
+            raise ValueError(
+                f"{len(self.consumers)} consumers is more than forkctl follows (at most {MAX_CONSUMERS})"
+            )
 
 
 def plain(model: msgspec.Struct, *, drop_none: bool = False) -> dict[str, Any]:

@@ -84,7 +84,7 @@ def load(repo: GitRepo) -> State | None:
     try:
         # Typed: a field of the wrong type is refused here, as unreadable, not later as a crash.
         return msgspec.json.decode(path.read_bytes(), type=State)
-    except (OSError, ValueError) as exc:
+    except (OSError, ValueError, RecursionError) as exc:  # RecursionError: nested past msgspec's depth
         raise CorruptState(
             f"the state of an interrupted forkctl operation ({path}) is unreadable: {exc}",
             hint="forkctl apply --abort (or port --abort) removes it and its scratch worktree; "
@@ -101,7 +101,25 @@ def discard(repo: GitRepo) -> None:
     clear(repo)
 
 
-def require(repo: GitRepo, operation: str) -> State:
+def _same_file(a: str | Path, b: str | Path) -> bool:
+    return Path(a).resolve() == Path(b).resolve()
+
+
+def require_owner(state: State, repo: GitRepo, manifest_path: Path) -> None:
+    """The state belongs to the checkout (manifest) that started it: another checkout sharing the
+    repository (the same cache clone or --repo) must not continue, skip or abort it, or the first
+    checkout's resolution in the scratch worktree is lost."""
+    if not _same_file(state.manifest, manifest_path):
+        raise BadInput(
+            f"the forkctl {state.operation} in progress in {repo.git_dir} was started from {state.manifest}, "
+            f"not from {manifest_path}",
+            hint=f"run forkctl {state.operation} --continue or --abort with --manifest {state.manifest} "
+            "(in that checkout)",
+        )
+
+
+def require(repo: GitRepo, operation: str, manifest_path: Path | None = None) -> State:
+    """The operation in progress; with `manifest_path`, only if that manifest's checkout started it."""
     state = load(repo)
     if state is None:
         raise BadInput(
@@ -113,6 +131,8 @@ def require(repo: GitRepo, operation: str) -> State:
             f"the interrupted operation in {repo.git_dir} is a {state.operation}, not a {operation}",
             hint=f"use forkctl {state.operation} --continue or --abort",
         )
+    if manifest_path is not None:
+        require_owner(state, repo, manifest_path)
     return state
 
 
@@ -120,7 +140,8 @@ def refuse_if_in_progress(repo: GitRepo) -> None:
     state = load(repo)
     if state is not None:
         raise BadInput(
-            f"a forkctl {state.operation} is already in progress in {repo.git_dir} "
+            f"a forkctl {state.operation} (started from {state.manifest}) is already in progress in "
+            f"{repo.git_dir} "
             + (
                 f"(stopped at {Path(state.files[state.conflict_index]).name})"
                 if state.conflict_index >= 0

@@ -307,8 +307,20 @@ def _append_step_summary(text: str) -> None:
     summary_path = os.environ.get("GITHUB_STEP_SUMMARY")
     if not summary_path:
         return
+    import stat
+
+    # Only a regular file is written: a FIFO with no reader (or a device) would block forkctl forever.
+    # O_NONBLOCK makes the open itself return at once even if a FIFO appears after the check.
+    not_regular = f"warning: the step summary {summary_path} is not a regular file; skipped"
     try:
-        with open(summary_path, "a", encoding="utf-8") as summary:
+        if os.path.exists(summary_path) and not stat.S_ISREG(os.stat(summary_path).st_mode):
+            _note(not_regular)
+            return
+        handle = os.open(summary_path, os.O_WRONLY | os.O_APPEND | os.O_CREAT | os.O_NONBLOCK, 0o644)
+        with os.fdopen(handle, "a", encoding="utf-8") as summary:
+            if not stat.S_ISREG(os.fstat(handle).st_mode):
+                _note(not_regular)
+                return
             summary.write(text)
     except OSError as exc:  # the verdict and exit code stand; the summary is a courtesy
         _note(f"warning: cannot write the step summary {summary_path}: {exc.strerror}")

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from datetime import datetime, timezone
+from pathlib import Path
 from typing import Any
 
 import msgspec
@@ -137,8 +138,8 @@ def start(
     return _finish(repo, manifest, state)
 
 
-def _resumable(repo: GitRepo, series: Series) -> session.State:
-    state = session.require(repo, "port")
+def _resumable(repo: GitRepo, manifest: Manifest, series: Series) -> session.State:
+    state = session.require(repo, "port", manifest.path)
     if series.digest != state.series_digest:
         raise BadInput("the patch series changed since the port stopped", hint="run forkctl port --abort")
     return state
@@ -148,11 +149,11 @@ def _resumable(repo: GitRepo, series: Series) -> session.State:
 def resume(repo: GitRepo, manifest: Manifest, load_series: Callable[[], Series]) -> PortOutcome:
     """Go on after a conflict was resolved, or finish a port that was killed while writing its results
     (then the series files may be half rewritten: they are not read, the state has everything)."""
-    state = session.require(repo, "port")
+    state = session.require(repo, "port", manifest.path)
     if transaction.is_finishing(state):
         return _finish(repo, manifest, state)
     series = load_series()
-    state = _resumable(repo, series)
+    state = _resumable(repo, manifest, series)
     index = state.conflict_index
     patch = series.patches[index]
     message = _message(patch, state.extra["old_commits"][index])
@@ -164,10 +165,10 @@ def resume(repo: GitRepo, manifest: Manifest, load_series: Callable[[], Series])
 @locking.repository_locked
 def skip(repo: GitRepo, manifest: Manifest, load_series: Callable[[], Series], who: str) -> PortOutcome:
     """Drop the conflicting patch on purpose: recorded under `dropped:` as skipped, by whom and when."""
-    if transaction.is_finishing(session.require(repo, "port")):
+    if transaction.is_finishing(session.require(repo, "port", manifest.path)):
         raise BadInput("the port is writing its results; nothing to skip", hint="run forkctl port --continue")
     series = load_series()
-    state = _resumable(repo, series)
+    state = _resumable(repo, manifest, series)
     index = state.conflict_index
     when = datetime.now(timezone.utc).replace(microsecond=0).isoformat()
     _absorbed(
@@ -188,13 +189,14 @@ def _go_on(
 
 
 @locking.repository_locked
-def abort(repo: GitRepo) -> session.State | None:
-    """Undo a stopped or interrupted port: files and manifest restored, the branch put back.
+def abort(repo: GitRepo, manifest_path: Path) -> session.State | None:
+    """Undo a stopped or interrupted port: files and manifest restored, the branch put back. Only the
+    checkout whose manifest (`manifest_path`) started the port may abort it.
 
     None when the state was unreadable: only forkctl's scratch is removed (a port moves the branch last,
     and only after its state, with the backups, was written in full, so no ref needs moving back)."""
     try:
-        state = session.require(repo, "port")
+        state = session.require(repo, "port", manifest_path)
     except session.CorruptState:
         session.discard(repo)
         return None
