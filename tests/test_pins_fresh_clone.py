@@ -11,7 +11,15 @@ from pathlib import Path
 
 import pytest
 
-from tests.chain import BRIDGE_GITLINK, Chain, check_pins_json, commit_index, make_fixed_chain, url
+from tests.chain import (
+    BRIDGE_GITLINK,
+    NEMO_GITLINK,
+    Chain,
+    check_pins_json,
+    commit_index,
+    make_fixed_chain,
+    url,
+)
 from tests.chain import use_private_cache as _use_private_cache
 
 
@@ -20,16 +28,19 @@ def _cache(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     _use_private_cache(tmp_path, monkeypatch)
 
 
-def clone_builds_fork_head(chain: Chain, commit: str, dest: Path) -> bool:
-    """Does a fresh recursive clone of the Bridge at `commit` hold the fork head at the declared path?
-    git alone decides: no user or system configuration, file:// allowed for the submodules."""
+def clone_builds_fork_head(
+    chain: Chain, commit: str, dest: Path, superproject: Path | None = None, declared: str = BRIDGE_GITLINK
+) -> bool:
+    """Does a fresh recursive clone of the Bridge (or `superproject`) at `commit` hold the fork head at
+    the declared path? git alone decides: no system configuration, the user's only where the test sets
+    $GIT_CONFIG_GLOBAL (as forkctl reads it too), file:// allowed for the submodules."""
     home = dest.parent / f"{dest.name}-home"
     home.mkdir()
     env = {
         **os.environ,
         "HOME": str(home),
         "GIT_CONFIG_NOSYSTEM": "1",
-        "GIT_CONFIG_GLOBAL": os.devnull,
+        "GIT_CONFIG_GLOBAL": os.environ.get("GIT_CONFIG_GLOBAL", os.devnull),
         "GIT_TERMINAL_PROMPT": "0",
     }
     env = {k: v for k, v in env.items() if not k.startswith(("GIT_DIR", "GIT_WORK_TREE", "GIT_INDEX"))}
@@ -41,7 +52,7 @@ def clone_builds_fork_head(chain: Chain, commit: str, dest: Path) -> bool:
             "clone",
             "-q",
             "--no-checkout",
-            url(chain.bridge),
+            url(superproject or chain.bridge),
             str(dest),
         ],
         env=env,
@@ -56,7 +67,7 @@ def clone_builds_fork_head(chain: Chain, commit: str, dest: Path) -> bool:
         )
         if done.returncode != 0:
             return False
-    submodule = dest / BRIDGE_GITLINK
+    submodule = dest / declared
     top = subprocess.run(
         ["git", "-C", str(submodule), "rev-parse", "--show-toplevel", "HEAD"], env=env, capture_output=True
     )
@@ -157,3 +168,34 @@ def test_a_consumer_gone_fails_its_recorded_branch(tmp_path: Path) -> None:
     chain.bridge.rename(chain.bridge.with_name("bridge.git.gone"))
     passes, failures = agree(chain, commit, tmp_path, "after")
     assert not passes and "branch-recorded" in failures
+
+
+def test_a_url_rewrite_of_the_fork_counts_as_the_clone_applies_it(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The user's `url.<base>.insteadOf` sends the fork URL to upstream (which lacks the fork head):
+    a clone on this machine fails, and check-pins, which reads the user's configuration as git does,
+    fails too."""
+    chain = make_fixed_chain(tmp_path)
+    commit = chain.bridge_work.head()
+    config = tmp_path / "user-gitconfig"
+    config.write_text(f'[url "{url(chain.upstream)}"]\n\tinsteadOf = {url(chain.fork)}\n')
+    monkeypatch.setenv("GIT_CONFIG_GLOBAL", str(config))
+    passes, failures = agree(chain, commit, tmp_path)
+    assert not passes, failures
+
+
+def test_nemo_rl_passes_as_its_shallow_recursive_clone_builds_the_fork_head(tmp_path: Path) -> None:
+    """NeMo-RL's Bridge submodule is `shallow = true`, `branch = main`, and pins farai/main (not the
+    Bridge's default branch): git clones depth 1 then fetches the pin; check-pins passes, and the
+    nested clone holds the fork head at the Bridge's declared path."""
+    chain = make_fixed_chain(tmp_path)
+    commit = chain.nemo_work.head()
+    _, report = check_pins_json(chain)
+    link = next(
+        link for link in report["links"] if link["consumer"] == "nemo-rl" and link["commit"] == commit
+    )
+    passes = all(f["status"] == "OK" for f in link["findings"])
+    nested = f"{NEMO_GITLINK}/{BRIDGE_GITLINK}"
+    builds = clone_builds_fork_head(chain, commit, tmp_path / "fresh", chain.nemo, nested)
+    assert passes == builds == True  # noqa: E712 (both, and equal)
