@@ -284,7 +284,9 @@ def test_bad_input_exits_2(tmp_path: Path) -> None:
     assert "has no branch 'farai/main'" in result.output
 
 
-def test_gitlink_found_by_url_when_the_path_moved(tmp_path: Path) -> None:
+def test_a_gitlink_found_only_elsewhere_by_url_fails(tmp_path: Path) -> None:
+    """The manifest's gitlink path is authoritative: the submodule moved to another path is named in
+    the finding, never taken as the pin (the consumer's code reads the declared path)."""
     chain = make_fixed_chain(tmp_path)
     work = chain.bridge_work
     work.git("rm", "-q", "--cached", BRIDGE_GITLINK)
@@ -296,8 +298,9 @@ def test_gitlink_found_by_url_when_the_path_moved(tmp_path: Path) -> None:
     chain.pin_nemo(commit_index(work, "move the submodule"))
     work.git("push", "-q", "origin", "HEAD:refs/heads/farai/main")
     code, report = check(chain)
-    assert code == 0, report["problems"]
-    assert report["links"][0]["gitlink"] == "vendor/mlm"
+    assert code == 1, report
+    assert kinds(report, "megatron-bridge") == ["no-gitlink"]
+    assert "vendor/mlm" in bridge_failure(report, "no-gitlink")
 
 
 @pytest.mark.parametrize("hostile", ["--upload-pack=touch {marker};", "-oProxyCommand=touch {marker}"])
@@ -314,8 +317,9 @@ def test_gitmodules_url_is_never_run_as_an_option(
     code, report = check(chain)
     assert not marker.exists()
     assert code == 1, report
-    assert "no-remote" in kinds(report, "megatron-bridge")
-    failure = bridge_failure(report, "no-remote")
+    # git ignores a url that looks like an option (a fresh clone has none to fetch from): so does the check.
+    assert "url-refused" in kinds(report, "megatron-bridge")
+    failure = bridge_failure(report, "url-refused")
     assert "refusing repository location" in failure
 
 

@@ -196,3 +196,26 @@ def test_an_unreachable_consumer_says_gits_reason(tmp_path: Path) -> None:
     assert any(
         "cannot be fetched" in m and "does not appear to be a git repository" in m for m in messages
     ), messages
+
+
+def test_the_section_git_uses_is_the_one_annotated(tmp_path: Path) -> None:
+    """Two sections claim the gitlink's path: the finding points at the last one (the one git clones),
+    and its `update = none` line is annotated too."""
+    chain = make_fixed_chain(tmp_path)
+    work = chain.bridge_work
+    gitmodules = work.path / ".gitmodules"
+    last = f'[submodule "mlm"]\n\tpath = {BRIDGE_GITLINK}\n\turl = {url(chain.upstream)}\n\tupdate = none\n'
+    gitmodules.write_text(gitmodules.read_text() + last)
+    count = len(gitmodules.read_text().splitlines())  # url on line count - 1, update on the last
+    chain.pin_bridge(chain.head, push=False)
+    code, text = run(chain, "--under-test", str(work.path), "--github")
+    assert code == 1
+    lines = [line for line in text.splitlines() if line.startswith("::error")]
+    assert any(
+        line.startswith(f"::error file=.gitmodules,line={count - 1}::") and "still points upstream" in line
+        for line in lines
+    ), lines
+    assert any(
+        line.startswith(f"::error file=.gitmodules,line={count}::") and "update = none" in line
+        for line in lines
+    ), lines

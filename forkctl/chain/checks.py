@@ -9,37 +9,22 @@ commit of the previous consumer that itself passes (checked as a link of its own
 
 from __future__ import annotations
 
-import shlex
-
-import msgspec
-
-from forkctl import git
 from forkctl.chain import forkbase
+from forkctl.chain.declared import (
+    check_update,
+    check_url,
+    locate_gitlink,
+    pin_target,
+    point_at_gitmodules,
+)
 from forkctl.chain.forkhead import ForkContext, fork_context
 from forkctl.chain.forklink import check_fork_pin, fork_branch_notes
 from forkctl.chain.model import ChainResult, LinkResult, Progress, Status
-from forkctl.chain.reachable import CommitGraphs, check_reachable
+from forkctl.chain.reachable import CommitGraphs, check_reachable, recorded_branch_finding
 from forkctl.chain.sources import Remotes, Source, Store, commit_to_check, planned_commit
 from forkctl.errors import BadInput
-from forkctl.git import GitRepo, SubmoduleEntry, remote
-from forkctl.manifest import Consumer, Manifest
-
-
-class PinTarget(msgspec.Struct, frozen=True):
-    """What a consumer's gitlink must pin: the fork (nearest consumer), else the previous consumer."""
-
-    name: str  # "fork", or the previous consumer's name
-    url: str
-    upstream_url: str | None
-    likely: tuple[str, ...]  # the branches a pin is usually on (asked first for reachability)
-
-
-def pin_target(manifest: Manifest, sources: list[Source], index: int) -> PinTarget:
-    if index == 0:
-        fork = manifest.fork
-        return PinTarget("fork", fork.url, manifest.upstream.url, (fork.branch, fork.mirror_branch))
-    previous = sources[index - 1].consumer
-    return PinTarget(previous.name, previous.url, previous.upstream_url, (previous.branch,))
+from forkctl.git import GitRepo, remote
+from forkctl.manifest import Manifest
 
 
 class Checker:
@@ -86,6 +71,7 @@ class Checker:
         for index in starts:
             commit, role = commit_to_check(self.sources[index], self.store(index), self.remotes)
             link = self.check(index, commit, role)
+            recorded_branch_finding(self.sources[index], self.remotes, link)
             if self.start is not None:
                 point_at_gitmodules(self.store(index).repo_with(commit), commit, link)
         links = sorted(self._results.values(), key=lambda link: link.index)
@@ -159,6 +145,7 @@ class Checker:
         assert entry is not None
         link.pinned = entry.sha
         url = check_url(module, consumer, target, link)
+        check_update(module, link)
         if url is not None:
             check_reachable(link, url, entry.sha, target.likely, self.graphs, self.pending)
         check_fork_base(repo, files.get(forkbase.FORK_BASE_FILE), commit, link, self.manifest)
@@ -194,114 +181,6 @@ class Checker:
                 f"pins {inner.consumer}@{pinned[:12]}, which itself fails: {failure.message}",
                 f"fix {inner.consumer} first, then bump this pin (forkctl bump-bridge --through {link.consumer})",
             )
-
-
-def _absolute(url: str, consumer: Consumer) -> str:
-    return remote.resolve_relative_url(url, consumer.url)
-
-
-def locate_gitlink(
-    repo: GitRepo,
-    commit: str,
-    consumer: Consumer,
-    modules: list[SubmoduleEntry],
-    target: PinTarget,
-    link: LinkResult,
-    entries: dict[str, git.TreeEntry],
-) -> tuple[str | None, SubmoduleEntry | None]:
-    """The gitlink path: the manifest's, or (nested submodules move) the one whose URL is the target."""
-    entry = entries.get(consumer.gitlink)
-    path = consumer.gitlink if entry is not None and entry.kind == "commit" else None
-    if path is None:
-        wanted = [u for u in (target.url, target.upstream_url) if u]
-        for module in modules:
-            if (
-                module.url
-                and module.path
-                and any(remote.same_repo(_absolute(module.url, consumer), u) for u in wanted)
-            ):
-                found = repo.tree_entry(commit, module.path)
-                if found is not None and found.kind == "commit":
-                    path = module.path
-                    link.gitlink = path
-                    link.add(
-                        "gitlink",
-                        Status.OK,
-                        "moved",
-                        f"no gitlink at {consumer.gitlink}; found the submodule by URL at {path}",
-                    )
-                    break
-    if path is None:
-        link.add(
-            "gitlink",
-            Status.MISMATCH,
-            "no-gitlink",
-            f"has no gitlink at {consumer.gitlink} and no submodule whose URL is {target.url}",
-            f"add the submodule at {consumer.gitlink}, or fix consumers[].gitlink in the manifest",
-        )
-        return None, None
-    module = next((m for m in modules if m.path == path), None)
-    return path, module
-
-
-def check_url(
-    module: SubmoduleEntry | None, consumer: Consumer, target: PinTarget, link: LinkResult
-) -> str | None:
-    """Add the `url` finding: `.gitmodules` names the target for the gitlink. The absolute URL, or None
-    when there is no entry (then nothing can be fetched, and reachability is not asked)."""
-    if module is None or not module.url:
-        link.add(
-            "url",
-            Status.MISMATCH,
-            "no-gitmodules-entry",
-            f".gitmodules has no entry with path = {link.gitlink}: a fresh clone cannot fetch the pin",
-            f"add [submodule] path = {link.gitlink}, url = {target.url}",
-        )
-        return None
-    url = _absolute(module.url, consumer)
-    link.url = url
-    if remote.same_repo(url, target.url):
-        link.add("url", Status.OK, "ok", f".gitmodules url is {module.url}")
-    elif target.upstream_url and remote.same_repo(url, target.upstream_url):
-        link.add(
-            "url",
-            Status.MISMATCH,
-            "url-upstream",
-            f".gitmodules url for {link.gitlink} still points upstream ({module.url}), not at {target.url}",
-            f"{_set_url_command(module.name, target.url)} (forkctl bump-bridge does it)",
-        )
-    else:
-        link.add(
-            "url",
-            Status.MISMATCH,
-            "url-other",
-            f".gitmodules url for {link.gitlink} is {module.url}, expected {target.url}",
-            _set_url_command(module.name, target.url),
-        )
-    return url
-
-
-def _set_url_command(name: str, url: str) -> str:
-    """The fix for a submodule's url, shell-quoted: a name or URL from `.gitmodules` is data, and the
-    pasted command runs exactly what is shown."""
-    return shlex.join(["git", "config", "-f", ".gitmodules", f"submodule.{name}.url", url])
-
-
-def point_at_gitmodules(repo: GitRepo | None, commit: str, link: LinkResult) -> None:
-    """Give the link's `url` and `gitlink` findings the place to edit: `.gitmodules` of `commit`, at the
-    line of the submodule's `url =` (for `url`) or `path =` (for `gitlink`) when the section exists."""
-    entry = repo.tree_entry(commit, ".gitmodules") if repo is not None else None
-    if repo is None or entry is None or entry.kind != "blob":
-        return
-    module = next((m for m in git.parse_gitmodules(repo, entry.sha) if m.path == link.gitlink), None)
-    lines = git.gitmodules_key_lines(repo.blob_bytes(entry.sha), module.name) if module else {}
-    key = {"url": "url", "gitlink": "path"}
-    link.findings = [
-        msgspec.structs.replace(f, file=".gitmodules", line=lines.get(key[f.check]))
-        if f.check in key and (f.check == "url" or key[f.check] in lines)
-        else f
-        for f in link.findings
-    ]
 
 
 def check_fork_base(

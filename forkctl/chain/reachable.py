@@ -1,5 +1,6 @@
-"""Can a fresh recursive clone fetch a pin? Its SHA must be reachable from a branch or tag of the URL
-that `.gitmodules` names, or the clone fails (the commit may exist only on someone's machine).
+"""Can a fresh recursive clone fetch a pin? The URL that `.gitmodules` names must answer now (a listing
+recorded when it last answered is no proof), and the SHA must be reachable from one of its branches or
+tags, or the clone fails (the commit may exist only on someone's machine).
 
 History questions are answered in commit-graph caches (commits only, no trees); the fork's graph borrows
 upstream's, so that only the fork's own commits cross the network.
@@ -10,7 +11,7 @@ from __future__ import annotations
 import msgspec
 
 from forkctl.chain.model import LinkResult, Status
-from forkctl.chain.sources import Remotes
+from forkctl.chain.sources import Remotes, Source
 from forkctl.errors import BadInput
 from forkctl.git import GitRepo, remote
 from forkctl.git import graph as gitgraph
@@ -85,14 +86,19 @@ def check_reachable(
     except BadInput as exc:
         link.add("reachable", Status.UNREACHABLE, "no-remote", exc.message, exc.hint or "")
         return
-    refs = listing.refs
     if listing.recorded_at:
+        # A record may only speed a check up: the clone this check vouches for asks the URL now, and
+        # a repository that is gone or silent fails it, whatever it answered before.
         link.add(
             "reachable",
-            Status.OK,
-            "offline",
-            f"{url} did not answer: its branches and tags are those recorded at {listing.recorded_at}",
+            Status.UNREACHABLE,
+            "cannot-reach",
+            f"cannot reach {url} now: a fresh clone would fail ({listing.why}; its branches and tags "
+            f"were last listed at {listing.recorded_at})",
+            f"check the URL and the network, or pin a repository that answers (git ls-remote {url})",
         )
+        return
+    refs = listing.refs
     result = gitstore.tip_reachability(sha, refs) or gitstore.reachability(
         graphs.for_url(url), url, sha, refs, likely=likely, since=graphs.since
     )
@@ -108,4 +114,22 @@ def check_reachable(
             "cannot check it out (it may exist only on someone's machine)",
             f"push it to a branch of {url} (git push {url} {sha[:12]}:refs/heads/<branch>), or pin a "
             "pushed commit",
+        )
+
+
+def recorded_branch_finding(source: Source, remotes: Remotes, link: LinkResult) -> None:
+    """A consumer branch read at its URL from the listing recorded when the URL last answered is
+    a finding: the URL does not answer now, so nobody can clone that branch (and its tip may have
+    moved since)."""
+    if source.local is not None or not link.role.startswith("branch "):
+        return
+    listing = remotes.listing(source.fetch_url)
+    if listing.recorded_at:
+        link.add(
+            "reachable",
+            Status.UNREACHABLE,
+            "branch-recorded",
+            f"cannot reach {source.fetch_url} now: {link.role.removeprefix('branch ')} is as recorded "
+            f"at {listing.recorded_at} ({listing.why}); a fresh clone of it would fail",
+            f"check the URL and the network (git ls-remote {source.fetch_url})",
         )

@@ -16,22 +16,28 @@ from forkctl.git.runner import GitFailed, run, run_bytes
 
 
 class SubmoduleEntry(msgspec.Struct, frozen=True):
-    """One `[submodule "<name>"]` section of a `.gitmodules` blob."""
+    """One `[submodule "<name>"]` section of a `.gitmodules` blob, as git reads it."""
 
     name: str
+    # The path git gives this section: None when it has none, or when a later section claims the same
+    # path (git maps a path to the last section that sets it, and clones that one's URL).
     path: str | None
     url: str | None
-    options: dict[str, str]  # every key of the section (path, url, shallow, branch, ...)
+    options: dict[str, str]  # every key of the section (path, url, shallow, branch, update, ...)
 
 
 # Sections of `.gitmodules` blobs parsed this run, by blob name: a blob's name is its content, and two
 # commits (or two repositories) often hold the same one.
 _PARSED: dict[str, list[SubmoduleEntry]] = memo({})
+# The facts key of a blob's `config --list` output: the listing itself is kept (not what was made of
+# it), so that how git reads it is decided here, each run, from git's own parse.
+_FACT = "gitmodules-listing {}"
 
 
 def parse_gitmodules(repo: GitDir, blob: str) -> list[SubmoduleEntry]:
-    """The sections of a `.gitmodules` blob, read by git's own config parser (`--blob`), in file order;
-    remembered for the run, and in a cache repository for later runs (git/facts.py)."""
+    """The sections of a `.gitmodules` blob, read by git's own config parser (`--blob`) and resolved
+    as a clone resolves them (`resolve_sections`), in file order; remembered for the run, and in a
+    cache repository for later runs (git/facts.py)."""
     recorded = recorded_gitmodules(repo, blob)
     if recorded is not None:
         return recorded
@@ -40,7 +46,7 @@ def parse_gitmodules(repo: GitDir, blob: str) -> list[SubmoduleEntry]:
         raise GitFailed(f"cannot parse .gitmodules ({blob})", err, hint="fix the .gitmodules syntax")
     entries = _remember(blob, out)
     if repo.facts is not None and FULL_OBJECT_NAME.fullmatch(blob):
-        repo.facts.put(f"gitmodules {blob}", [[e.name, e.options] for e in entries])
+        repo.facts.put(_FACT.format(blob), out)
     return entries
 
 
@@ -49,42 +55,57 @@ def recorded_gitmodules(repo: GitDir, blob: str) -> list[SubmoduleEntry] | None:
     or None: then the blob may have to be fetched before it is parsed."""
     if blob in _PARSED:
         return list(_PARSED[blob])
-    return _recorded(repo, blob)
-
-
-def _recorded(repo: GitDir, blob: str) -> list[SubmoduleEntry] | None:
-    """The sections an earlier run recorded for `blob` in this cache repository, or None."""
-    recorded = repo.facts.get(f"gitmodules {blob}") if repo.facts is not None else None
-    if not isinstance(recorded, list):
-        return None
-    entries = []
-    for item in recorded:
-        name, opts = item if isinstance(item, list) and len(item) == 2 else (None, None)
-        if not isinstance(name, str) or not isinstance(opts, dict):
-            return None
-        entries.append(SubmoduleEntry(name=name, path=opts.get("path"), url=opts.get("url"), options=opts))
-    _PARSED[blob] = entries
-    return list(entries)
+    recorded = repo.facts.get(_FACT.format(blob)) if repo.facts is not None else None
+    return _remember(blob, recorded) if isinstance(recorded, str) else None
 
 
 def _remember(blob: str, listing: str) -> list[SubmoduleEntry]:
     """The sections of `config --null --list` output, remembered for `blob` when that is an object name."""
-    sections: dict[str, dict[str, str]] = {}
-    for item in listing.split("\x00"):
-        if not item:
-            continue
-        key, _, value = item.partition("\n")
-        if not key.startswith("submodule.") or key.count(".") < 2:
-            continue
-        name, variable = key[len("submodule.") :].rsplit(".", 1)
-        sections.setdefault(name, {})[variable.lower()] = value
-    entries = [
-        SubmoduleEntry(name=name, path=opts.get("path"), url=opts.get("url"), options=opts)
-        for name, opts in sections.items()
-    ]
+    entries = resolve_sections(listing)
     if FULL_OBJECT_NAME.fullmatch(blob):
         _PARSED[blob] = entries
     return list(entries)
+
+
+def resolve_sections(listing: str) -> list[SubmoduleEntry]:
+    """The sections of `.gitmodules` (`config --null --list` output) as `git submodule update` reads
+    the checked-out file: a key set twice keeps its last value; a path set by several sections belongs
+    to the last one that set it; sections with a suspicious name (a `..` component) and path or url
+    values that look like options are ignored, as git ignores them."""
+    sections: dict[str, dict[str, str]] = {}
+    owner: dict[str, str] = {}  # path -> the section that set it last
+    for item in listing.split("\x00"):
+        key, has_value, value = item.partition("\n")
+        if not key.startswith("submodule.") or key.count(".") < 2:
+            continue
+        name, variable = key[len("submodule.") :].rsplit(".", 1)
+        variable = variable.lower()
+        if not _acceptable_name(name) or not has_value:
+            continue
+        options = sections.setdefault(name, {})
+        if variable in ("path", "url") and value.startswith("-"):
+            options[f"{variable} (ignored)"] = value  # kept only to say why the section has none
+            continue
+        if variable == "path":
+            if owner.get(options.get("path", "")) == name:
+                del owner[options["path"]]
+            owner[value] = name
+        options[variable] = value
+    return [
+        SubmoduleEntry(
+            name=name,
+            path=opts["path"] if owner.get(opts.get("path", "")) == name else None,
+            url=opts.get("url"),
+            options=opts,
+        )
+        for name, opts in sections.items()
+    ]
+
+
+def _acceptable_name(name: str) -> bool:
+    """git's check of a submodule name: not empty, no `..` path component (it names a directory under
+    `.git/modules`)."""
+    return bool(name) and ".." not in re.split(r"[/\\]", name)
 
 
 _SECTION = re.compile(r'^\s*\[\s*submodule\s+"((?:[^"\\]|\\.)*)"\s*\]')
