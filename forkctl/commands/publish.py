@@ -10,6 +10,7 @@ read at the start.
 
 from __future__ import annotations
 
+import shlex
 from pathlib import Path
 
 import click
@@ -78,8 +79,9 @@ def _refusal(plan: PublishPlan) -> Problem | None:
             f"{plan.target} at {plan.url} holds {(plan.target_before or '')[:12]}, not the merge "
             f"{plan.head[:12]} would be published with onto {plan.branch} {(plan.before or '')[:12]}: "
             "nothing was pushed (forkctl never moves a branch it did not make from this tip)",
-            hint=f"if that is an older sync that was not landed, delete it (git push {plan.url} --delete "
-            f"refs/heads/{plan.target}) and run forkctl publish again",
+            hint="if that is an older sync that was not landed, delete it ("
+            + shlex.join(["git", "push", plan.url, "--delete", f"refs/heads/{plan.target}"])
+            + ") and run forkctl publish again",
         )
     return None
 
