@@ -17,6 +17,7 @@ from urllib.parse import unquote, urlsplit
 
 import msgspec
 
+from forkctl import locking
 from forkctl.digests import sha256_hex
 from forkctl.errors import BadInput
 from forkctl.files import atomic_write_text, cache_root
@@ -151,7 +152,12 @@ def talk(
     try:
         if repo is None:
             return try_run(args, env=env or None, timeout=network_timeout())
-        return repo.try_git(args, env=env or None, timeout=network_timeout())
+        if not fetch:
+            return repo.try_git(args, env=env or None, timeout=network_timeout())
+        # One fetch at a time into a repository: a second one would fail on git's shallow.lock (or
+        # the ref locks) instead of waiting; this one waits, then finds what the first brought.
+        with locking.held(repo.git_dir / "forkctl-fetch.lock", f"a fetch into {repo.git_dir}"):
+            return repo.try_git(args, env=env or None, timeout=network_timeout())
     except GitTimeout:
         raise _silent(url) from None
 

@@ -33,6 +33,8 @@ def find_manifest(start: Path) -> Path:
 
 def parse_manifest(text: str, path: Path | str) -> ManifestModel:
     """Validate manifest text; raise BadInput naming file:line (`path`: the name messages use) and the fix."""
+    if len(text) > MAX_MANIFEST_BYTES:  # characters: never fewer than its UTF-8 bytes; checked before YAML
+        raise BadInput(f"{path}: {len(text)} characters is too large for a manifest", hint="check the path")
     return _parse(text, path)[0]
 
 
