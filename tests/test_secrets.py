@@ -222,3 +222,34 @@ def test_a_token_with_padding_authenticates_and_is_written_nowhere(
     for cached in (tmp_path / "cache").rglob("*"):
         if cached.is_file():
             assert PADDED_TOKEN.encode() not in cached.read_bytes(), cached
+
+
+# --- a local repository that only a pull request names is not listed ----------------------------
+
+
+def test_a_local_url_only_a_gitmodules_names_is_a_finding_not_listed(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A PR's .gitmodules naming `file:///...` of the runner's disk: check-pins neither lists that
+    repository nor prints its branch names; it reports the refusal. FORKCTL_ALLOW_LOCAL_URLS=1 is the
+    deliberate opt-in that lists it."""
+    from tests.chain import make_fixed_chain
+
+    monkeypatch.setenv("FORKCTL_CACHE", str(tmp_path / "cache"))
+    chain = make_fixed_chain(tmp_path)
+    private = tmp_path / "private.git"
+    subprocess.run(["git", "clone", "-q", "--bare", str(chain.fork), str(private)], check=True)
+    git(private, "branch", "secret-branch-of-the-runner", chain.head)
+    bridge = chain.pin_bridge(chain.head, url_=private.as_uri())
+    chain.pin_nemo(bridge)
+    monkeypatch.chdir(chain.nemo_work.path)
+
+    def check() -> str:
+        result = CliRunner().invoke(cli, ["--manifest", str(chain.manifest), "check-pins", "--json"])
+        return result.stdout + result.stderr
+
+    output = check()
+    assert "secret-branch-of-the-runner" not in output
+    assert "refusing to contact the local repository" in output
+    monkeypatch.setenv("FORKCTL_ALLOW_LOCAL_URLS", "1")
+    assert "refusing to contact the local repository" not in check()

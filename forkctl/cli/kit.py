@@ -126,6 +126,7 @@ def forkctl_command(func: Callable[..., report.Report]) -> Callable[..., None]:
             from forkctl import git
 
             git.start_run()  # a command in a process that ran others starts from the disk, as a new one
+            _allow_command_line_locations(kwargs)
             try:
                 result = func(ctx, *args, **kwargs)
             finally:
@@ -140,6 +141,20 @@ def forkctl_command(func: Callable[..., report.Report]) -> Callable[..., None]:
         sys.exit(code)
 
     return wrapper
+
+
+def _allow_command_line_locations(options: dict[str, Any]) -> None:
+    """A local repository named on the command line (`--to file:///...`, `--consumer PATH@REV`) was
+    named by the user: it may be contacted. One only a repository's `.gitmodules` names may not."""
+    from forkctl.git.remote import allow_local
+
+    for value in options.values():
+        for item in value if isinstance(value, (list, tuple)) else [value]:
+            if isinstance(item, (str, Path)):
+                text = str(item)
+                allow_local(text)
+                if "@" in text:
+                    allow_local(text.rpartition("@")[0])  # PATH@REV, URL@REV
 
 
 def unexpected_error(command: str, exc: Exception) -> Unexpected:

@@ -10,6 +10,7 @@ under `cache_root()`.
 from __future__ import annotations
 
 import json
+import os
 import re
 from datetime import datetime, timezone
 from pathlib import Path
@@ -84,6 +85,42 @@ def checked_url(url: str) -> str:
     return url
 
 
+def is_local(url: str) -> bool:
+    """Does `url` name a repository on this machine (a file:// URL or a path)?"""
+    text = url.strip()
+    if text.startswith(("file://", "/", "./", "../", "~")):
+        return True
+    try:
+        return "://" not in text and Path(text).exists()
+    except (OSError, ValueError):  # a NUL byte, a name too long: not a path here
+        return False
+
+
+_ALLOWED_LOCAL: set[str] = memo(set())  # normalised local locations the user named (the manifest, argv)
+
+
+def allow_local(url: str) -> None:
+    """`url` (when local) was named by the user (in the manifest, or on the command line): it may be
+    contacted. A local location that only a repository names (a consumer's `.gitmodules`, a PR) is not."""
+    if is_local(url):
+        _ALLOWED_LOCAL.add(normalise_url(url))
+
+
+def checked_local(url: str) -> str:
+    """`url` unchanged unless it is a local location nobody allowed: BadInput, before git lists or
+    fetches it (a pull request's `.gitmodules` naming `file:///home/...` must not make a runner list
+    a repository of its disk). `$FORKCTL_ALLOW_LOCAL_URLS=1` allows every local location."""
+    if not is_local(url) or os.environ.get("FORKCTL_ALLOW_LOCAL_URLS") == "1":
+        return url
+    if normalise_url(url) in _ALLOWED_LOCAL:
+        return url
+    raise BadInput(
+        f"refusing to contact the local repository {url}: neither the manifest nor the command line names it",
+        hint="a local URL in a repository's .gitmodules is not followed; name it in the manifest, "
+        "or set FORKCTL_ALLOW_LOCAL_URLS=1 to allow local URLs",
+    )
+
+
 def cache_identity(url: str) -> str:
     """What tells two remotes apart for the cache: scheme, host, port and path (credentials dropped).
 
@@ -139,6 +176,8 @@ def talk(
     repository's config). Later lazy fetches use the same remote.
     """
     checked_url(url)
+    if verb_args[:1] != ["push"]:  # a push goes where forkctl chose (a manifest URL, its own scratch)
+        checked_local(url)
     lend, env = lent_credentials(url)
     public = without_credentials(url) if env else url
     if fetch:

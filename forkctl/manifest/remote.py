@@ -145,8 +145,9 @@ def materialise(spec: ManifestSpec, progress: Callable[[str], None]) -> Path:
     clone instead of colliding in it; the one that waited finds the folder made."""
     from forkctl import locking
     from forkctl.git import snapshot
-    from forkctl.git.remote import cache_identity, cache_root
+    from forkctl.git.remote import allow_local, cache_identity, cache_root
 
+    allow_local(spec.url)  # named on the command line
     resolved = snapshot.resolve_ref(spec.url, spec.ref)
     folder = snapshot_folder(cache_root(), spec.url, resolved.sha, spec.path)
     if resolved.recorded_at:
