@@ -20,7 +20,7 @@ from forkctl.cli import cli
 from tests.chain import Chain, make_chain, url
 from tests.gitrepos import git
 
-TOKEN = "ghp_PLANTEDtoken0123456789abcdef"
+TOKEN = "ghp_PLANTEDtoken0123456789abcdef=="  # base64-style padding, as a token may end
 
 
 def credentialed(name: str) -> str:
