@@ -329,3 +329,36 @@ def test_concurrent_first_fetches_into_one_empty_cache_all_succeed(tmp_path: Pat
     failed = [out + err for code, out, err in results if code != 0]
     assert failed == [], failed
     assert len(_snapshots(tmp_path)) == 1
+
+
+def test_a_fetch_waits_for_another_into_the_same_cache_repository_past_the_lock_timeout(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A fetch into a cache repository another run is fetching into waits for it (as long as a fetch
+    may take), not only $FORKCTL_LOCK_TIMEOUT: a big first fetch takes minutes."""
+    import threading
+    import time
+
+    from forkctl import locking
+    from forkctl.git import snapshot
+    from forkctl.git.store import cache_repo_for
+
+    toolkit = make_toolkit(tmp_path)
+    url, sha = serve(toolkit.root)
+    monkeypatch.setenv("FORKCTL_LOCK_TIMEOUT", "0.2")
+    monkeypatch.setenv("FORKCTL_ALLOW_LOCAL_URLS", "1")  # called directly: no command line names it
+    lock = cache_repo_for(url).git_dir / "forkctl-fetch.lock"
+    taken = threading.Event()
+
+    def other_fetch() -> None:
+        with locking.held(lock, "the other fetch"):
+            taken.set()
+            time.sleep(1.0)
+
+    other = threading.Thread(target=other_fetch)
+    other.start()
+    taken.wait(10)
+    try:
+        assert snapshot.fetch_commit(url, sha).has_object(f"{sha}^{{commit}}")
+    finally:
+        other.join()

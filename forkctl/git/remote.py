@@ -195,7 +195,8 @@ def talk(
             return repo.try_git(args, env=env or None, timeout=network_timeout())
         # One fetch at a time into a repository: a second one would fail on git's shallow.lock (or
         # the ref locks) instead of waiting; this one waits, then finds what the first brought.
-        with locking.held(repo.git_dir / "forkctl-fetch.lock", f"a fetch into {repo.git_dir}"):
+        wait = locking.wait_limit() + network_timeout()  # the fetch it waits for may take that long
+        with locking.held(repo.git_dir / "forkctl-fetch.lock", f"a fetch into {repo.git_dir}", wait):
             return repo.try_git(args, env=env or None, timeout=network_timeout())
     except GitTimeout:
         raise _silent(url) from None

@@ -157,7 +157,12 @@ def materialise(spec: ManifestSpec, progress: Callable[[str], None]) -> Path:
         )
     if not folder.is_dir():
         lock = cache_root() / "locks" / f"snapshot-{sha256_hex(cache_identity(spec.url).encode())[:16]}.lock"
-        with locking.held(lock, f"the snapshot of {spec.shown}"):
+        from forkctl.git.runner import network_timeout
+
+        # The snapshot it waits for takes two fetches (the commit, then the blobs).
+        with locking.held(
+            lock, f"the snapshot of {spec.shown}", locking.wait_limit() + 2 * network_timeout()
+        ):
             if not folder.is_dir():
                 progress(f"fetching {spec.shown} ({resolved.sha[:12]})")
                 _make_snapshot(spec, resolved.sha, folder)
