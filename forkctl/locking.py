@@ -27,12 +27,14 @@ def wait_limit() -> float:
 
 
 @contextlib.contextmanager
-def held(path: Path, what: str) -> Iterator[None]:
-    """Hold an exclusive lock on `path` (created if needed), waiting up to FORKCTL_LOCK_TIMEOUT seconds."""
+def held(path: Path, what: str, wait_s: float | None = None) -> Iterator[None]:
+    """Hold an exclusive lock on `path` (created if needed), waiting up to FORKCTL_LOCK_TIMEOUT seconds
+    (`wait_s`: that long instead, for a lock held across network operations)."""
     path.parent.mkdir(parents=True, exist_ok=True)
     descriptor = os.open(path, os.O_RDWR | os.O_CREAT, 0o644)
+    limit = wait_limit() if wait_s is None else wait_s
     try:
-        deadline = time.monotonic() + wait_limit()
+        deadline = time.monotonic() + limit
         while True:
             try:
                 fcntl.flock(descriptor, fcntl.LOCK_EX | fcntl.LOCK_NB)
@@ -41,7 +43,7 @@ def held(path: Path, what: str) -> Iterator[None]:
                 if time.monotonic() >= deadline:
                     holder = os.pread(descriptor, 64, 0).decode(errors="replace").strip() or "another process"
                     raise BadInput(
-                        f"another forkctl ({holder}) is working on {what}; gave up after {wait_limit():.0f} s",
+                        f"another forkctl ({holder}) is working on {what}; gave up after {limit:.0f} s",
                         hint="let it finish and run again (FORKCTL_LOCK_TIMEOUT sets how long to wait)",
                     ) from None
                 time.sleep(0.05)

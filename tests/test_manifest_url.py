@@ -242,3 +242,123 @@ def test_check_pins_reads_the_manifest_by_url(tmp_path: Path) -> None:
     )
     assert remote[0] == local[0] == 0
     assert json.loads(remote[1]) == json.loads(local[1])
+
+
+# --- the snapshot cache: keyed by URL, bounded, only inside its folder, one fetch at a time --------
+
+
+def test_a_sha_fetched_from_one_url_is_not_served_for_another_that_lacks_it(tmp_path: Path) -> None:
+    toolkit = make_toolkit(tmp_path)
+    url, sha = serve(toolkit.root)
+    other = tmp_path / "other"
+    other.mkdir()
+    (other / "README").write_text("not the toolkit\n")
+    other_url, _ = serve(other)
+    assert run("--manifest", f"{url}@{sha}:manifest.yaml", "lint")[0] == 0
+    code, out, _ = run("--manifest", f"{other_url}@{sha}:manifest.yaml", "lint", "--json")
+    assert code == 2, out
+    assert f"cannot fetch commit {sha[:12]}" in json.loads(out)["error"]
+
+
+def test_a_manifest_over_the_size_limit_is_refused_before_it_is_parsed(tmp_path: Path) -> None:
+    from forkctl.manifest.loader import MAX_MANIFEST_BYTES
+
+    toolkit = make_toolkit(tmp_path)
+    # A schema error at the top: a parse would report it; the size check must come first.
+    padding = "# padding\n" * (MAX_MANIFEST_BYTES // 10 + 10)
+    toolkit.manifest.write_text("surprise: 1\n" + toolkit.manifest.read_text() + padding)
+    url, _ = serve(toolkit.root)
+    code, out, _ = run("--manifest", f"{url}@main:manifest.yaml", "lint", "--json")
+    assert code == 2, out
+    assert "too large" in json.loads(out)["error"]
+    assert _snapshots(tmp_path) == []
+
+
+def test_a_tree_entry_that_climbs_out_of_the_snapshot_is_exit_2(tmp_path: Path) -> None:
+    toolkit = make_toolkit(tmp_path)
+    url, sha = serve(toolkit.root)
+    root = toolkit.root
+    blob = git(root, "hash-object", "-w", "--stdin", input=b"escaped\n")
+    inner = git(root, "mktree", input=f"100644 blob {blob}\tevil.txt\n".encode())
+    climb = git(root, "mktree", input=f"040000 tree {inner}\t..\n".encode())
+    patches = git(root, "rev-parse", f"{sha}:patches")
+    listing = git(root, "ls-tree", patches) + f"\n040000 tree {climb}\t..\n"
+    bad_patches = git(root, "mktree", input=listing.encode())
+    top = [line for line in git(root, "ls-tree", sha).splitlines() if not line.endswith("\tpatches")]
+    entries = "\n".join([*top, f"040000 tree {bad_patches}\tpatches"]) + "\n"
+    tree = git(root, "mktree", input=entries.encode())
+    commit = git(root, "commit-tree", tree, "-p", sha, "-m", "climbs out")
+    git(root, "update-ref", "refs/heads/evil", commit)
+    code, out, _ = run("--manifest", f"{url}@evil:manifest.yaml", "lint", "--json")
+    assert code == 2, out
+    assert "points outside its folder" in json.loads(out)["error"]
+    assert not (tmp_path / "cache" / "manifests" / "evil.txt").exists()
+    assert _snapshots(tmp_path) == []
+
+
+def test_concurrent_first_fetches_into_one_empty_cache_all_succeed(tmp_path: Path) -> None:
+    """Real processes, started together: each imports forkctl, then waits for one signal file, so
+    that their first fetches into the empty cache overlap."""
+    import subprocess
+    import sys
+    import time
+
+    toolkit = make_toolkit(tmp_path)
+    url, _ = serve(toolkit.root)
+    go = tmp_path / "go"
+    env = {
+        **os.environ,
+        "PYTHONPATH": str(Path(__file__).resolve().parent.parent),
+        "FORKCTL_CACHE": str(tmp_path / "cache"),
+    }
+    script = (
+        "import os, sys, time; from forkctl.cli import main\n"
+        f"while not os.path.exists({str(go)!r}): time.sleep(0.005)\n"
+        f"sys.argv = ['forkctl', '--manifest', {url + '@main:manifest.yaml'!r}, 'status', '--json']\n"
+        "main()\n"
+    )
+    procs = [
+        subprocess.Popen(
+            [sys.executable, "-c", script], env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True
+        )
+        for _ in range(6)
+    ]
+    time.sleep(3)  # every process has imported forkctl and waits
+    go.write_text("go\n")
+    results = [(proc.wait(timeout=300), *proc.communicate()) for proc in procs]
+    failed = [out + err for code, out, err in results if code != 0]
+    assert failed == [], failed
+    assert len(_snapshots(tmp_path)) == 1
+
+
+def test_a_fetch_waits_for_another_into_the_same_cache_repository_past_the_lock_timeout(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A fetch into a cache repository another run is fetching into waits for it (as long as a fetch
+    may take), not only $FORKCTL_LOCK_TIMEOUT: a big first fetch takes minutes."""
+    import threading
+    import time
+
+    from forkctl import locking
+    from forkctl.git import snapshot
+    from forkctl.git.store import cache_repo_for
+
+    toolkit = make_toolkit(tmp_path)
+    url, sha = serve(toolkit.root)
+    monkeypatch.setenv("FORKCTL_LOCK_TIMEOUT", "0.2")
+    monkeypatch.setenv("FORKCTL_ALLOW_LOCAL_URLS", "1")  # called directly: no command line names it
+    lock = cache_repo_for(url).git_dir / "forkctl-fetch.lock"
+    taken = threading.Event()
+
+    def other_fetch() -> None:
+        with locking.held(lock, "the other fetch"):
+            taken.set()
+            time.sleep(1.0)
+
+    other = threading.Thread(target=other_fetch)
+    other.start()
+    taken.wait(10)
+    try:
+        assert snapshot.fetch_commit(url, sha).has_object(f"{sha}^{{commit}}")
+    finally:
+        other.join()

@@ -169,6 +169,37 @@ def test_an_unexpected_error_becomes_exit_3_with_its_traceback_in_a_log() -> Non
     log.unlink()
 
 
+def test_a_crash_log_holds_no_credential_and_records_the_versions(tmp_path: Path) -> None:
+    """The log users are asked to attach: a token on the command line or in the error is redacted,
+    and the versions a bug report needs are there."""
+    import platform
+
+    from forkctl import __version__
+
+    token = "ghp_CRASHtoken0123456789abcdef=="
+    script = (
+        "import sys; from forkctl.cli.kit import unexpected_error; "
+        f"e = unexpected_error('check-pins', ValueError('https://x:{token}@example.invalid/f.git')); "
+        "print(e.message.rsplit(' ', 1)[-1])"
+    )
+    env = {**os.environ, "PYTHONPATH": str(Path(__file__).resolve().parent.parent), "TMPDIR": str(tmp_path)}
+    argv = [
+        sys.executable,
+        "-c",
+        script,
+        "--manifest",
+        f"https://u:{token}@example.invalid/t.git@main:m.yaml",
+    ]
+    proc = subprocess.run(argv, capture_output=True, text=True, env=env, check=True)
+    log = Path(proc.stdout.strip())
+    text = log.read_text()
+    assert token not in text and token[:-2] not in text
+    assert "***@example.invalid" in text and "ValueError" in text
+    git_version = subprocess.run(["git", "--version"], capture_output=True, text=True, check=True).stdout
+    for version in (f"forkctl {__version__}", f"Python {platform.python_version()}", git_version.strip()):
+        assert version in text
+
+
 @pytest.mark.parametrize(
     "subject", ["=?UTF-8?q?fix=FF=FE=28?=", "=?UTF-8?b?!!!notbase64?=", "=?no-such-charset?q?x?="]
 )

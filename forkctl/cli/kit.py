@@ -164,6 +164,7 @@ def forkctl_command(func: Callable[..., report.Report]) -> Callable[..., None]:
 
             with _sigterm_unwinds():
                 git.start_run()  # a command in a process that ran others starts from the disk, as a new one
+                _allow_command_line_locations(kwargs)
                 try:
                     result = func(ctx, *args, **kwargs)
                 finally:
@@ -182,23 +183,54 @@ def forkctl_command(func: Callable[..., report.Report]) -> Callable[..., None]:
     return wrapper
 
 
+def _allow_command_line_locations(options: dict[str, Any]) -> None:
+    """A local repository named on the command line (`--to file:///...`, `--consumer PATH@REV`) was
+    named by the user: it may be contacted. One only a repository's `.gitmodules` names may not."""
+    from forkctl.git.remote import allow_local
+
+    for value in options.values():
+        for item in value if isinstance(value, (list, tuple)) else [value]:
+            if isinstance(item, (str, Path)):
+                text = str(item)
+                allow_local(text)
+                if "@" in text:
+                    allow_local(text.rpartition("@")[0])  # PATH@REV, URL@REV
+
+
 def unexpected_error(command: str, exc: Exception) -> Unexpected:
     """Turn a crash into exit 3 with a short message; the traceback goes to a log file, not the screen."""
     import tempfile  # only a crash pays for these (about 13 ms of every start otherwise)
     import traceback
+
+    from forkctl.redact import clean
 
     text = "".join(traceback.format_exception(exc))
     log = None
     with contextlib.suppress(OSError):
         handle, name = tempfile.mkstemp(prefix="forkctl-crash-", suffix=".log")
         with os.fdopen(handle, "w", encoding="utf-8") as stream:
-            stream.write(f"forkctl {command}: {sys.argv!r}\n{text}")
+            # Users are asked to attach this file: redacted like every other channel.
+            stream.write(clean(f"forkctl {command}: {sys.argv!r}\n{_versions()}\n{text}"))
         log = name
     where = f"; the traceback is in {log}" if log else ""
     return Unexpected(
         f"unexpected error: {type(exc).__name__}: {exc}{where}",
         hint="this is a bug in forkctl: please report it with that file",
     )
+
+
+def _versions() -> str:
+    """What a bug report needs to reproduce a crash: forkctl's, Python's and git's versions, the platform."""
+    import platform
+
+    from forkctl import __version__
+    from forkctl.git.runner import try_run
+
+    try:
+        git = try_run(["--version"], timeout=10)[1].strip()
+    except Exception:  # a crash report must not crash: git missing, a bad timeout variable, ...
+        git = "git: not runnable"
+    return f"forkctl {__version__}; Python {platform.python_version()}; {git or 'git: unknown'}; {platform.platform()}"
 
 
 def toolkit_locked(func: Callable[..., report.Report]) -> Callable[..., report.Report]:

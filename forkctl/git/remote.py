@@ -10,13 +10,15 @@ under `cache_root()`.
 from __future__ import annotations
 
 import json
+import os
 import re
 from datetime import datetime, timezone
 from pathlib import Path
-from urllib.parse import urlsplit
+from urllib.parse import unquote, urlsplit
 
 import msgspec
 
+from forkctl import locking
 from forkctl.digests import sha256_hex
 from forkctl.errors import BadInput
 from forkctl.files import atomic_write_text, cache_root
@@ -83,6 +85,42 @@ def checked_url(url: str) -> str:
     return url
 
 
+def is_local(url: str) -> bool:
+    """Does `url` name a repository on this machine (a file:// URL or a path)?"""
+    text = url.strip()
+    if text.startswith(("file://", "/", "./", "../", "~")):
+        return True
+    try:
+        return "://" not in text and Path(text).exists()
+    except (OSError, ValueError):  # a NUL byte, a name too long: not a path here
+        return False
+
+
+_ALLOWED_LOCAL: set[str] = memo(set())  # normalised local locations the user named (the manifest, argv)
+
+
+def allow_local(url: str) -> None:
+    """`url` (when local) was named by the user (in the manifest, or on the command line): it may be
+    contacted. A local location that only a repository names (a consumer's `.gitmodules`, a PR) is not."""
+    if is_local(url):
+        _ALLOWED_LOCAL.add(normalise_url(url))
+
+
+def checked_local(url: str) -> str:
+    """`url` unchanged unless it is a local location nobody allowed: BadInput, before git lists or
+    fetches it (a pull request's `.gitmodules` naming `file:///home/...` must not make a runner list
+    a repository of its disk). `$FORKCTL_ALLOW_LOCAL_URLS=1` allows every local location."""
+    if not is_local(url) or os.environ.get("FORKCTL_ALLOW_LOCAL_URLS") == "1":
+        return url
+    if normalise_url(url) in _ALLOWED_LOCAL:
+        return url
+    raise BadInput(
+        f"refusing to contact the local repository {url}: neither the manifest nor the command line names it",
+        hint="a local URL in a repository's .gitmodules is not followed; name it in the manifest, "
+        "or set FORKCTL_ALLOW_LOCAL_URLS=1 to allow local URLs",
+    )
+
+
 def cache_identity(url: str) -> str:
     """What tells two remotes apart for the cache: scheme, host, port and path (credentials dropped).
 
@@ -130,25 +168,63 @@ def talk(
     limits, total time), the URL checked to be data. Returns (status, stdout, stderr); a silent remote
     is a BadInput naming it.
 
+    Credentials in an https URL never reach git's command line or a config key: git is given the URL
+    without them and a credential helper (`lent_credentials`) that reads them from its own environment.
+
     `fetch` (into `repo`): the URL is reached through a named promisor remote whose configured URL
     has no credentials (git would otherwise record the positional URL, token included, in the
-    repository's config); the credentials, when the URL has any, are lent for this one command by a
-    command-line `url.<with>.insteadOf=<without>`. Later lazy fetches use the same remote.
+    repository's config). Later lazy fetches use the same remote.
     """
+    checked_url(url)
+    if verb_args[:1] != ["push"]:  # a push goes where forkctl chose (a manifest URL, its own scratch)
+        checked_local(url)
+    lend, env = lent_credentials(url)
+    public = without_credentials(url) if env else url
     if fetch:
         assert repo is not None, "a fetch needs a repository"
-        public = without_credentials(checked_url(url))
-        name = _promisor_remote(repo, public)
-        lend = ["-c", f"url.{url}.insteadOf={public}"] if url != public else []
+        name = _promisor_remote(repo, without_credentials(public))
+        if public != without_credentials(public):  # an ssh login name: no secret, but git needs it
+            lend = ["-c", f"url.{public}.insteadOf={without_credentials(public)}"]
         args = [*network_args(), *lend, *verb_args, "--", name, *after_url]
     else:
-        args = [*network_args(), *verb_args, "--", checked_url(url), *after_url]
+        args = [*network_args(), *lend, *verb_args, "--", public, *after_url]
     try:
         if repo is None:
-            return try_run(args, timeout=network_timeout())
-        return repo.try_git(args, timeout=network_timeout())
+            return try_run(args, env=env or None, timeout=network_timeout())
+        if not fetch:
+            return repo.try_git(args, env=env or None, timeout=network_timeout())
+        # One fetch at a time into a repository: a second one would fail on git's shallow.lock (or
+        # the ref locks) instead of waiting; this one waits, then finds what the first brought.
+        wait = locking.wait_limit() + network_timeout()  # the fetch it waits for may take that long
+        with locking.held(repo.git_dir / "forkctl-fetch.lock", f"a fetch into {repo.git_dir}", wait):
+            return repo.try_git(args, env=env or None, timeout=network_timeout())
     except GitTimeout:
         raise _silent(url) from None
+
+
+# The helper answers git's `get` with what the environment of this one git process holds; `store` and
+# `erase` are ignored. The empty value first drops the user's helpers for this command, so that none of
+# them stores the lent token.
+_HELPER = (
+    '!f() { test "$1" = get || exit 0; printf "username=%s\\npassword=%s\\n" '
+    '"$FORKCTL_LENT_USERNAME" "$FORKCTL_LENT_PASSWORD"; }; f'
+)
+
+
+def lent_credentials(url: str) -> tuple[list[str], dict[str, str]]:
+    """How git is given the user name and password of an https `url`: `-c` settings naming a
+    credential helper (no secret in them) and the environment of the git child that holds the secret.
+    ([], {}) for a URL without credentials, or not https (an ssh login name is no secret)."""
+    if "://" not in url or url.split("://", 1)[0].lower() != "https":
+        return [], {}
+    parts = urlsplit(url)
+    if parts.username is None and parts.password is None:
+        return [], {}
+    env = {
+        "FORKCTL_LENT_USERNAME": unquote(parts.username or ""),
+        "FORKCTL_LENT_PASSWORD": unquote(parts.password or ""),
+    }
+    return ["-c", "credential.helper=", "-c", f"credential.helper={_HELPER}"], env
 
 
 def promisor_remote_name(public_url: str) -> str:

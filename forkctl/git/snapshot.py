@@ -70,10 +70,17 @@ def fetch_commit(url: str, sha: str) -> GitRepo:
     return cache_repo
 
 
-def read_files(cache_repo: GitRepo, url: str, sha: str, paths: list[str]) -> dict[str, bytes]:
+def read_files(
+    cache_repo: GitRepo, url: str, sha: str, paths: list[str], limit: int | None = None
+) -> dict[str, bytes]:
     """{path: bytes} of the regular files at `paths` in commit `sha` (a folder: every file under it);
     a path the commit lacks is left out. Symbolic links and submodules are not files: left out.
-    The blobs the cache lacks come from `url` in one request."""
+    The blobs the cache lacks come from `url` in one request. `limit`: the most bytes a file may
+    hold, checked (`cat-file -s`) before it is read.
+
+    A tree may hold names git itself never writes (`..`, `.`, an empty or slash-holding name: made
+    with `git mktree`, refused only by fsck); a path with such a part is refused (BadInput), never
+    copied: it would point outside the snapshot."""
     if not paths:
         return {}
     # Literal pathspecs: a name from a manifest is data, never a glob.
@@ -82,7 +89,25 @@ def read_files(cache_repo: GitRepo, url: str, sha: str, paths: list[str]) -> dic
     for record in filter(None, out.split("\x00")):
         meta, path = record.split("\t", 1)
         mode, kind, blob = meta.split()
+        _check_tree_path(path, url, sha)
         if kind == "blob" and mode in ("100644", "100755"):
             blobs[path] = blob
     fetch_objects(cache_repo, url, list(blobs.values()))
+    if limit is not None:
+        for path, blob in blobs.items():
+            size = int(cache_repo.git(["cat-file", "-s", blob]))
+            if size > limit:
+                raise BadInput(
+                    f"{path} in commit {sha[:12]} of {url}: {size} bytes is too large (the limit is {limit})",
+                    hint="check the path after the ':': a manifest is a few kilobytes",
+                )
     return {path: cache_repo.blob_bytes(blob) for path, blob in blobs.items()}
+
+
+def _check_tree_path(path: str, url: str, sha: str) -> None:
+    parts = path.split("/")
+    if path.startswith("/") or any(part in ("", ".", "..", ".git") for part in parts):
+        raise BadInput(
+            f"commit {sha[:12]} of {url} holds a tree entry {path!r} that points outside its folder",
+            hint="git never writes such a name (git fsck reports it): fix the repository, or name another commit",
+        )

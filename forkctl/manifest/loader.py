@@ -33,6 +33,8 @@ def find_manifest(start: Path) -> Path:
 
 def parse_manifest(text: str, path: Path | str) -> ManifestModel:
     """Validate manifest text; raise BadInput naming file:line (`path`: the name messages use) and the fix."""
+    if len(text) > MAX_MANIFEST_BYTES:  # characters: never fewer than its UTF-8 bytes; checked before YAML
+        raise BadInput(f"{path}: {len(text)} characters is too large for a manifest", hint="check the path")
     return _parse(text, path)[0]
 
 
@@ -94,6 +96,19 @@ def _decoded(data: bytes, name: Path | str) -> str:
         raise BadInput(f"{name}: not UTF-8 (byte {exc.start})", hint="save the manifest as UTF-8") from None
 
 
+def _allow_named_locations(model: ManifestModel) -> None:
+    """The manifest is reviewed like code: the local repositories it names may be contacted."""
+    from forkctl.git.remote import allow_local
+
+    for location in (
+        model.upstream.url,
+        model.fork.url,
+        *(c.url for c in model.consumers),
+        *(c.upstream_url for c in model.consumers if c.upstream_url),
+    ):
+        allow_local(location)
+
+
 def load(path: Path, shown: str | None = None) -> Manifest:
     """Load and validate `path`, including that every listed patch file exists. `shown`: what
     file:line messages name instead of the path (a manifest named by URL: the spec, not its snapshot)."""
@@ -104,6 +119,7 @@ def load(path: Path, shown: str | None = None) -> Manifest:
         model = _parse(_decoded(data, name), name)[0]
         cache.store(data, model)
     manifest = Manifest(path=path.resolve(), model=model)
+    _allow_named_locations(model)
     root = str(manifest.root)  # strings, not Path objects: a 100-patch series pays per entry
     for index, entry in enumerate(model.series):
         if not os.path.isfile(os.path.join(root, entry.file)):

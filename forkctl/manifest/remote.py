@@ -108,10 +108,14 @@ def _checked_path(path: str, shown: str) -> str:
     return str(pure)
 
 
-def snapshot_folder(cache: Path, sha: str, path: str) -> Path:
-    """Where the files of commit `sha` read with the manifest at `path` live (no URL in the name)."""
+def snapshot_folder(cache: Path, url: str, sha: str, path: str) -> Path:
+    """Where the files of commit `sha` of `url` read with the manifest at `path` live (no URL in the
+    name, only a digest of its identity). Keyed by the URL too: a folder exists only once `sha` was
+    fetched from that URL, so another URL naming the same SHA is asked itself (it may not have it)."""
+    from forkctl.git.remote import cache_identity
+
     slug = re.sub(r"[^A-Za-z0-9._-]+", "_", path)[-40:]
-    key = sha256_hex(path.encode())[:12]
+    key = sha256_hex(f"{cache_identity(url)}\n{path}".encode())[:12]
     return cache / SNAPSHOTS / sha / f"{slug}-{key}"
 
 
@@ -135,28 +139,50 @@ def _beside(manifest_text: str, spec: ManifestSpec) -> list[str]:
 
 def materialise(spec: ManifestSpec, progress: Callable[[str], None]) -> Path:
     """The manifest's path in its read-only snapshot, made on first use. `progress`: a note for
-    people (the fetch, and when the URL did not answer, the recorded answer that was used)."""
-    from forkctl.files import atomic_folder
-    from forkctl.git import snapshot
-    from forkctl.git.remote import cache_root
+    people (the fetch, and when the URL did not answer, the recorded answer that was used).
 
+    One lock per snapshot's URL: concurrent first runs wait for the one fetching into that URL's cache
+    clone instead of colliding in it; the one that waited finds the folder made."""
+    from forkctl import locking
+    from forkctl.git import snapshot
+    from forkctl.git.remote import allow_local, cache_identity, cache_root
+
+    allow_local(spec.url)  # named on the command line
     resolved = snapshot.resolve_ref(spec.url, spec.ref)
-    folder = snapshot_folder(cache_root(), resolved.sha, spec.path)
+    folder = snapshot_folder(cache_root(), spec.url, resolved.sha, spec.path)
     if resolved.recorded_at:
         progress(
             f"{spec.shown}: the server did not answer ({resolved.why}); working offline with {spec.ref} "
             f"= {resolved.sha[:12]} as recorded at {resolved.recorded_at}"
         )
     if not folder.is_dir():
-        progress(f"fetching {spec.shown} ({resolved.sha[:12]})")
-        cache_repo = snapshot.fetch_commit(spec.url, resolved.sha)
-        found = snapshot.read_files(cache_repo, spec.url, resolved.sha, [spec.path])
-        if spec.path not in found:
-            raise BadInput(
-                f"{spec.shown}: no file {spec.path} in commit {resolved.sha[:12]}",
-                hint="check the path after the ':' (relative to the repository's top)",
-            )
-        text = found[spec.path].decode("utf-8", errors="replace")
-        files = snapshot.read_files(cache_repo, spec.url, resolved.sha, _beside(text, spec))
-        atomic_folder(folder, {**files, spec.path: found[spec.path]})
+        lock = cache_root() / "locks" / f"snapshot-{sha256_hex(cache_identity(spec.url).encode())[:16]}.lock"
+        from forkctl.git.runner import network_timeout
+
+        # The snapshot it waits for takes two fetches (the commit, then the blobs).
+        with locking.held(
+            lock, f"the snapshot of {spec.shown}", locking.wait_limit() + 2 * network_timeout()
+        ):
+            if not folder.is_dir():
+                progress(f"fetching {spec.shown} ({resolved.sha[:12]})")
+                _make_snapshot(spec, resolved.sha, folder)
     return folder.joinpath(*PurePosixPath(spec.path).parts)
+
+
+def _make_snapshot(spec: ManifestSpec, sha: str, folder: Path) -> None:
+    """Fetch commit `sha` of the spec's URL and copy the manifest and the files beside it into `folder`.
+    The manifest's size is checked before its bytes are read or parsed."""
+    from forkctl.files import atomic_folder
+    from forkctl.git import snapshot
+    from forkctl.manifest.loader import MAX_MANIFEST_BYTES
+
+    cache_repo = snapshot.fetch_commit(spec.url, sha)
+    found = snapshot.read_files(cache_repo, spec.url, sha, [spec.path], limit=MAX_MANIFEST_BYTES)
+    if spec.path not in found:
+        raise BadInput(
+            f"{spec.shown}: no file {spec.path} in commit {sha[:12]}",
+            hint="check the path after the ':' (relative to the repository's top)",
+        )
+    text = found[spec.path].decode("utf-8", errors="replace")
+    files = snapshot.read_files(cache_repo, spec.url, sha, _beside(text, spec))
+    atomic_folder(folder, {**files, spec.path: found[spec.path]})
