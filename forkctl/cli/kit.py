@@ -186,15 +186,15 @@ def forkctl_command(func: Callable[..., report.Report]) -> Callable[..., None]:
 def _allow_command_line_locations(options: dict[str, Any]) -> None:
     """A local repository named on the command line (`--to file:///...`, `--consumer PATH@REV`) was
     named by the user: it may be contacted. One only a repository's `.gitmodules` names may not."""
-    from forkctl.git.remote import allow_local
+    from forkctl.git.runmemo import NAMED_BY_USER  # git.remote reads them only if it runs
 
     for value in options.values():
         for item in value if isinstance(value, (list, tuple)) else [value]:
             if isinstance(item, (str, Path)):
                 text = str(item)
-                allow_local(text)
+                NAMED_BY_USER.append(text)
                 if "@" in text:
-                    allow_local(text.rpartition("@")[0])  # PATH@REV, URL@REV
+                    NAMED_BY_USER.append(text.rpartition("@")[0])  # PATH@REV, URL@REV
 
 
 def unexpected_error(command: str, exc: Exception) -> Unexpected:

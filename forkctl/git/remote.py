@@ -23,7 +23,7 @@ from forkctl.digests import sha256_hex
 from forkctl.errors import BadInput
 from forkctl.files import atomic_write_text, cache_root
 from forkctl.git.repo import GitRepo
-from forkctl.git.runmemo import memo
+from forkctl.git.runmemo import NAMED_BY_USER, memo
 from forkctl.git.runner import GitTimeout, network_args, network_timeout, try_run
 from forkctl.redact import without_credentials
 
@@ -112,6 +112,8 @@ def checked_local(url: str) -> str:
     a repository of its disk). `$FORKCTL_ALLOW_LOCAL_URLS=1` allows every local location."""
     if not is_local(url) or os.environ.get("FORKCTL_ALLOW_LOCAL_URLS") == "1":
         return url
+    while NAMED_BY_USER:
+        allow_local(NAMED_BY_USER.pop())
     if normalise_url(url) in _ALLOWED_LOCAL:
         return url
     raise BadInput(

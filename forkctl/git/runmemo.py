@@ -12,7 +12,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import TypeVar
 
-Memo = TypeVar("Memo", set, dict)
+Memo = TypeVar("Memo", set, dict, list)
 
 _MEMOS: list[set | dict] = []
 _AT_END: list[Callable[[], None]] = []
@@ -39,3 +39,9 @@ def end_run() -> None:
     """Write what this command learnt that outlives it, whichever verb it was and however it ended."""
     for keep in _AT_END:
         keep()
+
+
+# Locations the user named (on this command line, or in the manifest, which is reviewed like code), as
+# given: `git.remote` admits the local ones among them (and normalises them) when it is first asked, so
+# a command that contacts no remote never imports it.
+NAMED_BY_USER: list[str] = memo([])

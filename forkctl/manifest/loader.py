@@ -98,15 +98,16 @@ def _decoded(data: bytes, name: Path | str) -> str:
 
 def _allow_named_locations(model: ManifestModel) -> None:
     """The manifest is reviewed like code: the local repositories it names may be contacted."""
-    from forkctl.git.remote import allow_local
+    from forkctl.git.runmemo import NAMED_BY_USER  # git.remote admits them if it ever runs
 
-    for location in (
-        model.upstream.url,
-        model.fork.url,
-        *(c.url for c in model.consumers),
-        *(c.upstream_url for c in model.consumers if c.upstream_url),
-    ):
-        allow_local(location)
+    NAMED_BY_USER.extend(
+        [
+            model.upstream.url,
+            model.fork.url,
+            *(c.url for c in model.consumers),
+            *(c.upstream_url for c in model.consumers if c.upstream_url),
+        ]
+    )
 
 
 def load(path: Path, shown: str | None = None) -> Manifest:
