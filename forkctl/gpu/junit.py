@@ -1,4 +1,5 @@
-"""pytest's results as evidence records them: test outcomes read from its JUnit XML, and a run's status."""
+"""pytest as evidence needs it: the command and its run, test outcomes read from its JUnit XML, and a
+run's status."""
 
 from __future__ import annotations
 
@@ -7,7 +8,11 @@ from pathlib import Path
 from typing import Literal
 
 from forkctl.errors import BadInput
+from forkctl.gpu import process
 from forkctl.gpu.evidence import Outcome, TestOutcome
+
+# pytest exit codes that mean the tests ran to the end (0 all passed, 1 some failed).
+PYTEST_COMPLETED = {0, 1}
 
 
 def parse_junit(path: Path) -> list[TestOutcome]:
@@ -81,3 +86,23 @@ def pytest_command(python: str, targets: list[str], junit: Path, *extra: str) ->
         "-q",
         *extra,
     ]
+
+
+def run_pytest(
+    args: list[str], junit: Path, timeout: float, env: dict[str, str], cwd: Path, what: str, hint: str
+) -> process.Finished:
+    """Run a pytest command to its end, or raise BadInput saying no evidence was written: a timeout, or
+    an exit other than 0 / 1 (all passed / some failed), or no JUnit XML, is no result to record."""
+    finished = process.run(args, timeout=timeout, env=env, cwd=cwd)
+    if finished.returncode is None:
+        raise BadInput(
+            f"{what} did not finish within {timeout:.0f} s; no evidence was written\n{finished.tail()}",
+            hint=hint,
+        )
+    if finished.returncode not in PYTEST_COMPLETED or not junit.is_file():
+        raise BadInput(
+            f"{what} stopped with exit code {finished.returncode} (collection error, no tests, or a "
+            f"crash); no evidence was written\n{finished.tail()}",
+            hint="run the same pytest command by hand to see the whole output",
+        )
+    return finished

@@ -14,12 +14,9 @@ from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
-from forkctl.errors import BadInput
-from forkctl.gpu import process
 from forkctl.gpu.evidence import TestCounts, TestOutcome, UpstreamRegression
-from forkctl.gpu.junit import parse_junit, pytest_command
+from forkctl.gpu.junit import parse_junit, pytest_command, run_pytest
 
-PYTEST_COMPLETED = {0, 1}
 Progress = Callable[[str], None]
 
 
@@ -78,18 +75,10 @@ def run_tree(
     if not present:
         return 0, [], "none of the paths exists in this tree"
     args = pytest_command(python, present, junit, "--continue-on-collection-errors")
-    finished = process.run(args, timeout=timeout, env=env, cwd=root)
-    if finished.returncode is None:
-        raise BadInput(
-            f"upstream's tests in {root.name} did not finish within {timeout} s; no evidence was written",
-            hint="raise --timeout, or narrow validation.upstream_tests",
-        )
-    if finished.returncode not in PYTEST_COMPLETED or not junit.is_file():
-        raise BadInput(
-            f"upstream's tests in {root.name} stopped with exit code {finished.returncode}; "
-            f"no evidence was written\n{finished.tail()}",
-            hint="run the same pytest command in that tree by hand to see the whole output",
-        )
+    what = f"upstream's tests in {root.name}"
+    finished = run_pytest(
+        args, junit, timeout, env, root, what, "raise --timeout, or narrow validation.upstream_tests"
+    )
     return finished.returncode, parse_junit(junit), finished.tail(3)
 
 

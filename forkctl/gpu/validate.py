@@ -39,7 +39,7 @@ from forkctl.gpu.evidence import (
     record_run,
     sha256_bytes,
 )
-from forkctl.gpu.junit import parse_junit, pytest_command, run_status
+from forkctl.gpu.junit import parse_junit, pytest_command, run_pytest, run_status
 from forkctl.manifest import Manifest
 from forkctl.ops import patch_dir as treepatch
 from forkctl.series import Series
@@ -58,8 +58,6 @@ MULTICAST_OFF = {
     "NVSHMEM_DISABLE_NVLS": "1",
 }
 DEFAULT_TIMEOUT_S = 300
-# pytest exit codes that mean the tests ran to the end (0 all passed, 1 some failed).
-PYTEST_COMPLETED = {0, 1}
 
 Progress = Callable[[str], None]
 
@@ -318,18 +316,15 @@ def _run_tests(job: _Job, env: dict[str, str]) -> tuple[process.Finished, list[T
     junit = job.scratch / "junit.xml"
     args = pytest_args(job.options.python, job.selected, junit)
     timeout = job.options.timeout
-    finished = process.run(args, timeout=timeout, env=env, cwd=job.manifest.root)
-    if finished.returncode is None:
-        raise BadInput(
-            f"the GPU tests did not finish within {timeout:.0f} s; no evidence was written\n{finished.tail()}",
-            hint="raise --timeout, or find the hanging test",
-        )
-    if finished.returncode not in PYTEST_COMPLETED or not junit.is_file():
-        raise BadInput(
-            f"pytest stopped with exit code {finished.returncode} (collection error, no tests, or a crash); "
-            f"no evidence was written\n{finished.tail()}",
-            hint="run the same pytest command by hand to see the whole output",
-        )
+    finished = run_pytest(
+        args,
+        junit,
+        timeout,
+        env,
+        job.manifest.root,
+        "the GPU tests",
+        "raise --timeout, or find the hanging test",
+    )
     return finished, parse_junit(junit), junit.read_bytes()
 
 
