@@ -72,8 +72,7 @@ def _stale(manifest: Manifest, clone: Path, parsed: list[Patch | None], result: 
         if message is not None:
             result.fail(
                 Problem(
-                    f"stale: does not apply as written on the base {manifest.upstream.base[:12]} plus the "
-                    f"patches before it\n{message}",
+                    replay.stale_text(manifest.upstream.base, message),
                     file=str(patch.path.relative_to(manifest.root)),
                     hint=replay.stale_fix(manifest.upstream.base),
                 )

@@ -118,8 +118,7 @@ def _series_report(manifest: Manifest, series: Series, verdicts: list[str | None
         for patch, message in conflicts:
             result.fail(
                 Problem(
-                    f"{patch.path.name} is stale: it does not apply as written on the base "
-                    f"{manifest.upstream.base[:12]} plus the patches before it\n{message}",
+                    f"{patch.path.name}: {replay.stale_text(manifest.upstream.base, message)}",
                     file=str(patch.path.relative_to(manifest.root)),
                     hint=replay.stale_fix(manifest.upstream.base),
                 )

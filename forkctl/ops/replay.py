@@ -32,6 +32,11 @@ class AppliedPatch(msgspec.Struct, frozen=True):
     tree: str = ""  # the commit's tree, when the build knows it (for the apply record)
 
 
+def stale_text(base: str, message: str) -> str:
+    """What `status --repo` and `lint --repo` say of a patch that does not apply as written on its base."""
+    return f"stale: does not apply as written on the base {base[:12]} plus the patches before it\n{message}"
+
+
 def stale_fix(base: str) -> str:
     """How to mend a series with a stale patch on `base` (said the same way by every verb)."""
     return (
