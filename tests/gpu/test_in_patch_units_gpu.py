@@ -1,7 +1,8 @@
 """The unit tests the patches carry, run on a GPU against the patched megatron-core (tests/_in_patch.py).
 
 Here their CUDA tests run too: the full-recompute regression of the fix(recompute) patch and the CUDA
-parity of the perf(moe) patch. Only tests that need Transformer Engine may skip (it is not installed on
+parity of the perf(moe) patch, and its distributed-checkpoint round trip between the two expert
+backends. Only tests that need Transformer Engine may skip (it is not installed on
 the GPU hosts).
 """
 
@@ -35,4 +36,7 @@ def test_the_patches_own_unit_tests_pass_on_gpu(tmp_path_factory, tmp_path: Path
     mtp = [n for n in recompute if "multi_token_prediction" in n]
     assert (len(cuda_regression), len(stacks), len(mtp)) == (2, 4, 1), (recompute, outcome.output)
     assert any("test_cuda_parity" in n for n in outcome.passed), outcome.passed
+    # A distributed checkpoint saved with each expert backend and loaded into the other (CUDA only).
+    round_trips = [n for n in outcome.passed if "distributed_checkpoint_loads_into_the_other_backend" in n]
+    assert len(round_trips) == 2, outcome.passed
     assert all("transformer_engine" in n for n in outcome.skipped), outcome.skipped

@@ -36,5 +36,6 @@ def test_the_patches_own_unit_tests_pass_on_cpu(tmp_path_factory, tmp_path: Path
         "test_adapters_get_gradients_with_frozen_input" in n
         or "cuda" in n.lower()
         or "transformer_engine_weights" in n
+        or "distributed_checkpoint_loads_into_the_other_backend" in n  # megatron's save needs CUDA
         for n in outcome.skipped
     ), outcome.skipped
