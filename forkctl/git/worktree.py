@@ -14,10 +14,16 @@ if TYPE_CHECKING:
 
 
 class Worktrees(GitDir):
-    """Linked worktrees of this repository, made only for conflict resolution."""
+    """Linked worktrees of this repository: scratch ones for conflict resolution, and the one
+    `forkctl edit` makes for a person to edit the series in."""
 
     def add_worktree(self, path: Path, commit: str) -> None:
         self.git(["worktree", "add", "--detach", str(path), commit])
+
+    def add_branch_worktree(self, path: Path, branch: str, commit: str) -> None:
+        """A worktree at `path` on a new branch `branch` made at `commit` (git refuses an existing
+        branch: nothing is overwritten). `branch` must have passed `check_branch_name`."""
+        self.git(["worktree", "add", "--quiet", "-b", branch, str(path.resolve()), commit])
 
     def remove_worktree(self, path: Path) -> None:
         self.try_git(["worktree", "remove", "--force", str(path)])
