@@ -58,7 +58,7 @@ def test_the_scratch_worktree_is_conflicted_as_git_sees_it(setup: SeriesSetup, t
     markers = [line for line in text.splitlines() if re.match(r"^(<{7}|>{7})( |$)", line)]
     subject = setup.upstream.git("log", "-1", "--format=%s", new_base)
     # Ours is upstream plus the patches already ported (0001 also changed a.py), as in a rebase.
-    done = Path(setup.manifest_data()["series"][2]["file"]).name
+    done = Path(setup.manifest_data()["series"][2]["file"]).name[:4]
     assert markers[0] == f"<<<<<<< upstream {new_base[:12]} ({subject}) + patches to {done}", markers
     patch_name = Path(data["conflict"]["file"]).name
     assert markers[1] == f">>>>>>> {patch_name} (fix(core): helper says hi)", markers

@@ -6,6 +6,7 @@ refresh` (as `quilt refresh`).
 
 from __future__ import annotations
 
+import subprocess
 from pathlib import Path
 
 import pytest
@@ -73,6 +74,10 @@ def test_edit_gives_the_series_as_a_branch_and_export_round_trips(setup: SeriesS
     # The same again: edit refuses to overwrite the branch it made, and names it.
     code, again = run_json(setup, "edit", "--repo", str(user.path))
     assert code == 2 and branch in again["error"] and str(worktree) in again["error"], again
+    # The printed way to remove it works from anywhere and leaves the person's checkout as it was.
+    subprocess.run(data["commands"]["remove"], shell=True, check=True, cwd=tmp_path, capture_output=True)
+    assert not worktree.exists() and user.git("branch", "--list", branch) == ""
+    assert checkout_state(user) == before
 
 
 def test_an_amended_commit_exports_as_a_consistent_patch(setup: SeriesSetup, tmp_path: Path) -> None:

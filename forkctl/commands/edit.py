@@ -55,7 +55,9 @@ def command(ctx: Context, repo_path: Path | None, branch: str | None, worktree: 
     where = f" --repo {shlex.quote(str(repo_path))}" if repo_path is not None else ""
     commands = {
         "export": f"forkctl export --branch {editing.branch}{where}",
-        "remove": f"git worktree remove {shlex.quote(str(editing.worktree))} && git branch -D {editing.branch}",
+        # Run from anywhere: git -C names the repository (the worktree cannot remove itself).
+        "remove": f"git -C {shlex.quote(str(repo.path))} worktree remove {shlex.quote(str(editing.worktree))}"
+        f" && git -C {shlex.quote(str(repo.path))} branch -D {editing.branch}",
     }
     result = Report(command="edit")
     result.data = {

@@ -18,20 +18,31 @@ LABEL_LENGTH = 100  # a marker line stays readable in a terminal and an editor
 _UNPRINTABLE = re.compile(r"[\x00-\x1f\x7f]+")
 
 
-def _label(text: str) -> str:
-    """One line of at most LABEL_LENGTH characters (a subject is data: no control character)."""
-    flat = _UNPRINTABLE.sub(" ", text).strip()
-    return flat if len(flat) <= LABEL_LENGTH else flat[: LABEL_LENGTH - 3] + "..."
+def _label(prefix: str, subject: str, suffix: str = "") -> str:
+    """`prefix (subject)suffix` on one line of at most LABEL_LENGTH characters: the subject (data: no
+    control character) is what gets shortened."""
+    flat = _UNPRINTABLE.sub(" ", subject).strip()
+    room = max(LABEL_LENGTH - len(prefix) - len(suffix) - 3, 20)
+    if len(flat) > room:
+        flat = flat[: room - 3].rstrip() + "..."
+    return f"{prefix} ({flat}){suffix}"
+
+
+def _short(file: str) -> str:
+    """A patch file by its number (`0003`), or its name when it has none."""
+    name = Path(file).name
+    return name[:4] if name[:4].isdigit() else name
 
 
 def ours_label(base: str, base_subject: str, last_done: str | None) -> str:
-    """`upstream <sha12> (<subject>)`, and `+ <patch file>` when earlier patches are already on it."""
-    done = f" + patches to {Path(last_done).name}" if last_done else ""
-    return _label(f"upstream {base[:12]} ({base_subject}){done}")
+    """`upstream <sha12> (<subject>)`, and ` + patches to NNNN` when earlier patches are already on it."""
+    return _label(
+        f"upstream {base[:12]}", base_subject, f" + patches to {_short(last_done)}" if last_done else ""
+    )
 
 
 def theirs_label(file: str, subject: str) -> str:
-    return _label(f"{Path(file).name} ({subject})")
+    return _label(Path(file).name, subject)
 
 
 def relabel(worktree: Path, paths: list[str], sides: dict[str, str]) -> None:
