@@ -16,7 +16,8 @@ from click.testing import CliRunner
 
 from forkctl.cli import cli
 from tests.gitrepos import Repo, git
-from tests.seriesrepo import SeriesSetup, clone, make_series, run_json
+from tests.seriesrepo import LONG, STALE_FILE, SeriesSetup, clone, make_series, make_stale_series, run_json
+from tests.test_port_engine import edited, fork_with_branch, port, setup_with
 
 BRANCH = "farai/main"
 PATCH_SIDE = "def a():\n    return 10\n\n\ndef helper():\n    return 'hi'\n"
@@ -116,3 +117,72 @@ def test_status_shows_the_stopped_port(setup: SeriesSetup, tmp_path: Path) -> No
     assert code == 0, aborted
     code, shown = run_json(setup, "status")
     assert code == 0 and shown["in_progress"] is None, shown
+
+
+@pytest.fixture
+def cache(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("FORKCTL_CACHE", str(tmp_path / "cache"))
+
+
+def marker_lines(path: Path) -> list[str]:
+    return [line for line in path.read_text().splitlines() if re.match(r"^(<{7}|>{7})( |$)", line)]
+
+
+@pytest.mark.usefixtures("cache")
+def test_a_conflict_on_a_renamed_file_is_unmerged_at_the_new_path(tmp_path: Path) -> None:
+    setup = setup_with(tmp_path, [("feat: line 10", {"megatron/core/long.py": edited(l10="TEN")})])
+    (setup.upstream.path / "megatron/core/ops").mkdir()
+    setup.upstream.git("mv", "megatron/core/long.py", "megatron/core/ops/long.py")
+    setup.upstream.write({"megatron/core/ops/long.py": edited(l10="UPSTREAM TEN")})
+    new_base = setup.upstream.commit("upstream: move and edit line 10")
+    fork = fork_with_branch(setup, tmp_path)
+    code, data = port(setup, fork, new_base)
+    assert code == 1, data
+    worktree = Path(data["conflict"]["worktree"])
+    assert git(worktree, "diff", "--name-only", "--diff-filter=U").splitlines() == [
+        "megatron/core/ops/long.py"
+    ]
+    markers = marker_lines(worktree / "megatron/core/ops/long.py")
+    assert markers[0].startswith(f"<<<<<<< upstream {new_base[:12]} (upstream: move and edit line 10)")
+    assert markers[1].startswith(">>>>>>> 0001-feat-line-10.patch (feat: line 10)"), markers
+    assert not any(re.search(r"[0-9a-f]{40}", line) for line in markers), markers
+
+
+@pytest.mark.usefixtures("cache")
+def test_modify_delete_is_unmerged_and_continue_keeps_what_was_added(tmp_path: Path) -> None:
+    setup = setup_with(tmp_path, [("feat: line 10", {"megatron/core/long.py": edited(l10="TEN")})])
+    new_base = setup.upstream.commit("upstream: delete long.py", {"megatron/core/long.py": None})
+    fork = fork_with_branch(setup, tmp_path)
+    code, data = port(setup, fork, new_base)
+    assert code == 1, data
+    worktree = Path(data["conflict"]["worktree"])
+    status = [
+        line for line in git(worktree, "status", "--porcelain=v2").splitlines() if line.startswith("u ")
+    ]
+    assert len(status) == 1 and status[0].split()[1] == "DU", (
+        status
+    )  # deleted by us (upstream), as in a rebase
+    git(worktree, "add", "--", "megatron/core/long.py")
+    code, done = run_json(setup, "port", "--continue", "--repo", str(fork.path))
+    assert code == 0, done
+    assert "TEN" in fork.git("show", "farai/main:megatron/core/long.py")
+
+
+@pytest.mark.usefixtures("cache")
+def test_a_patch_stale_on_the_old_base_stops_conflicted_too(tmp_path: Path) -> None:
+    """No old commit to pick (the patch does not apply as written on its own base): git apply --3way
+    runs in the worktree, which is then conflicted as well, its markers named."""
+    setup, stale, _ = make_stale_series(tmp_path / "s")
+    new_base = setup.upstream.commit(
+        "upstream: line five",
+        {STALE_FILE: LONG.replace("line 5\n", "line FIVE\n").replace("line 8\n", "line eight\n")},
+    )
+    fork = clone(setup.upstream, tmp_path / "fork.git", bare=True)
+    code, data = run_json(setup, "port", "--onto", new_base, "--repo", str(fork.path))
+    assert code == 1, data
+    assert data["conflict"]["file"] == str(stale.relative_to(setup.root))
+    worktree = Path(data["conflict"]["worktree"])
+    assert git(worktree, "diff", "--name-only", "--diff-filter=U").splitlines() == [STALE_FILE]
+    markers = marker_lines(worktree / STALE_FILE)
+    assert markers[0].startswith(f"<<<<<<< upstream {new_base[:12]} (upstream: line five)"), markers
+    assert markers[1] == f">>>>>>> {stale.name} (fix(core): line five)", markers
