@@ -18,6 +18,8 @@ SUMMARIES: dict[str, str] = {
     "lint": "Check that the manifest and the patch files agree.",
     "apply": "Apply the patch series onto the base, as a branch or onto a plain tree.",
     "export": "Export a branch's commits after the base as the patch series.",
+    "edit": "Give the series as a branch in a worktree on the base, to edit with git (then export).",
+    "refresh": "Rewrite patch files edited by hand so that their index lines match (quilt refresh).",
     "port": "Move the series to a new upstream base (--continue / --skip / --abort).",
     "check-pins": "Check the nested pin chain: fork base, fork head and every consumer's gitlink.",
     "publish": "Push the fork head to the fork's branch: a fast-forward, or a merge (publish: merge).",

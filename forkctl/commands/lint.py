@@ -77,6 +77,27 @@ def _stale(manifest: Manifest, clone: Path, parsed: list[Patch | None], result: 
                     hint=replay.stale_fix(manifest.upstream.base),
                 )
             )
+    _edited(manifest, clone, patches, result)
+
+
+def _edited(manifest: Manifest, clone: Path, patches: list[Patch], result: Report) -> None:
+    """Each file a patch makes otherwise than its index line promises (an edit by hand, a truncation)
+    is a problem, with the command that rewrites the patch from what it does."""
+    import shlex
+
+    from forkctl.ops import refresh, replay
+
+    for unkept in refresh.unkept_in_clone(clone, manifest.upstream.base, patches):
+        result.fail(
+            Problem(
+                f"the index line of {unkept.path} promises blob {unkept.promised[:12]}, but applying the "
+                f"patch on the base gives {unkept.got[:12]}: it was edited by hand (or truncated)",
+                file=str(unkept.patch.path.relative_to(manifest.root)),
+                hint=f"if the edit is meant, {replay.refresh_fix(unkept.patch)} --repo "
+                f"{shlex.quote(str(clone))} rewrites the file from what it does; otherwise restore it "
+                "from git",
+            )
+        )
 
 
 def _provenance_problems(entry: SeriesEntry, patch: Patch, manifest_rel: str) -> list[Problem]:
@@ -115,14 +136,16 @@ def _provenance_problems(entry: SeriesEntry, patch: Patch, manifest_rel: str) ->
 @click.command("lint", short_help=verbs.summary("lint"))
 @options.repo(
     "A clone of upstream that has the base commit: also check that each patch applies as written on it "
-    "(no 3-way); one that does not is stale."
+    "(no 3-way; one that does not is stale) and makes the blobs its index lines promise."
 )
 @output_options(github=True)
 @forkctl_command
 def command(ctx: Context, repo_path: Path | None) -> Report:
     """Check that manifest and patch files agree: every listed file parses and has a provenance tag,
     every patch file is listed, and names follow NNNN-<slug>.patch in series order. With --repo, also
-    that each patch applies as written on the base in that clone (a patch that does not is stale)."""
+    that each patch applies as written on the base in that clone (a patch that does not is stale) and
+    that each file comes out as the patch's index line promises (one edited by hand does not: forkctl
+    refresh rewrites it)."""
     manifest = ctx.manifest()
     result = Report(command="lint")
     parsed = _parsed(manifest, result)

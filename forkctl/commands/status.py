@@ -56,7 +56,46 @@ def command(ctx: Context, repo_path: Path | None, onto: str | None, first_break:
         from forkctl.ops import replay  # the plain table needs no git objects: import them only here
 
         verdicts = replay.check_in_clone(repo_path, manifest.upstream.base, series.patches)
-    return _series_report(manifest, series, verdicts)
+    result = _series_report(manifest, series, verdicts)
+    _in_progress(result, manifest, series, repo_path)
+    return result
+
+
+def _in_progress(result: Report, manifest: Manifest, series: Series, repo_path: Path | None) -> None:
+    """A port or apply this checkout left stopped: where, which files, and the commands to go on.
+    Shown, not failed: a stop is work in progress, not a broken series."""
+    from forkctl.ops import progress
+
+    found = progress.find(manifest.path, repo_path)
+    if found is None:
+        result.data["in_progress"] = None
+        return
+    subjects = {str(patch.path.relative_to(manifest.root)): patch.subject for patch in series.patches}
+    subject = subjects.get(found.file or "", "")
+    result.data["in_progress"] = {
+        "operation": found.operation,
+        "repo": found.git_dir,
+        "file": found.file,
+        "subject": subject or None,
+        "parent": found.parent or None,
+        "paths": found.paths,
+        "unresolved": found.unresolved,
+        "worktree": found.worktree,
+        "commands": found.commands,
+    }
+    if found.file is None:
+        result.lines.append(
+            f"{found.operation} in progress in {found.git_dir}: interrupted while writing its results"
+        )
+    else:
+        left = ", ".join(found.unresolved) or "none: continue takes the files as they are"
+        result.lines += [
+            f"{found.operation} in progress: stopped at {Path(found.file).name} ({subject}) "
+            f"on {found.parent[:12]}",
+            f"  conflicts in: {', '.join(found.paths) or '(see git status there)'}; unresolved: {left}",
+            f"  resolve in: {found.worktree} (git status, git diff, git mergetool, git add)",
+        ]
+    result.lines += [f"  {verb}: {command}" for verb, command in found.commands.items()]
 
 
 def _patch_json(manifest: Manifest, position: int, patch: Patch, status: str, error: str | None) -> dict:

@@ -32,24 +32,38 @@ class MergeMessage(msgspec.Struct, frozen=True):
     text: str  # git's own sentence
 
 
+class Stage(msgspec.Struct, frozen=True):
+    """One unmerged index entry of a conflict, as `git ls-files --stage` writes it."""
+
+    mode: str
+    sha: str
+    stage: int  # 1 the merge base, 2 ours (the head picked onto), 3 theirs (the commit picked)
+    path: str
+
+
 class MergeResult(msgspec.Struct, frozen=True):
     tree: str  # the merged tree; on a conflict, files carry conflict markers (as in a worktree)
     clean: bool
     conflicted: list[str] = msgspec.field(default_factory=list)  # paths with unmerged entries
     messages: list[MergeMessage] = msgspec.field(default_factory=list)
+    stages: list[Stage] = msgspec.field(default_factory=list)  # a conflict's index entries, for a worktree
+    # The names git wrote on the markers (`<<<<<<< ours`, `>>>>>>> theirs`): object ids here.
+    sides: tuple[str, str] = ("", "")
 
     def text(self) -> str:
         return "\n".join(message.text for message in self.messages)
 
 
-def _parse(output: str) -> tuple[str, list[str], list[MergeMessage]]:
-    """Parse `merge-tree --write-tree -z --name-only` output: tree, conflicted paths, messages."""
+def _parse(output: str) -> tuple[str, list[Stage], list[MergeMessage]]:
+    """Parse `merge-tree --write-tree -z --messages` output: tree, unmerged entries, messages."""
     tokens = output.split("\x00")
     tree = tokens[0].strip()
     position = 1
-    conflicted: list[str] = []
+    stages: list[Stage] = []
     while position < len(tokens) and tokens[position] != "":
-        conflicted.append(tokens[position])
+        info, path = tokens[position].split("\t", 1)
+        mode, sha, stage = info.split(" ")
+        stages.append(Stage(mode=mode, sha=sha, stage=int(stage), path=path))
         position += 1
     position += 1  # the empty token that ends the conflicted-paths section
     messages: list[MergeMessage] = []
@@ -59,7 +73,7 @@ def _parse(output: str) -> tuple[str, list[str], list[MergeMessage]]:
         kind, text = tokens[position + 1 + count], tokens[position + 2 + count]
         messages.append(MergeMessage(kind=kind, paths=paths, text=text.rstrip("\n")))
         position += 3 + count
-    return tree, list(dict.fromkeys(conflicted)), messages
+    return tree, stages, messages
 
 
 def stand_in(repo: GitRepo, tree: str, parent: str, date: str) -> str:
@@ -82,10 +96,15 @@ def cherry_pick(
     if onto_tree is None or date is None:
         onto_tree, date = repo.tree_and_date(onto, commit)
     ours = stand_in(repo, onto_tree, parent, date)
-    status, out, err = repo.try_git(
-        ["merge-tree", "--write-tree", "-z", "--name-only", "--messages", ours, commit]
-    )
+    status, out, err = repo.try_git(["merge-tree", "--write-tree", "-z", "--messages", ours, commit])
     if status not in (0, 1):
         raise GitFailed("git merge-tree failed", err)
-    tree, conflicted, messages = _parse(out)
-    return MergeResult(tree=tree, clean=status == 0, conflicted=conflicted, messages=messages)
+    tree, stages, messages = _parse(out)
+    return MergeResult(
+        tree=tree,
+        clean=status == 0,
+        conflicted=list(dict.fromkeys(stage.path for stage in stages)),
+        messages=messages,
+        stages=stages,
+        sides=(ours, commit),
+    )

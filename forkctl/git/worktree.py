@@ -4,16 +4,26 @@ and plain directory trees that `apply --tree` patches in place (no repository at
 from __future__ import annotations
 
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from forkctl.git.gitdir import GitDir
 from forkctl.git.runner import GitFailed, run, try_run
 
+if TYPE_CHECKING:
+    from forkctl.git.merge import Stage
+
 
 class Worktrees(GitDir):
-    """Linked worktrees of this repository, made only for conflict resolution."""
+    """Linked worktrees of this repository: scratch ones for conflict resolution, and the one
+    `forkctl edit` makes for a person to edit the series in."""
 
     def add_worktree(self, path: Path, commit: str) -> None:
         self.git(["worktree", "add", "--detach", str(path), commit])
+
+    def add_branch_worktree(self, path: Path, branch: str, commit: str) -> None:
+        """A worktree at `path` on a new branch `branch` made at `commit` (git refuses an existing
+        branch: nothing is overwritten). `branch` must have passed `check_branch_name`."""
+        self.git(["worktree", "add", "--quiet", "-b", branch, str(path.resolve()), commit])
 
     def remove_worktree(self, path: Path) -> None:
         self.try_git(["worktree", "remove", "--force", str(path)])
@@ -57,6 +67,20 @@ def worktree_checkout(worktree: Path, commit: str) -> None:
 def worktree_show_tree(worktree: Path, tree: str) -> None:
     """Put `tree` into a (forkctl-owned, scratch) worktree's index and files; HEAD stays where it is."""
     run(["read-tree", "--reset", "-u", tree], cwd=worktree)
+
+
+def worktree_set_unmerged(worktree: Path, stages: list[Stage]) -> None:
+    """Give a (forkctl-owned, scratch) worktree's index the unmerged entries of a conflict, stages 1-3
+    as a stopped `git rebase` leaves them, so that `git status`, `git diff`, `git mergetool` and
+    `git checkout --ours/--theirs` see the conflict. The files are left as they are."""
+    zero = "0" * 40
+    paths = list(dict.fromkeys(stage.path for stage in stages))
+    # A mode-0 record removes the path's entry; then the stages go in (`ls-files --stage` form).
+    records = [f"0 {zero}\t{path}" for path in paths]
+    records += [f"{stage.mode} {stage.sha} {stage.stage}\t{stage.path}" for stage in stages]
+    if records:
+        stdin = "".join(f"{record}\x00" for record in records).encode("utf-8", errors="surrogateescape")
+        run(["update-index", "-z", "--index-info"], cwd=worktree, stdin=stdin)
 
 
 def worktree_write_tree(worktree: Path) -> str:

@@ -125,14 +125,25 @@ def _header_path(header: bytes) -> str | None:
     return None
 
 
-def verify_results(repo: GitRepo, steps: list[tuple[str, str, Patch]]) -> None:
+class Unkept(msgspec.Struct, frozen=True):
+    """A file whose `index <old>..<new>` line a patch does not keep: it started as <old> and came out
+    as another blob than <new>."""
+
+    patch: Patch
+    path: str
+    promised: str
+    got: str
+
+
+def unkept_promises(repo: GitRepo, steps: list[tuple[str, str, Patch]]) -> list[Unkept]:
     """The patches' `index <old>..<new>` lines say what each file must become. When a file started as
     <old>, it must end as <new>: otherwise the patch was truncated or edited after it was made.
     `steps` are (parent tree, new tree, patch); every blob of every step is looked up in one process."""
     promises = [(parent, new, patch, promised_blobs(patch.diff)) for parent, new, patch in steps]
     specs = [f"{parent}:{old}" for parent, _, _, found in promises for old, _, _, _ in found if old]
     specs += [f"{new}:{path}" for _, new, _, found in promises for _, path, _, _ in found if path]
-    blobs = repo.object_ids(specs)
+    blobs = repo.object_ids(specs) if specs else {}
+    unkept = []
     for parent, new, patch, found in promises:
         for old_path, new_path, old_blob, new_blob in found:
             before = blobs[f"{parent}:{old_path}"] if old_path else None
@@ -140,12 +151,31 @@ def verify_results(repo: GitRepo, steps: list[tuple[str, str, Patch]]) -> None:
                 continue  # the file was not the pre-image (its context still matched): no promise
             after = blobs[f"{new}:{new_path}"] if new_path else None
             if (after or ZERO) != new_blob:
-                raise BadInput(
-                    f"{patch.path.name}: {new_path or old_path} came out as blob "
-                    f"{(after or ZERO)[:12]}, but the patch's index line promises {new_blob[:12]}: "
-                    "the patch file is truncated or was edited by hand",
-                    hint="restore the patch file from git (or re-export it with forkctl export)",
-                )
+                unkept.append(Unkept(patch, new_path or old_path or "", new_blob, after or ZERO))
+    return unkept
+
+
+def refresh_fix(patch: Patch) -> str:
+    """The command that rewrites an edited patch file from what it does (its index lines included)."""
+    number = patch.path.name[:4]
+    return f"forkctl refresh {number if number.isdigit() else patch.path.name}"
+
+
+def unkept_text(unkept: Unkept) -> str:
+    return (
+        f"{unkept.path} came out as blob {unkept.got[:12]}, but the patch's index line promises "
+        f"{unkept.promised[:12]}: the patch file is truncated or was edited by hand"
+    )
+
+
+def verify_results(repo: GitRepo, steps: list[tuple[str, str, Patch]]) -> None:
+    """Refuse a build in which a patch does not keep its index lines (`unkept_promises`)."""
+    for unkept in unkept_promises(repo, steps)[:1]:
+        raise BadInput(
+            f"{unkept.patch.path.name}: {unkept_text(unkept)}",
+            hint=f"if the edit is meant, {refresh_fix(unkept.patch)} (pass the same --repo) rewrites the "
+            "file from what it does; otherwise restore it from git (or re-export it with forkctl export)",
+        )
 
 
 class Commits:

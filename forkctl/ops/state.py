@@ -13,7 +13,6 @@ No ref is created or moved until the whole series is built, so `--abort` only ha
 
 from __future__ import annotations
 
-import re
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -23,6 +22,8 @@ from forkctl import git
 from forkctl.errors import BadInput
 from forkctl.files import atomic_write_text, remove_temporaries
 from forkctl.git import GitRepo
+from forkctl.ops import markers, progress
+from forkctl.ops.markers import CONFLICT_MARKER_RE
 from forkctl.ops.replay import identity_of
 from forkctl.series import Patch
 
@@ -32,7 +33,6 @@ if TYPE_CHECKING:
 STATE_DIR = "forkctl"
 STATE_FILE = "apply-state.json"
 WORKTREE_DIR = "apply-worktree"
-CONFLICT_MARKER_RE = re.compile(rb"^(<{7}|>{7})( |$)", re.MULTILINE)
 
 
 class Step(msgspec.Struct):
@@ -156,6 +156,7 @@ def save(repo: GitRepo, state: State) -> None:
     atomic_write_text(
         state_path(repo), msgspec.json.format(msgspec.json.encode(state), indent=2).decode() + "\n"
     )
+    progress.remember(state.manifest, repo.git_dir, repo.path)  # for `forkctl status` in that checkout
 
 
 class ConflictReport(msgspec.Struct, frozen=True):
@@ -176,8 +177,9 @@ def open_conflict(
     """Show a real conflict in the scratch worktree at `parent`, save the state, report it.
 
     `merged`: the object-level merge (port): the worktree gets its tree, conflict markers at the paths
-    git's rename-aware merge chose. Without it (apply on the series' own base), `git apply --3way` runs
-    in the worktree.
+    git's rename-aware merge chose, and its unmerged entries in the index. Without it, or when the port
+    had no commit to pick (a patch stale on the old base), `git apply --3way` runs in the worktree.
+    Either way the worktree is conflicted as after a stopped `git rebase`, its markers named.
     """
     worktree = worktree_path(repo)
     if worktree.exists():
@@ -185,21 +187,36 @@ def open_conflict(
     else:
         worktree.parent.mkdir(parents=True, exist_ok=True)
         repo.add_worktree(worktree, parent)
-    if merged is not None:
+    if merged is not None and merged.stages:
         git.worktree_show_tree(worktree, merged.tree)
-        paths, message = merged.conflicted, merged.text()
+        git.worktree_set_unmerged(worktree, merged.stages)
+        paths, message, sides = merged.conflicted, merged.text(), merged.sides
     else:
         _, message = git.worktree_apply_3way(worktree, patch.diff)
-        paths = git.worktree_unmerged_paths(worktree)
+        paths, sides = git.worktree_unmerged_paths(worktree), ("ours", "theirs")
         if not paths:
             # --3way could not even start (e.g. a file the patch edits is missing): name the patch's files.
             paths = [p for p in patch.paths if (worktree / p).exists() or p in message]
+    _name_sides(repo, state, (patch, index, parent), paths, sides)
     state.conflict_index = index
     state.conflict_parent = parent
     state.conflict_paths = paths
     state.worktree = str(worktree)
     save(repo, state)
     return ConflictReport(patch=patch, parent=parent, paths=paths, message=message, worktree=worktree)
+
+
+def _name_sides(
+    repo: GitRepo, state: State, conflict: tuple[Patch, int, str], paths: list[str], sides: tuple[str, str]
+) -> None:
+    """Markers labelled `upstream <sha> (subject)` and `<patch file> (subject)` instead of git's names.
+    `conflict`: (the patch, its position, the commit it was applied to)."""
+    patch, index, parent = conflict
+    done = [step.file for step in state.steps if step.commit]
+    last_done = done[-1] if done and parent != state.base else None
+    ours = markers.ours_label(state.base, repo.commit_info(state.base).subject, last_done)
+    theirs = markers.theirs_label(state.files[index], patch.subject)
+    markers.relabel(worktree_path(repo), paths, {sides[0]: ours, sides[1]: theirs})
 
 
 def unresolved_paths(state: State) -> list[str]:
@@ -255,8 +272,19 @@ def clear(repo: GitRepo) -> None:
     The state goes first: while it exists, --continue and --abort need every backup it names. A kill
     after it leaves only scratch, which remove_leftovers sweeps before the next operation starts."""
     path = state_path(repo)
+    started_from = _manifest_of(path)
     path.unlink(missing_ok=True)
+    if started_from:
+        progress.forget(started_from, repo.git_dir)
     remove_leftovers(repo)
+
+
+def _manifest_of(path: Path) -> str | None:
+    """The manifest a state file names (None when it is missing or unreadable: nothing to forget)."""
+    try:
+        return msgspec.json.decode(path.read_bytes(), type=State).manifest
+    except (OSError, ValueError, RecursionError):
+        return None
 
 
 def remove_leftovers(repo: GitRepo) -> None:

@@ -1,0 +1,74 @@
+"""The series as a branch to edit with git's own tools (`gbp pq import`), turned back into files by export.
+
+`start` builds apply(base, series) (one commit per patch: the patch's message, author and date, the
+committer the same, so nothing but the person's edits will differ), puts it on a new branch and checks
+that branch out in a new worktree: under the git dir (`<git-dir>/forkctl/edit/<branch>`, a path
+forkctl owns) or where the person says. There they amend, reorder, split or add commits (`git rebase
+-i` on the base); `forkctl export --branch <branch>` writes the files back, and an unchanged branch
+exports to the same bytes. The person's own checkout, branches and index are never touched: an
+existing branch or a path that holds files is refused, never reused.
+"""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+
+import msgspec
+
+from forkctl import git, locking
+from forkctl.errors import BadInput
+from forkctl.git import GitRepo
+from forkctl.ops import replay
+from forkctl.series import Series
+
+EDIT_DIR = Path("forkctl") / "edit"
+
+
+class Editing(msgspec.Struct, frozen=True):
+    branch: str
+    worktree: Path
+    base: str
+    commits: list[str]  # one per patch, in order
+
+    @property
+    def head(self) -> str:
+        return self.commits[-1] if self.commits else self.base
+
+
+def default_worktree(repo: GitRepo, branch: str) -> Path:
+    return repo.git_dir / EDIT_DIR / re.sub(r"[^A-Za-z0-9._-]+", "-", branch)
+
+
+def _refuse_existing(repo: GitRepo, branch: str, worktree: Path) -> None:
+    tip = repo.branch_sha(branch)
+    if tip is not None:
+        holder = git.checked_out_branches(repo).get(branch)
+        where = f", checked out in {holder}" if holder else ""
+        raise BadInput(
+            f"branch {branch} already exists at {tip[:12]}{where}: forkctl edit never reuses a branch",
+            hint=f"if you edited it, write it back with forkctl export --branch {branch}; then remove it "
+            f"(git worktree remove {holder or 'PATH'}; git branch -D {branch}), or pass --branch OTHER",
+        )
+    if worktree.exists() and (not worktree.is_dir() or any(worktree.iterdir())):
+        raise BadInput(
+            f"{worktree} already exists and is not an empty folder",
+            hint="pass --worktree with a new or empty folder",
+        )
+
+
+@locking.repository_locked
+def start(repo: GitRepo, series: Series, base: str, branch: str, worktree: Path | None) -> Editing:
+    git.check_branch_name(branch)
+    path = worktree if worktree is not None else default_worktree(repo, branch)
+    _refuse_existing(repo, branch, path)
+    built = replay.build_series(repo, base, series.patches)
+    if built.conflict is not None:
+        raise BadInput(
+            f"{built.conflict.patch.path.name} does not apply as written on the base {base[:12]}: "
+            "the series has no branch to edit",
+            hint=replay.stale_fix(base),
+        )
+    path.parent.mkdir(parents=True, exist_ok=True)
+    repo.add_branch_worktree(path, branch, built.head)
+    return Editing(branch=branch, worktree=path, base=base, commits=[a.commit for a in built.applied])
