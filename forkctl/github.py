@@ -118,6 +118,33 @@ def open_or_update_unless_same(spec: PullRequestSpec, gh: str) -> Opened:
     return Opened("updated", edit, url=url, number=number)
 
 
+def close_superseded(spec: PullRequestSpec, prefix: str, link: str, gh: str) -> list[int]:
+    """Close the other open pull requests into `spec.base` whose head branch starts with `prefix` (older
+    sync branches), each with a comment naming `link`, so one sync pull request stays open."""
+    listing = [
+        "gh",
+        "pr",
+        "list",
+        f"--repo={spec.repo}",
+        f"--base={spec.base}",
+        "--state=open",
+        "--limit=100",
+        "--json=number,headRefName",
+    ]
+    out = _run(gh, listing)
+    try:
+        listed = [(int(item["number"]), str(item["headRefName"])) for item in json.loads(out or "[]")]
+    except (ValueError, TypeError, KeyError):
+        raise GhFailed(f"gh pr list answered what is not its JSON: {out.strip()[:200]}", listing) from None
+    closed = []
+    for number, head in listed:
+        if head.startswith(prefix) and head != spec.head:
+            comment = f"Superseded by {link} (forkctl sync: the consumers' upstream moved on)."
+            _run(gh, ["gh", "pr", "close", str(number), f"--repo={spec.repo}", f"--comment={comment}"])
+            closed.append(number)
+    return closed
+
+
 class IssueSpec(msgspec.Struct, frozen=True):
     """One issue kept in place: found again among the open issues of `repo` by `marker` in its body."""
 

@@ -42,15 +42,21 @@ items = state[kind]
 repo = flags.get("--repo", "")
 if verb == "list":
     found = [i for i in items if i["repo"] == repo and i["open"]]
-    if kind == "pr":
-        found = [i for i in found if i["head"] == flags.get("--head")]
-    print(json.dumps([{{"number": i["number"], "url": i["url"], "body": i["body"]}} for i in found]))
+    if kind == "pr" and "--head" in flags:
+        found = [i for i in found if i["head"] == flags["--head"]]
+    if kind == "pr" and "--base" in flags:
+        found = [i for i in found if i["base"] == flags["--base"]]
+    print(json.dumps([{{"number": i["number"], "url": i["url"], "body": i["body"], "headRefName": i["head"]}}
+                      for i in found]))
 elif verb == "create":
     number = len(state["pr"]) + len(state["issue"]) + 1
     link = "https://github.com/" + repo + ("/pull/" if kind == "pr" else "/issues/") + str(number)
     items.append({{"number": number, "url": link, "repo": repo, "head": flags.get("--head"),
                   "base": flags.get("--base"), "title": flags["--title"], "body": entry["body"], "open": True}})
     print(link)
+elif verb == "close":
+    item = next(i for i in items if i["number"] == int(args[2]))
+    item["open"], item["closing_comment"] = False, flags.get("--comment")
 elif verb == "edit":
     item = next(i for i in items if i["number"] == int(args[2]))
     item["body"] = entry["body"]
@@ -84,7 +90,7 @@ class FakeGh:
         return [json.loads(line) for line in self.log.read_text().splitlines()] if self.log.exists() else []
 
     def writes(self) -> list[dict]:
-        return [c for c in self.calls() if c["argv"][1] in ("create", "edit")]
+        return [c for c in self.calls() if c["argv"][1] in ("create", "edit", "close")]
 
     def items(self, kind: str) -> list[dict]:
         return json.loads(self.state.read_text())[kind] if self.state.exists() else []
@@ -294,3 +300,47 @@ def test_the_target_rules(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> No
     assert chain.refs(chain.fork) == before and gh.calls() == []
     code, plan = sync(chain, "--onto", "main~1")
     assert code == 2 and "--onto" in plan["error"]
+
+
+def test_a_newer_target_opens_its_pull_request_and_closes_the_older_one(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    chain = make_chain(tmp_path)
+    gh = FakeGh(tmp_path, monkeypatch)
+    bridge_upstream_pins(chain, chain.upstream_tip)
+    code, first = sync(chain)
+    assert code == 0, first
+    newer = upstream_commit(chain, "upstream: later work", {"megatron/core/sub/n.py": "N = 1\n"})
+    bridge_upstream_pins(chain, newer)
+    code, second = sync(chain)
+    assert code == 0, second
+    assert second["sync_branch"] != first["sync_branch"] and second["sync_branch"].endswith(newer[:12])
+    old, new = gh.items("pr")
+    assert (old["head"], old["open"]) == (first["sync_branch"], False)
+    assert new["head"] == second["sync_branch"] and new["open"]
+    assert new["url"] in old["closing_comment"]
+    assert second["pull_request"]["closed_superseded"] == [old["number"]]
+
+
+def test_the_bodies_fit_githubs_limit_and_keep_data_in_code(tmp_path: Path) -> None:
+    """A range-diff of any size is cut to GitHub's 65,536 characters (UTF-16), with a note; a subject
+    that mentions someone or another issue stays inside code."""
+    from forkctl.chain.sync import SyncPlan
+    from forkctl.chain.synctarget import SyncTarget
+    from forkctl.manifest import load
+    from forkctl.report import sync as views
+    from tests.toolkit import make_toolkit
+
+    manifest = load(make_toolkit(tmp_path).manifest)
+    target = SyncTarget("a" * 40, "given", "--onto: @someone #12 <img src=x>", ahead=3)
+    plan = SyncPlan(target=target, base="b" * 40, old_head="c" * 40, entries=[], head="d" * 40)
+    plan.range_diff = "1:  abc = 1:  def \U0001f600 feat: x\n" * 20_000
+    body = views.pr_body(manifest, plan, None)
+    assert len(body.encode("utf-16-le")) // 2 <= 65_536
+    assert "_Cut:" in body and "```mermaid" in body and "### GPU evidence the gate still needs" in body
+    assert "`--onto: @someone #12 <img src=x>`" in body
+    dashboard = views.dashboard_body(manifest, plan)
+    assert (
+        dashboard.startswith(views.dashboard_marker(manifest))
+        and "`--onto: @someone #12 <img src=x>`" in dashboard
+    )

@@ -17,7 +17,7 @@ import click
 
 from forkctl import github, report
 from forkctl.chain.forkhead import fork_context
-from forkctl.chain.publish import push_plan
+from forkctl.chain.publish import SYNC_PREFIX, push_plan
 from forkctl.chain.sync import SyncPlan, plan_sync, preview_tip
 from forkctl.chain.synctarget import SyncTarget, choose_target
 from forkctl.cli import options, verbs
@@ -170,6 +170,10 @@ def _gh_call(out: Report, what: str, call) -> dict:  # type: ignore[no-untyped-d
     except github.GhFailed as exc:
         out.fail(Problem(f"the {what}: {exc.message}", hint=f"retry: {github.shell_line(exc.command)}"))
         return {"action": "failed", "command": exc.command}
+    if isinstance(opened, list):  # the pull requests closed as superseded
+        if opened:
+            out.lines.append(f"{what}: closed {', '.join(f'#{n}' for n in opened)}")
+        return {"action": "closed" if opened else "none", "closed": opened}
     out.lines.append(f"{what}: {opened.action} {opened.url or ''}".rstrip())
     return {"action": opened.action, "url": opened.url, "number": opened.number, "command": opened.command}
 
@@ -184,7 +188,14 @@ def _pull_request(manifest: Manifest, plan: SyncPlan, out: Report) -> dict:
         manifest.fork.repo, manifest.fork.branch, publish.target, views.pr_title(manifest, plan), body_file
     )
     entry = {"repo": spec.repo, "base": spec.base, "head": spec.head, "body_file": str(body_file)}
-    return {**entry, **_gh_call(out, "pull request", lambda gh: github.open_or_update_unless_same(spec, gh))}
+    opened = _gh_call(out, "pull request", lambda gh: github.open_or_update_unless_same(spec, gh))
+    if opened["action"] in ("created", "updated", "unchanged"):
+        link = opened.get("url") or publish.target
+        closed = _gh_call(
+            out, "older sync pull requests", lambda gh: github.close_superseded(spec, SYNC_PREFIX, link, gh)
+        )
+        opened["closed_superseded"] = closed.get("closed", [])
+    return {**entry, **opened}
 
 
 def _dashboard(manifest: Manifest, plan: SyncPlan, out: Report) -> dict:
