@@ -344,3 +344,21 @@ def test_the_bodies_fit_githubs_limit_and_keep_data_in_code(tmp_path: Path) -> N
         dashboard.startswith(views.dashboard_marker(manifest))
         and "`--onto: @someone #12 <img src=x>`" in dashboard
     )
+
+
+def test_without_gh_the_sync_branch_is_pushed_and_the_command_printed(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from tests.test_open_pr import path_without_gh
+
+    chain = make_chain(tmp_path)
+    monkeypatch.setenv("PATH", path_without_gh(tmp_path))
+    bridge_upstream_pins(chain, chain.upstream_tip)
+    code, done = sync(chain)
+    assert code == 0, done
+    branch = done["sync_branch"]
+    assert f"refs/heads/{branch}" in chain.refs(chain.fork)
+    (notice,) = [p["message"] for p in done["problems"] if "gh is not on PATH" in p["message"]]
+    assert f"gh pr create --repo=AlignmentResearch/Megatron-LM --base=farai/main --head={branch}" in notice
+    body_file = Path(done["pull_request"]["body_file"])
+    assert f"--body-file={body_file}" in notice and chain.upstream_tip in body_file.read_text()

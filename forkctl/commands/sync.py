@@ -160,11 +160,15 @@ def _publish(plan: SyncPlan, out: Report, store) -> bool:  # type: ignore[no-unt
     return True
 
 
-def _gh_call(out: Report, what: str, call) -> dict:  # type: ignore[no-untyped-def]
+def _gh_call(out: Report, what: str, call, manual: list[str] | None = None) -> dict:  # type: ignore[no-untyped-def]
+    """Run `call(gh)`; without gh on PATH, a notice with the command that does it by hand (`manual`,
+    None: nothing needs opening)."""
     gh = github.gh_on_path()
-    if gh is None:
-        out.problems.append(Problem(f"gh is not on PATH: the {what} was not opened", level=Level.NOTICE))
-        return {"action": "not-opened"}
+    if gh is None:  # nothing to say when there is nothing to open (a dashboard without news)
+        if manual:
+            said = f"gh is not on PATH: the {what} was not opened; run: {github.shell_line(manual)}"
+            out.problems.append(Problem(said, level=Level.NOTICE))
+        return {"action": "not-opened", "command": manual}
     try:
         opened = call(gh)
     except github.GhFailed as exc:
@@ -188,7 +192,12 @@ def _pull_request(manifest: Manifest, plan: SyncPlan, out: Report) -> dict:
         manifest.fork.repo, manifest.fork.branch, publish.target, views.pr_title(manifest, plan), body_file
     )
     entry = {"repo": spec.repo, "base": spec.base, "head": spec.head, "body_file": str(body_file)}
-    opened = _gh_call(out, "pull request", lambda gh: github.open_or_update_unless_same(spec, gh))
+    opened = _gh_call(
+        out,
+        "pull request",
+        lambda gh: github.open_or_update_unless_same(spec, gh),
+        github.create_command(spec),
+    )
     if opened["action"] in ("created", "updated", "unchanged"):
         link = opened.get("url") or publish.target
         closed = _gh_call(
@@ -209,10 +218,9 @@ def _dashboard(manifest: Manifest, plan: SyncPlan, out: Report) -> dict:
         manifest.fork.repo, views.DASHBOARD_TITLE, body_file, views.dashboard_marker(manifest)
     )
     entry = {"repo": spec.repo, "body_file": str(body_file), "needed": needed}
-    return {
-        **entry,
-        **_gh_call(out, "dashboard issue", lambda gh: github.keep_issue(spec, gh, create=needed)),
-    }
+    manual = github.issue_create_command(spec) if needed else None
+    kept = _gh_call(out, "dashboard issue", lambda gh: github.keep_issue(spec, gh, create=needed), manual)
+    return {**entry, **kept}
 
 
 def _report(manifest: Manifest, plan: SyncPlan, dry_run: bool) -> Report:
