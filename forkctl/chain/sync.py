@@ -21,6 +21,7 @@ from forkctl.chain.ownfiles import own_files
 from forkctl.chain.publish import PublishPlan, plan_publish
 from forkctl.chain.synctarget import SyncTarget
 from forkctl.errors import Unexpected
+from forkctl.files import atomic_write
 from forkctl.manifest import Manifest
 from forkctl.ops import export, replay
 from forkctl.ops.port import FirstBreak, PreviewEntry, first_break, port_objects, preview
@@ -108,7 +109,7 @@ def _ported_head(manifest: Manifest, fork: ForkContext, plan: SyncPlan, commits:
         paths = []
         for patch in exported:
             path = Path(scratch) / Path(patch.file).name
-            path.write_bytes(patch.content)
+            atomic_write(path, patch.content)
             paths.append(path)
         plan.ported = parse_patches(paths)
     plan.files = [patch.file for patch in exported]
