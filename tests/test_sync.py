@@ -199,6 +199,8 @@ def test_the_sync_head_is_the_fork_head_port_gives(tmp_path: Path, monkeypatch: 
     assert code == 0, done
     assert [p["result"] for p in done["patches"]][2] == "absorbed"
     assert done["patches"][2]["upstream_commit"] == absorbed_by
+    plan = CliRunner().invoke(cli, ["--manifest", str(chain.manifest), "sync", "--dry-run"]).stdout
+    assert f"would drop 'docs: readme only': absorbed upstream (patch-id, {absorbed_by[:12]})" in plan
     assert "docs: readme only" in gh.items("pr")[0]["body"].split("### Absorbed upstream")[1]
     clone = tmp_path / "upstream-clone.git"
     git(tmp_path, "clone", "-q", "--bare", url(chain.upstream), str(clone))

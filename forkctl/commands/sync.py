@@ -92,6 +92,12 @@ def _plan_lines(plan: SyncPlan) -> list[str]:
                 f"       first breaks at {found.commit[:12]} {found.subject!r} by {found.author}; "
                 f"files: {', '.join(found.files[:10])}"
             )
+    for entry in plan.absorbed:
+        lines.append(
+            f"would drop {entry.patch.subject!r}: absorbed upstream ({entry.verdict.reason}"
+            + (f", {entry.verdict.upstream_commit[:12]}" if entry.verdict.upstream_commit else "")
+            + "); forkctl port --onto records it under dropped:"
+        )
     if plan.head is not None and plan.publish is not None:
         publish = plan.publish
         lines.append(
