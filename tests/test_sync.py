@@ -302,6 +302,17 @@ def test_the_target_rules(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> No
     assert chain.refs(chain.fork) == before and gh.calls() == []
     code, plan = sync(chain, "--onto", "main~1")
     assert code == 2 and "--onto" in plan["error"]
+    # A pin beside the base (a side line of upstream) is no target: sync moves the fork forward only.
+    git(chain.tmp, "clone", "-q", url(chain.upstream), str(chain.tmp / "side-work"))
+    work = Repo(chain.tmp / "side-work")
+    work.git("checkout", "-q", "-b", "side", chain.base_parent)
+    side = work.commit("upstream: a side line", {"megatron/core/sub/s.py": "S = 1\n"}, date=DATE)
+    work.git("push", "-q", "origin", "side")
+    bridge_upstream_pins(chain, side)
+    code, plan = sync(chain)
+    assert code == 1 and plan["relation"] == "diverged", plan
+    assert "does not descend from the manifest base" in plan["problems"][0]["message"]
+    assert chain.refs(chain.fork) == before and gh.calls() == []
 
 
 def test_a_newer_target_opens_its_pull_request_and_closes_the_older_one(
