@@ -1,5 +1,5 @@
 # Developer commands. Every target bootstraps the locked environment first (fast when it exists).
-.PHONY: setup demo test lint fmt bench validate gate clean help
+.PHONY: setup setup-mermaid demo test lint fmt bench validate gate clean help
 VENV := .venv
 PY := $(VENV)/bin/python
 FORKCTL := $(VENV)/bin/forkctl
@@ -9,6 +9,9 @@ help:  ## list the targets
 
 setup:  ## find Python 3.12, get uv, install the locked environment into .venv
 	@scripts/bootstrap.sh
+
+setup-mermaid:  ## Debian's chromium + mermaid-cli under .tools/ for tests/test_mermaid_render.py (skipped without)
+	@scripts/mermaid-setup.sh
 
 demo: setup  ## the main job, offline, on an embedded default chain built from the installed megatron-core
 	$(FORKCTL) demo

@@ -1,5 +1,5 @@
-"""Pull requests through the GitHub CLI (`gh`): open one for a pushed branch, or update the one already
-open for that head branch.
+"""Pull requests and issues through the GitHub CLI (`gh`): open one for a pushed branch, or update the
+one already open for that head branch; keep one issue (`forkctl sync`'s dashboard) found by a marker.
 
 gh is not git, so its runner lives here and not in forkctl/git/. Like forkctl/gpu/process.py, gh runs as
 an argument list (never through a shell) in its own process group, with a time limit that ends whatever
@@ -101,6 +101,119 @@ def open_or_update(spec: PullRequestSpec, gh: str) -> Opened:
     url = next((line.strip() for line in out.splitlines() if line.strip().startswith("http")), None)
     number = int(url.rstrip("/").rsplit("/", 1)[-1]) if url and url.rstrip("/")[-1:].isdigit() else None
     return Opened("created", create, url=url, number=number)
+
+
+def open_or_update_unless_same(spec: PullRequestSpec, gh: str) -> Opened:
+    """As `open_or_update`, but an open pull request whose body already is the new one is left alone
+    (action `unchanged`): a rerun with nothing new edits nothing."""
+    listing = ["gh", "pr", "list", f"--repo={spec.repo}", f"--head={spec.head}", "--json=number,url,body"]
+    found = _first_with_body(_run(gh, listing), listing, None)
+    if found is None:
+        return open_or_update(spec, gh)
+    number, url, body = found
+    edit = ["gh", "pr", "edit", str(number), f"--repo={spec.repo}", f"--body-file={spec.body_file}"]
+    if _same_body(body, spec.body_file):
+        return Opened("unchanged", edit, url=url, number=number)
+    _run(gh, edit)
+    return Opened("updated", edit, url=url, number=number)
+
+
+def close_superseded(spec: PullRequestSpec, prefix: str, link: str, gh: str) -> list[int]:
+    """Close the other open pull requests into `spec.base` whose head branch starts with `prefix` (older
+    sync branches), each with a comment naming `link`, so one sync pull request stays open."""
+    listing = [
+        "gh",
+        "pr",
+        "list",
+        f"--repo={spec.repo}",
+        f"--base={spec.base}",
+        "--state=open",
+        "--limit=100",
+        "--json=number,headRefName",
+    ]
+    out = _run(gh, listing)
+    try:
+        listed = [(int(item["number"]), str(item["headRefName"])) for item in json.loads(out or "[]")]
+    except (ValueError, TypeError, KeyError):
+        raise GhFailed(f"gh pr list answered what is not its JSON: {out.strip()[:200]}", listing) from None
+    closed = []
+    for number, head in listed:
+        if head.startswith(prefix) and head != spec.head:
+            comment = f"Superseded by {link} (forkctl sync: the consumers' upstream moved on)."
+            _run(gh, ["gh", "pr", "close", str(number), f"--repo={spec.repo}", f"--comment={comment}"])
+            closed.append(number)
+    return closed
+
+
+class IssueSpec(msgspec.Struct, frozen=True):
+    """One issue kept in place: found again among the open issues of `repo` by `marker` in its body."""
+
+    repo: str
+    title: str
+    body_file: Path
+    marker: str
+
+    def __post_init__(self) -> None:
+        if not REPO_RE.match(self.repo):
+            raise BadInput(f"{self.repo!r} is not a GitHub OWNER/NAME", hint="fix fork.repo in the manifest")
+
+
+def issue_create_command(spec: IssueSpec) -> list[str]:
+    return [
+        "gh",
+        "issue",
+        "create",
+        f"--repo={spec.repo}",
+        f"--title={spec.title}",
+        f"--body-file={spec.body_file}",
+    ]
+
+
+def keep_issue(spec: IssueSpec, gh: str, create: bool = True) -> Opened:
+    """Update the open issue whose body holds `spec.marker` (unless its body is already the new one),
+    or create it when `create`; `absent` when there is none and none is to be made."""
+    listing = [
+        "gh",
+        "issue",
+        "list",
+        f"--repo={spec.repo}",
+        "--state=open",
+        f"--search={spec.title} in:title",
+        "--limit=100",
+        "--json=number,url,body",
+    ]
+    found = _first_with_body(_run(gh, listing), listing, spec.marker)
+    if found is None:
+        if not create:
+            return Opened("absent", listing)
+        command = issue_create_command(spec)
+        url = next((line.strip() for line in _run(gh, command).splitlines() if line.startswith("http")), None)
+        number = int(url.rsplit("/", 1)[-1]) if url and url.rsplit("/", 1)[-1].isdigit() else None
+        return Opened("created", command, url=url, number=number)
+    number, url, body = found
+    edit = ["gh", "issue", "edit", str(number), f"--repo={spec.repo}", f"--body-file={spec.body_file}"]
+    if _same_body(body, spec.body_file):
+        return Opened("unchanged", edit, url=url, number=number)
+    _run(gh, edit)
+    return Opened("updated", edit, url=url, number=number)
+
+
+def _same_body(body: str, body_file: Path) -> bool:
+    """GitHub keeps a body as sent, but may end its lines with CRLF: compare without either."""
+    new = body_file.read_text()
+    return body.replace("\r\n", "\n").strip() == new.replace("\r\n", "\n").strip()
+
+
+def _first_with_body(out: str, command: list[str], marker: str | None) -> tuple[int, str, str] | None:
+    """(number, url, body) of the first listed item (holding `marker` in its body, when given)."""
+    try:
+        for item in json.loads(out or "[]"):
+            body = str(item.get("body") or "")
+            if marker is None or marker in body:
+                return int(item["number"]), str(item["url"]), body
+        return None
+    except (ValueError, TypeError, KeyError, AttributeError):
+        raise GhFailed(f"gh answered what is not its JSON: {out.strip()[:200]}", command) from None
 
 
 def _parse_list(out: str, command: list[str]) -> tuple[int, str] | None:

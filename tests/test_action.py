@@ -30,7 +30,9 @@ from tests.gitrepos import git
 ROOT = Path(__file__).resolve().parent.parent
 ACTION = yaml.safe_load((ROOT / "action.yml").read_text())
 STEPS = ACTION["runs"]["steps"]
-EXAMPLES = sorted((ROOT / "examples").glob("*.yml"))
+ALL_EXAMPLES = sorted((ROOT / "examples").glob("*.yml"))
+EXAMPLES = sorted((ROOT / "examples").glob("*-check-pins.yml"))  # the consumers' check-pins workflows
+SYNC_EXAMPLE = ROOT / "examples" / "fork-sync.yml"
 BIN = Path(sys.executable).parent
 EXPRESSION = re.compile(r"\$\{\{\s*(.*?)\s*\}\}")
 
@@ -75,7 +77,8 @@ def test_action_metadata_has_the_inputs_and_pinned_steps() -> None:
     assert ACTION["runs"]["using"] == "composite"
     inputs = ACTION["inputs"]
     assert inputs["manifest"]["required"] is True
-    assert {k: inputs[k]["default"] for k in ("args", "python-version", "cache")} == {
+    assert {k: inputs[k]["default"] for k in ("command", "args", "python-version", "cache")} == {
+        "command": "check-pins",
         "args": "--github",
         "python-version": "3.12",
         "cache": "true",
@@ -98,7 +101,7 @@ def test_run_scripts_take_inputs_only_through_env() -> None:
         for value in step.get("env", {}).values()
         for m in EXPRESSION.finditer(value)
     }
-    assert {"inputs.manifest", "inputs.args"} <= env_inputs
+    assert {"inputs.manifest", "inputs.args", "inputs.command"} <= env_inputs
 
 
 def test_uv_in_the_action_is_the_version_bootstrap_pins() -> None:
@@ -110,8 +113,8 @@ def test_uv_in_the_action_is_the_version_bootstrap_pins() -> None:
 
 
 def test_actionlint_passes_on_the_examples_and_the_action_steps(tmp_path: Path) -> None:
-    assert len(EXAMPLES) == 2
-    result = _lint(*EXAMPLES, _action_as_workflow(tmp_path))
+    assert len(EXAMPLES) == 2 and SYNC_EXAMPLE in ALL_EXAMPLES and len(ALL_EXAMPLES) == 3
+    result = _lint(*ALL_EXAMPLES, _action_as_workflow(tmp_path))
     assert result.returncode == 0, result.stdout + result.stderr
 
 
@@ -383,3 +386,48 @@ def test_a_forkctl_package_in_the_workspace_is_not_run(tmp_path: Path) -> None:
     assert not marker.exists()
     assert result.returncode == 0, result.stdout + result.stderr
     assert "check-pins: OK" in result.stdout
+
+
+# --- the sync workflow and the action's sync command -------------------------------------------------
+
+
+def test_the_sync_example_runs_on_a_schedule_and_on_demand_with_its_permissions_written_down() -> None:
+    text = SYNC_EXAMPLE.read_text()
+    workflow = yaml.safe_load(text)
+    triggers = workflow[True]  # PyYAML reads the key `on` as True
+    assert triggers["schedule"][0]["cron"] and "workflow_dispatch" in triggers
+    assert workflow["permissions"] == {"contents": "read"}  # this repository is only read
+    job = workflow["jobs"]["sync"]
+    assert job["env"]["GH_TOKEN"] == "${{ secrets.FORK_SYNC_TOKEN }}"
+    for permission in ("Contents: read and write", "Pull requests: read and write", "Issues: read and write"):
+        assert permission in text  # what the fork token needs, written down
+    action = next(s for s in job["steps"] if s.get("uses") == "./")  # this repository's action.yml
+    assert action["with"]["command"] == "sync" and action["with"]["manifest"] == "manifest.yaml"
+    for step in job["steps"]:
+        if "run" in step:
+            assert "${{" not in step["run"], step.get("name")
+
+
+def test_the_sync_examples_scripts_pass_shellcheck(tmp_path: Path) -> None:
+    steps = yaml.safe_load(SYNC_EXAMPLE.read_text())["jobs"]["sync"]["steps"]
+    for step in (s for s in steps if "run" in s):
+        script = tmp_path / "step.sh"
+        script.write_text("#!/usr/bin/env bash\nset -eo pipefail\n" + step["run"])
+        result = subprocess.run(
+            [_tool("shellcheck"), "-s", "bash", str(script)], capture_output=True, text=True
+        )
+        assert result.returncode == 0, f"{step['name']}:\n{result.stdout}"
+
+
+def test_the_action_runs_sync_and_no_other_command(tmp_path: Path) -> None:
+    chain = make_chain(tmp_path)
+    inputs = {"manifest": str(chain.manifest), "command": "sync", "args": "--dry-run --json"}
+    result = _run_action(chain.toolkit, inputs, tmp_path)
+    assert result.returncode == 0, result.stderr
+    plan = json.loads(result.stdout)
+    assert plan["command"] == "sync" and plan["target"] == chain.base and plan["dry_run"] is True
+    marker = tmp_path / "PWNED"
+    for command in ("lint", f"sync; touch {marker}"):
+        result = _run_action(chain.toolkit, {**inputs, "command": command}, tmp_path)
+        assert result.returncode == 2 and "must be check-pins or sync" in result.stderr
+    assert not marker.exists()

@@ -28,7 +28,7 @@ from forkctl.git import GitRepo, Identity, changed_paths_between, remote
 from forkctl.git import store as gitstore
 from forkctl.git.merge import SYNTHETIC_EMAIL, SYNTHETIC_NAME
 from forkctl.manifest import Manifest
-from forkctl.series import Series
+from forkctl.series import Patch, Series
 
 # What a plan does: push nothing (up-to-date, already-published, already-synced), push R (create,
 # fast-forward), push a merge of R onto the tip (merge; sync: to a new sync branch, in rebuild mode),
@@ -87,10 +87,19 @@ def land_command(url: str, sync: str, branch: str) -> str:
 
 
 def plan_publish(
-    manifest: Manifest, fork: ForkContext, branch: str, url: str, progress: Progress
+    manifest: Manifest,
+    fork: ForkContext,
+    branch: str,
+    url: str,
+    progress: Progress,
+    sync: bool = False,
+    ported_from: list[Patch] | None = None,
 ) -> PublishPlan:
     """Read the branch at `url` and decide what publishing R takes; the merge commit, if one is needed,
-    is made (objects only, in `fork.store`), nothing is pushed."""
+    is made (objects only, in `fork.store`), nothing is pushed. `sync` (forkctl sync): whatever
+    fork.publish says, what lands R goes to the sync branch, for a pull request; `branch` never moves.
+    `ported_from`: the series R was ported from (sync), whose commits on the tip are the series' too
+    (one absorbed upstream is in no patch of R, and is not the tip's own change)."""
     mode = manifest.fork.publish
     digest = Series(base=fork.base, patches=fork.patches).digest
     own = fork.owned or own_files(manifest, fork.base)
@@ -106,6 +115,11 @@ def plan_publish(
     tip = refs.get(f"refs/heads/{branch}")
     plan = PublishPlan(mode, url, branch, fork.head, fork.base, digest, tip, "create", fork.head, branch, tip)
     if tip is None:
+        if sync:
+            raise BadInput(
+                f"{branch} does not exist at {url}: a sync pull request needs the branch it goes into",
+                hint="publish the fork head first: forkctl publish",
+            )
         return plan
     if tip == fork.head:
         plan.action, plan.new = "up-to-date", None
@@ -122,21 +136,30 @@ def plan_publish(
         return plan
     if store.is_ancestor(tip, fork.head):
         plan.action = "fast-forward"
-        return plan
+        return _to_sync_branch(plan, store, refs, fork.head) if sync else plan
     progress(f"checking that {branch} holds nothing beside the series and the fork's own files")
-    plan.foreign = foreign_changes(store, tip, fork.head, upstream or fork.base, fork.patches, own)
+    series = [*fork.patches, *(ported_from or [])]
+    plan.foreign = foreign_changes(store, tip, fork.head, upstream or fork.base, series, own)
     if plan.foreign:
         plan.action, plan.new = "foreign", None
         return plan
     plan.new, plan.carried = _merge_commit(store, tip, manifest, fork, branch, digest)
     plan.action = "merge"
-    if mode == "rebuild":  # never a non-fast-forward of the branch: a sync branch a person lands
-        plan.target = sync_branch(store, fork.base)
-        plan.target_before = refs.get(f"refs/heads/{plan.target}")
-        plan.land = land_command(url, plan.target, branch)
-        plan.action = {None: "sync", plan.new: "already-synced"}.get(plan.target_before, "sync-taken")
-        if plan.action == "sync-taken":
-            plan.new = None
+    if mode == "rebuild" or sync:  # never a non-fast-forward of the branch: a sync branch a person lands
+        return _to_sync_branch(plan, store, refs, plan.new)
+    return plan
+
+
+def _to_sync_branch(plan: PublishPlan, store: GitRepo, refs: dict[str, str], new: str) -> PublishPlan:
+    """The plan with `new` going to the base's sync branch instead of the branch itself: pushed when the
+    sync branch is new, nothing to do when it already holds `new`, refused when it holds another."""
+    plan.new = new
+    plan.target = sync_branch(store, plan.base)
+    plan.target_before = refs.get(f"refs/heads/{plan.target}")
+    plan.land = land_command(plan.url, plan.target, plan.branch)
+    plan.action = {None: "sync", new: "already-synced"}.get(plan.target_before, "sync-taken")
+    if plan.action == "sync-taken":
+        plan.new = None
     return plan
 
 

@@ -24,6 +24,7 @@ SUMMARIES: dict[str, str] = {
     "check-pins": "Check the nested pin chain: fork base, fork head and every consumer's gitlink.",
     "publish": "Push the fork head to the fork's branch: a fast-forward, or a merge (publish: merge).",
     "bump-bridge": "Pin the fork head in the Bridge, and with --through the Bridge in NeMo-RL.",
+    "sync": "Port the series onto what the consumers' upstream pins; open the sync PR or the dashboard.",
     "describe": "Print the pull-request body (Markdown) for moving the chain to the fork head.",
     "fork-base": "Check .fork-base.json in the fork against the manifest; --write updates it.",
     "demo": "Run the whole flow offline on a chain built from the installed megatron-core.",

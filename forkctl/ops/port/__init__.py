@@ -30,15 +30,17 @@ branch last); `preview` judges the series on a target moving nothing (`status --
 from __future__ import annotations
 
 from forkctl.ops.port.judge import resolve_endpoints, upstream_hint
-from forkctl.ops.port.preview import FirstBreak, PreviewEntry, first_break, preview
+from forkctl.ops.port.preview import FirstBreak, ObjectPort, PreviewEntry, first_break, port_objects, preview
 from forkctl.ops.port.run import PortOutcome, abort, resume, skip, start
 
 __all__ = [
     "FirstBreak",
+    "ObjectPort",
     "PortOutcome",
     "PreviewEntry",
     "abort",
     "first_break",
+    "port_objects",
     "preview",
     "resolve_endpoints",
     "resume",

@@ -1,4 +1,4 @@
-"""What a port onto a target would do, moving nothing (`status --onto`): each patch's verdict, and by
+"""What a port onto a target would do, moving nothing (`status --onto`, `sync`): each patch's verdict, and by
 bisection the upstream commit on which a patch first stops porting.
 """
 
@@ -8,7 +8,7 @@ import msgspec
 
 from forkctl import git
 from forkctl.git import GitRepo
-from forkctl.ops import replay
+from forkctl.ops import export, replay
 from forkctl.ops.port.judge import Judge, Verdict, old_series
 from forkctl.series import Patch, Series
 
@@ -31,11 +31,45 @@ def preview(
     """Judge every patch (or the first `upto` + 1) on `target` as port would. Objects only: no ref, file or
     manifest moves. A conflicting patch is left out of the head the later patches are judged on.
     `old_commits`: apply(old base, series), when the caller already has it."""
+    return _walk(repo, series, old_base, target, upto, old_commits, port_messages=False)[0]
+
+
+class ObjectPort(msgspec.Struct, frozen=True):
+    """A port onto a target made on objects only (`forkctl sync`): each patch's verdict, and the commits
+    `forkctl port --onto` would make (absorbed patches left out), head last; `commits` is empty when a
+    patch conflicts (there is no ported head to show then)."""
+
+    entries: list[PreviewEntry]
+    commits: list[str]
+
+    @property
+    def conflicts(self) -> list[PreviewEntry]:
+        return [entry for entry in self.entries if entry.verdict.kind == "conflict"]
+
+
+def port_objects(repo: GitRepo, series: Series, old_base: str, target: str) -> ObjectPort:
+    """Port the series onto `target` as `forkctl port --onto` does (the same merges, the same messages
+    with one provenance line), writing commit objects and moving nothing."""
+    entries, commits = _walk(repo, series, old_base, target, None, None, port_messages=True)
+    clean = all(entry.verdict.kind != "conflict" for entry in entries)
+    return ObjectPort(entries=entries, commits=commits if clean else [])
+
+
+def _walk(
+    repo: GitRepo,
+    series: Series,
+    old_base: str,
+    target: str,
+    upto: int | None,
+    old_commits: list[str | None] | None,
+    port_messages: bool,
+) -> tuple[list[PreviewEntry], list[str]]:
     if old_commits is None:
         old_commits, _ = old_series(repo, old_base, series)
     judge = Judge(repo, old_base, target, old_commits)
     head, head_tree = target, repo.commit_info(target).tree
     entries: list[PreviewEntry] = []
+    made: list[str] = []
     last = len(series.patches) if upto is None else upto + 1
     judge.know_provenance(series.patches[:last])
     commits = replay.Commits(repo)
@@ -46,10 +80,15 @@ def preview(
             with repo.private_index(head_tree) as index:
                 plain = git.index_apply_check(index, patch.diff)
             assert verdict.tree is not None
-            head, head_tree = commits.make(head, verdict.tree, patch), verdict.tree
+            # port's message: the patch's, with its one provenance line (ops/port/run.py)
+            message = (
+                export.with_one_provenance(patch.message, old_commits[position]) if port_messages else None
+            )
+            head, head_tree = commits.make(head, verdict.tree, patch, message), verdict.tree
+            made.append(head)
         entries.append(PreviewEntry(position=position, patch=patch, verdict=verdict, plain=plain))
     commits.flush()
-    return entries
+    return entries, made
 
 
 class FirstBreak(msgspec.Struct, frozen=True):

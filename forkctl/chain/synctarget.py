@@ -1,0 +1,134 @@
+"""Which upstream commit `forkctl sync` ports the series onto, and the rule that chose it.
+
+By default the fork follows its nearest consumer's own upstream: the commit that upstream's default
+branch (the branch its `HEAD` names, e.g. NVIDIA-NeMo/Megatron-Bridge `main`) pins at the consumer's
+gitlink path, read from the tree of that branch's tip (objects only: no checkout, no submodule). It is
+a target only when it descends from the manifest base: a pin at or behind the base asks nothing of the
+fork, and one beside it (not an ancestor either way) is a finding, never guessed into a target.
+`--onto upstream` takes upstream's branch tip; `--onto SHA` a given commit.
+"""
+
+from __future__ import annotations
+
+import msgspec
+
+from forkctl.chain.forkhead import ForkContext
+from forkctl.chain.model import Progress
+from forkctl.errors import BadInput
+from forkctl.git import remote
+from forkctl.git import store as gitstore
+from forkctl.manifest import Manifest
+from forkctl.manifest.schema import FULL_SHA_RE, SHA_RE
+
+RULE_CONSUMER = "consumer-upstream"
+RULE_TIP = "upstream-tip"
+RULE_GIVEN = "given"
+
+
+class SyncTarget(msgspec.Struct, frozen=True):
+    """The commit to port onto (`commit`), the rule that chose it and the sentence that says so."""
+
+    commit: str
+    rule: str  # RULE_CONSUMER | RULE_TIP | RULE_GIVEN
+    because: str
+    relation: str = "ahead"  # the target against the base: ahead | base | behind | diverged
+    consumer: str | None = None  # the consumer whose upstream was read (RULE_CONSUMER)
+    consumer_upstream: str | None = None  # its upstream's OWNER/NAME
+    consumer_branch: str | None = None  # that upstream's default branch
+    consumer_commit: str | None = None  # the branch tip whose gitlink was read
+    ahead: int = 0  # upstream commits base..target
+
+
+def choose_target(manifest: Manifest, fork: ForkContext, onto: str | None, progress: Progress) -> SyncTarget:
+    """The sync target for `--onto` (None: the consumer rule), its history in `fork.store`."""
+    if onto is None:
+        return _relate(manifest, fork, _consumer_pin(manifest, fork, progress))
+    if onto == "upstream":
+        tip = fork.upstream_tip(manifest.upstream.branch)
+        if tip is None:
+            raise BadInput(
+                f"{manifest.upstream.url} has no branch {manifest.upstream.branch}",
+                hint="fix upstream.branch in the manifest, or pass --onto SHA",
+            )
+        because = f"--onto upstream: the tip of {manifest.upstream.repo} {manifest.upstream.branch}"
+        return _relate(manifest, fork, SyncTarget(tip, RULE_TIP, because))
+    if not SHA_RE.match(onto):
+        raise BadInput(
+            f"--onto {onto!r} is neither `upstream` nor a commit SHA",
+            hint="pass --onto upstream, or 7 to 40 lowercase hex digits of an upstream commit",
+        )
+    commit = _upstream_commit(manifest, fork, onto)
+    return _relate(manifest, fork, SyncTarget(commit, RULE_GIVEN, f"--onto {onto}: the commit given"))
+
+
+def _upstream_commit(manifest: Manifest, fork: ForkContext, sha: str) -> str:
+    """The full SHA of upstream commit `sha`, with upstream's history fetched first."""
+    fork.upstream_tip(manifest.upstream.branch)
+    found = fork.store.resolve_commit(sha)
+    why = ""
+    if found is None and FULL_SHA_RE.match(sha):
+        why = gitstore.fetch_sha_why(fork.store, fork.upstream_url, sha, depth=None) or ""
+        found = None if why else fork.store.resolve_commit(sha)
+    if found is None:
+        raise BadInput(
+            f"{sha} is not a commit of {manifest.upstream.repo} ({fork.upstream_url})"
+            + (f": {why}" if why else ""),
+            hint="give a full SHA of an upstream commit, or --onto upstream",
+        )
+    return found
+
+
+def _consumer_pin(manifest: Manifest, fork: ForkContext, progress: Progress) -> SyncTarget:
+    """What the nearest consumer's own upstream pins on its default branch, at the consumer's gitlink."""
+    if not manifest.consumers:
+        raise BadInput(
+            "the manifest lists no consumers", hint="add consumers: to manifest.yaml, or pass --onto"
+        )
+    consumer = manifest.consumers[0]
+    url = consumer.upstream_url
+    if not url:
+        raise BadInput(
+            f"consumer {consumer.name} has no upstream_url: there is no upstream whose pin to follow",
+            hint=f"set consumers[0].upstream_url (e.g. the URL of {consumer.upstream}), or pass --onto",
+        )
+    progress(f"reading what {consumer.upstream} pins at {consumer.gitlink}")
+    branch = remote.default_branch(url) or "main"
+    tip = remote.ls_remote(url).get(f"refs/heads/{branch}")
+    if tip is None:
+        raise BadInput(f"{url} has no branch {branch}", hint="check consumers[0].upstream_url")
+    store = gitstore.cache_repo_for(url)
+    why = gitstore.fetch_sha_why(store, url, tip)
+    if why is not None:
+        raise BadInput(f"cannot read {consumer.upstream} {branch} ({tip[:12]}) from {url}: {why}")
+    entry = store.tree_entries(tip, [consumer.gitlink]).get(consumer.gitlink)
+    if entry is None or entry.kind != "commit":
+        raise BadInput(
+            f"{consumer.upstream} {branch} ({tip[:12]}) has no gitlink at {consumer.gitlink}",
+            hint="fix consumers[0].gitlink, or pass --onto",
+        )
+    because = f"what {consumer.upstream}'s default branch {branch} ({tip[:12]}) pins at {consumer.gitlink}"
+    pin = _upstream_commit(manifest, fork, entry.sha)
+    return SyncTarget(
+        pin,
+        RULE_CONSUMER,
+        because,
+        consumer=consumer.name,
+        consumer_upstream=consumer.upstream,
+        consumer_branch=branch,
+        consumer_commit=tip,
+    )
+
+
+def _relate(manifest: Manifest, fork: ForkContext, target: SyncTarget) -> SyncTarget:
+    """The target with its relation to the base and the number of upstream commits it adds."""
+    store, base = fork.store, fork.base
+    if target.commit == base:
+        relation = "base"
+    elif store.is_ancestor(base, target.commit):
+        relation = "ahead"
+    elif store.is_ancestor(target.commit, base):
+        relation = "behind"
+    else:
+        relation = "diverged"
+    ahead = store.count(f"{base}..{target.commit}") if relation == "ahead" else 0
+    return msgspec.structs.replace(target, relation=relation, ahead=ahead)
