@@ -2,7 +2,7 @@
 # Install what tests/test_mermaid_render.py renders forkctl's Mermaid diagrams with: Debian's chromium
 # (apt) and mermaid-cli (npm, pinned) under .tools/mermaid, pointed at that system browser (puppeteer is
 # told to download no browser of its own). Safe to run again: it does nothing when both are in place.
-# Not part of `make setup`: it adds a browser (~0.3 GiB) and node modules (~0.5 GiB) to a machine.
+# `make test` runs it (CI renders every diagram); it adds a browser (~0.3 GiB) and node modules (~0.5 GiB).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -16,6 +16,15 @@ if ! command -v chromium >/dev/null 2>&1; then
     fi
     apt-get update -qq
     DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends chromium >/dev/null
+fi
+
+if ! command -v npm >/dev/null 2>&1; then
+    if [ "$(id -u)" != 0 ]; then
+        echo "mermaid-setup: error: npm is missing; install it as root: apt-get install npm" >&2
+        exit 1
+    fi
+    apt-get update -qq
+    DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends npm >/dev/null
 fi
 
 installed="$prefix/node_modules/@mermaid-js/mermaid-cli/package.json"
