@@ -134,18 +134,13 @@ class Judge:
         evidence each verdict carries."""
         head_tree = head_tree or self.repo.commit_info(head).tree
         old, parent = self.old_commits[position], self.parent_of(position, self.old_base)
-        if old is not None and parent is not None:
-            # The old commits were built by forkctl: committer date = the patch's date.
-            merged = cherry_pick(
-                self.repo, old, parent, head, onto_tree=head_tree, date=patch.date.isoformat()
-            )
-        else:
-            merged = _apply_3way(self.repo, patch, head_tree)
+        merged = merge_patch(self.repo, self.old_base, self.old_commits, position, patch, head, head_tree)
         named = self.named_upstream(position, patch)
-        if merged.clean and merged.tree == head_tree:
+        kind = fate(merged, head_tree)
+        if kind == "absorbed":
             rule, commit = named or ("empty", git.last_commit_touching(self.repo, self._range, patch.paths))
             return Verdict("absorbed", rule, commit)
-        if merged.clean:
+        if kind == "applied":
             return self._applied(merged, head_tree, old, parent, patch, named)
         if named is None:
             # Only a hint for the person resolving: upstream may hold the change in another shape.
@@ -181,6 +176,33 @@ class Judge:
                 detail["upstream_commit"], detail["named_by"] = named[1], named[0]
             return Verdict("applied", "partial", tree=merged.tree, merged=merged, detail=detail)
         return Verdict("applied", "clean", tree=merged.tree, merged=merged)
+
+
+def merge_patch(
+    repo: GitRepo,
+    old_base: str,
+    old_commits: list[str | None],
+    position: int,
+    patch: Patch,
+    head: str,
+    head_tree: str,
+) -> MergeResult:
+    """The patch's 3-way result on commit `head` (tree `head_tree`), as `git rebase` would merge it:
+    its old commit (apply(old base, series)) cherry-picked, else `git apply --3way`. Its fate (`fate`)
+    depends on this alone; hashes and provenance only name an upstream commit."""
+    old = old_commits[position]
+    parent = (old_commits[position - 1] if position > 0 else old_base) if old is not None else None
+    if old is not None and parent is not None:
+        # The old commits were built by forkctl: committer date = the patch's date.
+        return cherry_pick(repo, old, parent, head, onto_tree=head_tree, date=patch.date.isoformat())
+    return _apply_3way(repo, patch, head_tree)
+
+
+def fate(merged: MergeResult, head_tree: str) -> str:
+    """ "absorbed" (clean and changing nothing), "applied" (clean) or "conflict": a Verdict's kind."""
+    if not merged.clean:
+        return "conflict"
+    return "absorbed" if merged.tree == head_tree else "applied"
 
 
 def _apply_3way(repo: GitRepo, patch: Patch, head_tree: str) -> MergeResult:
