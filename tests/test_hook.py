@@ -262,3 +262,29 @@ def test_the_readme_hook_in_a_nemo_clone_judges_the_pushed_commit(tmp_path: Path
     refused = _push(workspace, tmp_path, f"{failing}:refs/heads/farai/main")
     assert refused.returncode != 0 and "Failed" in refused.stdout, refused.stdout + refused.stderr
     assert git(chain.nemo, "rev-parse", "refs/heads/farai/main") == passing
+
+
+@pytest.mark.slow
+@needs_wheelhouse
+def test_try_repo_in_a_nemo_clone_judges_the_commit_pushed(tmp_path: Path) -> None:
+    """`pre-commit try-repo` at the pre-push stage with the refs a push gives (`--from-ref`, `--to-ref`),
+    in a NeMo-RL clone while the Bridge's farai/main is broken: the pushed commit's own pins decide,
+    whatever HEAD is (here the failing one, for both pushes)."""
+    chain = make_fixed_chain(tmp_path)
+    plain_pin = chain.bridge_work.head("HEAD~1")  # a Bridge commit pinning plain upstream
+    good = chain.bridge_work.head()
+    chain.pin_bridge(chain.base)
+    workspace = tmp_path / "nemo-clone"
+    git(tmp_path, "clone", "-q", "--depth", "1", "--branch", "farai/main", url(chain.nemo), str(workspace))
+    published = git(workspace, "rev-parse", "HEAD")
+    (workspace / "3rdparty" / "README.md").write_text("the submodules this repository pins\n")
+    git(workspace, "add", "3rdparty/README.md")
+    passing = _pin(workspace, good, "3rdparty: a README")  # the same good pin, a file under 3rdparty/
+    failing = _pin(workspace, plain_pin, "pin a Bridge commit that pins plain upstream")
+    hook = ("try-repo", str(ROOT), "forkctl-check-pins", "--hook-stage", "pre-push")
+    env = {"FORKCTL_MANIFEST": str(chain.manifest)}
+    ok = _pre_commit(workspace, tmp_path, *hook, "--from-ref", published, "--to-ref", passing, env=env)
+    assert ok.returncode == 0 and "Passed" in ok.stdout, ok.stdout + ok.stderr
+    bad = _pre_commit(workspace, tmp_path, *hook, "--from-ref", passing, "--to-ref", failing, env=env)
+    assert bad.returncode == 1 and "Failed" in bad.stdout, bad.stdout + bad.stderr
+    assert plain_pin[:12] in bad.stdout and "under test" in bad.stdout
