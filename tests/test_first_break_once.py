@@ -14,6 +14,8 @@ from pathlib import Path
 
 import pytest
 
+from tests.chain import url
+from tests.gitrepos import git
 from tests.gitshim import make_git_shim
 from tests.seriesrepo import clone, make_series, run_json
 
@@ -83,3 +85,32 @@ def test_first_break_merges_each_patch_once_per_commit_and_computes_no_more_patc
     # The patch-ids of base..target are asked once, for the verdicts' evidence, as without --first-break.
     assert shim.calls().count("patch-id") == patch_ids_without
     assert len([c for c in shim.calls() if re.fullmatch("log|rev-list", c)]) <= 12, shim.calls()
+
+
+def test_status_onto_diffs_only_the_upstream_commits_that_touch_the_series(tmp_path: Path) -> None:
+    """In a partial clone whose server is gone (as the real snapshots lack their 4 MiB+ blobs), an
+    upstream commit that touches none of the series' files is never diffed: its blobs are not needed
+    for a patch-id that cannot match, so `status --onto` gives its verdicts instead of failing."""
+    setup = make_series(
+        tmp_path,
+        changes=[("feat: other", {"megatron/core/other.py": "X = 5\n"})],
+        extra_upstream_files={"megatron/core/other.py": "X = 1\n"},
+    )
+    upstream = setup.upstream
+    upstream.commit("upstream: an asset", {"docs/asset.txt": "".join(f"row {n}\n" for n in range(4000))})
+    culprit = upstream.commit("upstream: rewrite other.py", {"megatron/core/other.py": "X = 9\n"})
+    target = upstream.commit("upstream: unrelated", {"megatron/core/u.py": "U = 1\n"})
+    upstream.git("config", "uploadpack.allowFilter", "true")
+    fork = tmp_path / "partial.git"
+    git(tmp_path, "clone", "-q", "--bare", "--filter=blob:limit=4k", url(upstream.path), str(fork))
+    code, data = run_json(setup, "apply", "--base", setup.base, "--repo", str(fork))
+    assert code == 0, data
+    git(fork, "config", "remote.origin.url", str(tmp_path / "gone.git"))  # the server is gone
+    asset = git(fork, "rev-parse", f"{culprit}~1:docs/asset.txt")
+    missing = git(fork, "rev-list", "--objects", "--missing=print", target).split()
+    assert f"?{asset}" in missing  # the asset's blob is not in the clone
+
+    code, data = run_json(setup, "status", "--onto", target, "--repo", str(fork), "--first-break")
+    assert code == 1, data
+    assert [p["result"] for p in data["patches"]] == ["conflicts"]
+    assert data["patches"][0]["first_break"]["commit"] == culprit

@@ -37,7 +37,7 @@ def preview(
     head, head_tree = target, repo.commit_info(target).tree
     entries: list[PreviewEntry] = []
     last = len(series.patches) if upto is None else upto + 1
-    judge.know_provenance(series.patches[:last])
+    judge.know_series(series.patches[:last])
     commits = replay.Commits(repo)
     for position, patch in enumerate(series.patches[:last]):
         verdict = judge.judge(position, patch, head, head_tree)
