@@ -4,7 +4,8 @@ Bisecting base..target for each conflicting patch asks, on each candidate commit
 to that patch still ports. That answer is the series' merges on the candidate: the patch-ids of
 base..candidate (evidence for a verdict, never the verdict) are not needed for it, and a candidate that
 one patch's bisection already merged is not merged again for the next patch. Counted on a real run
-through a `git` on PATH that records every process (tests/gitshim.py); nothing is timed.
+through a `git` on PATH that records every process (tests/gitshim.py); nothing is timed. And the
+patch-ids that name upstream commits are computed only for the commits touching the series' files.
 """
 
 from __future__ import annotations
