@@ -178,6 +178,13 @@ def test_the_default_start_outside_a_consumer_checks_the_branches_and_says_why(
     assert code == 0, data["problems"]
     assert data["in_consumer"] == "megatron-bridge"
     assert [link["consumer"] for link in data["links"]] == ["megatron-bridge"]
+    both.git("rm", "-q", "--cached", NEMO_GITLINK)
+    both.git("config", "-f", ".gitmodules", "--remove-section", f"submodule.{NEMO_GITLINK}")
+    commit_index(both, "only the Bridge's gitlink")
+    code, text = run(chain)  # one gitlink, no remote: recognised by it
+    assert (
+        code == 0 and "consumer megatron-bridge (recognised by its gitlink 3rdparty/Megatron-LM)" in text
+    ), text
     for extra in (["--consumer", str(both.path)], ["--under-test", "HERE"], ["--as", "nemo-rl"]):
         code, text = run(chain, "--branches", *extra)
         assert code == 2 and "--branches" in text, text

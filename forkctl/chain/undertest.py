@@ -114,7 +114,7 @@ def consumer_here(manifest: Manifest, cwd: Path, as_name: str | None, pushed: st
             hint="name it with --as NAME (one of: " + ", ".join(names) + "), or check every consumer's "
             "branch with --branches",
         )
-    index = candidates.pop()
+    (index,) = candidates
     how = [
         *([f"its gitlink {manifest.consumers[index].gitlink}"] if index in by_gitlink else []),
         *(["a remote naming its URL"] if index in by_url else []),
