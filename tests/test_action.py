@@ -24,7 +24,7 @@ from pathlib import Path
 import pytest
 import yaml
 
-from tests.chain import Chain, make_chain, make_fixed_chain, url
+from tests.chain import NEMO_GITLINK, Chain, make_chain, make_fixed_chain, url
 from tests.gitrepos import git
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -315,6 +315,38 @@ def test_the_examples_args_judge_the_commit_under_test(tmp_path: Path, fixed: bo
     plain = _plain_cli(workspace, chain.manifest, args.split(), tmp_path)
     assert result.returncode == plain.returncode == expected, result.stdout + result.stderr
     assert result.stdout == plain.stdout and "under test" in result.stdout + result.stderr
+
+
+def _readme_workflow_args() -> str:
+    """The `args` the README's consumer workflow passes to the action."""
+    blocks = re.findall(r"^```yaml\n(.*?)^```", (ROOT / "README.md").read_text(), re.S | re.M)
+    (block,) = [b for b in blocks if b.startswith("# .github/workflows/check-pins.yml")]
+    steps = yaml.safe_load(block)["jobs"]["check-pins"]["steps"]
+    (action,) = [s for s in steps if s["uses"].startswith("AlignmentResearch/forkctl@")]
+    return action["with"]["args"]
+
+
+def test_in_a_nemo_checkout_the_action_judges_the_commit_under_test(tmp_path: Path) -> None:
+    """With its default args and with the README's, while the Bridge's farai/main is broken: the NeMo-RL
+    commit checked out passes on its own pins, and one pinning a failing Bridge commit fails."""
+    chain = make_fixed_chain(tmp_path)
+    plain_pin = chain.bridge_work.head("HEAD~1")  # a Bridge commit pinning plain upstream
+    chain.pin_bridge(chain.base)
+    workspace = tmp_path / "nemo-checkout"
+    git(tmp_path, "clone", "-q", "--depth", "1", "--branch", "farai/main", url(chain.nemo), str(workspace))
+    for args in ({}, {"args": _readme_workflow_args()}):
+        result = _run_action(workspace, {"manifest": str(chain.manifest), **args}, tmp_path)
+        assert result.returncode == 0, result.stdout + result.stderr
+        assert "branch farai/main" not in result.stdout and "under test" in result.stdout
+    git(workspace, "update-index", "--cacheinfo", f"160000,{plain_pin},{NEMO_GITLINK}")
+    git(workspace, "commit", "-q", "-m", "pin a Bridge commit that pins plain upstream")
+    result = _run_action(workspace, {"manifest": str(chain.manifest)}, tmp_path)
+    assert result.returncode == 1 and "::error ::nemo-rl@" in result.stdout, result.stdout
+    assert plain_pin[:12] in result.stdout
+    published = _run_action(
+        workspace, {"manifest": str(chain.manifest), "args": "--github --branches"}, tmp_path
+    )
+    assert published.returncode == 1 and "branch farai/main" in published.stdout
 
 
 # --- nothing from the environment or the workspace steers the action -------------------------------

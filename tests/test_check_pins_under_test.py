@@ -68,8 +68,14 @@ def test_a_nemo_commit_pinning_a_good_bridge_passes_though_the_bridge_branch_is_
     assert ("megatron-bridge", "branch farai/main", "MISMATCH") in roles(plain)
     monkeypatch.chdir(chain.nemo_work.path)
     code, detected = check(chain)
-    assert code == 1  # the default in a NeMo-RL checkout still checks the Bridge's branch head
-    assert ("megatron-bridge", "branch farai/main", "MISMATCH") in roles(detected)
+    assert code == 0, detected["problems"]  # in a NeMo-RL checkout the default judges its HEAD alone
+    assert detected["in_consumer"] == "nemo-rl" and detected["fork_branch"] == []
+    assert [(c, r, s) for c, r, s in roles(detected) if "branch" in r] == []
+    code, text = run(chain)
+    assert code == 0 and "in a checkout of consumer nemo-rl (recognised by its gitlink" in text, text
+    code, published = check(chain, "--branches")  # asked for: every consumer's branch, as before
+    assert code == 1 and "in_consumer" not in published
+    assert ("megatron-bridge", "branch farai/main", "MISMATCH") in roles(published)
 
     code, data = check(chain, "--under-test", str(chain.nemo_work.path))
     assert code == 0, data["problems"]
@@ -141,6 +147,47 @@ def test_which_consumer_ambiguous_or_none_exits_2_and_as_chooses(tmp_path: Path)
     assert code == 2 and "--under-test" in text
     code, text = run(chain, "--under-test", str(both.path), "--consumer", str(both.path))
     assert code == 2 and "give one" in text
+
+
+def test_the_default_start_outside_a_consumer_checks_the_branches_and_says_why(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    chain = make_fixed_chain(tmp_path)
+    stranger = init_repo(tmp_path / "stranger", {"README.md": "nothing to see\n"})
+    monkeypatch.chdir(stranger.path)
+    code, data = check(chain)
+    assert code == 0, data["problems"]
+    assert data["in_consumer"] is None
+    assert ("megatron-bridge", "branch farai/main", "OK") in roles(data)
+    assert ("nemo-rl", "branch farai/main", "OK") in roles(data)
+    code, text = run(chain)
+    assert code == 0 and "not in a consumer checkout (" in text, text
+    assert "is none of the manifest's consumers" in text
+
+    both = init_repo(tmp_path / "both", {"README.md": "both\n"})
+    both.write({".gitmodules": (chain.nemo_work.path / ".gitmodules").read_text()})
+    both.git("config", "-f", ".gitmodules", f"submodule.{BRIDGE_GITLINK}.path", BRIDGE_GITLINK)
+    both.git("config", "-f", ".gitmodules", f"submodule.{BRIDGE_GITLINK}.url", url(chain.fork))
+    both.git("update-index", "--add", "--cacheinfo", f"160000,{chain.head},{BRIDGE_GITLINK}")
+    both.git("update-index", "--add", "--cacheinfo", f"160000,{chain.bridge_work.head()},{NEMO_GITLINK}")
+    commit_index(both, "pins both")
+    monkeypatch.chdir(both.path)
+    code, text = run(chain)  # two consumers' gitlinks: no guess
+    assert code == 2 and "--as NAME" in text and "--branches" in text
+    code, data = check(chain, "--as", "megatron-bridge")
+    assert code == 0, data["problems"]
+    assert data["in_consumer"] == "megatron-bridge"
+    assert [link["consumer"] for link in data["links"]] == ["megatron-bridge"]
+    both.git("rm", "-q", "--cached", NEMO_GITLINK)
+    both.git("config", "-f", ".gitmodules", "--remove-section", f"submodule.{NEMO_GITLINK}")
+    commit_index(both, "only the Bridge's gitlink")
+    code, text = run(chain)  # one gitlink, no remote: recognised by it
+    assert (
+        code == 0 and "consumer megatron-bridge (recognised by its gitlink 3rdparty/Megatron-LM)" in text
+    ), text
+    for extra in (["--consumer", str(both.path)], ["--under-test", "HERE"], ["--as", "nemo-rl"]):
+        code, text = run(chain, "--branches", *extra)
+        assert code == 2 and "--branches" in text, text
 
 
 def test_gitmodules_findings_are_annotated_on_their_line(tmp_path: Path) -> None:

@@ -10,6 +10,7 @@ the consumer's config on 3.11 where this machine has it (each builds the hook's 
 from __future__ import annotations
 
 import os
+import re
 import subprocess
 import sys
 from pathlib import Path
@@ -19,7 +20,7 @@ import yaml
 from click.testing import CliRunner
 
 from forkctl.cli import cli, hoist_manifest
-from tests.chain import BRIDGE_GITLINK, Chain, make_chain, make_fixed_chain, url
+from tests.chain import BRIDGE_GITLINK, NEMO_GITLINK, Chain, commit_index, make_chain, make_fixed_chain, url
 from tests.gitrepos import git
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -183,3 +184,107 @@ def test_consumer_config_with_manifest_in_args_runs_only_when_pins_change(tmp_pa
         text=True,
     )
     assert reported.stdout.strip() == version
+
+
+def _readme_yaml(first_line: str) -> dict:
+    """The README's one ```yaml block that starts with `first_line`, parsed."""
+    blocks = re.findall(r"^```yaml\n(.*?)^```", (ROOT / "README.md").read_text(), re.S | re.M)
+    found = [block for block in blocks if block.startswith(first_line)]
+    assert len(found) == 1, f"the README has {len(found)} blocks starting {first_line!r}"
+    return yaml.safe_load(found[0])
+
+
+def _push(workspace: Path, tmp: Path, refspec: str) -> subprocess.CompletedProcess[str]:
+    """`git push origin REFSPEC` from the consumer clone: git runs the pre-push hook pre-commit installed."""
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("FORKCTL_", "PIP_", "PYTEST_", "GIT_"))}
+    env |= {
+        "PIP_NO_INDEX": "1",
+        "PIP_FIND_LINKS": str(WHEELHOUSE),
+        "PIP_CONFIG_FILE": os.devnull,
+        "PRE_COMMIT_HOME": str(tmp / "pre-commit-home"),
+        "FORKCTL_CACHE": str(tmp / "cache"),
+    }
+    return subprocess.run(
+        ["git", "push", "origin", refspec],
+        cwd=workspace,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=600,
+    )
+
+
+def _pin(workspace: Path, bridge_commit: str, message: str) -> str:
+    git(workspace, "update-index", "--cacheinfo", f"160000,{bridge_commit},{NEMO_GITLINK}")
+    git(workspace, "commit", "-q", "-m", message)
+    return git(workspace, "rev-parse", "HEAD")
+
+
+@pytest.mark.slow
+@needs_wheelhouse
+def test_the_readme_hook_in_a_nemo_clone_judges_the_pushed_commit(tmp_path: Path) -> None:
+    """The README's .pre-commit-config.yaml (its repo, rev and manifest made local), installed as a
+    pre-push hook in a NeMo-RL clone while the Bridge's farai/main is broken: a push whose own pins pass
+    goes through, one whose pins are wrong is refused, also when it is not the commit checked out."""
+    chain = make_fixed_chain(tmp_path)
+    bridge = chain.bridge_work
+    plain_pin = bridge.head("HEAD~1")  # a Bridge commit pinning plain upstream
+    good = commit_index(bridge, "bridge: notes", {"docs/notes.md": "a second good commit\n"})
+    bridge.git("push", "-q", "origin", "HEAD:refs/heads/farai/main")
+    chain.pin_bridge(chain.base)  # the Bridge's branch head now pins plain upstream: broken
+    workspace = tmp_path / "nemo-clone"
+    git(tmp_path, "clone", "-q", "--depth", "1", "--branch", "farai/main", url(chain.nemo), str(workspace))
+
+    config = _readme_yaml("# .pre-commit-config.yaml")
+    (entry,) = config["repos"]
+    (hook,) = entry["hooks"]
+    assert hook["id"] == "forkctl-check-pins" and hook["args"][0] == "--manifest", hook
+    hook_repo = _snapshot_of_this_checkout(tmp_path / "forkctl")
+    entry |= {"repo": url(hook_repo), "rev": git(hook_repo, "rev-parse", "HEAD")}
+    hook["args"][1] = str(chain.manifest)  # the README's remote spec, as a local manifest
+    (workspace / ".pre-commit-config.yaml").write_text(yaml.safe_dump(config))
+    git(workspace, "add", ".pre-commit-config.yaml")
+    git(workspace, "commit", "-q", "-m", "pre-commit: forkctl-check-pins")
+    installed = _pre_commit(workspace, tmp_path, "install", "--hook-type", "pre-push")
+    assert installed.returncode == 0, installed.stdout + installed.stderr
+
+    passing = _pin(workspace, good, "pin the Bridge's second good commit")
+    pushed = _push(workspace, tmp_path, "HEAD:refs/heads/farai/main")
+    assert pushed.returncode == 0, pushed.stdout + pushed.stderr
+    assert "forkctl check-pins" in pushed.stdout and "Passed" in pushed.stdout
+    assert git(chain.nemo, "rev-parse", "refs/heads/farai/main") == passing
+
+    failing = _pin(workspace, plain_pin, "pin a Bridge commit that pins plain upstream")
+    refused = _push(workspace, tmp_path, "HEAD:refs/heads/farai/main")
+    assert refused.returncode != 0 and "Failed" in refused.stdout, refused.stdout + refused.stderr
+    assert plain_pin[:12] in refused.stdout
+    git(workspace, "checkout", "-q", "--detach", passing)  # HEAD passes; the commit pushed does not
+    refused = _push(workspace, tmp_path, f"{failing}:refs/heads/farai/main")
+    assert refused.returncode != 0 and "Failed" in refused.stdout, refused.stdout + refused.stderr
+    assert git(chain.nemo, "rev-parse", "refs/heads/farai/main") == passing
+
+
+@pytest.mark.slow
+@needs_wheelhouse
+def test_try_repo_in_a_nemo_clone_judges_the_commit_pushed(tmp_path: Path) -> None:
+    """`pre-commit try-repo` at the pre-push stage with the refs a push gives (`--from-ref`, `--to-ref`),
+    in a NeMo-RL clone while the Bridge's farai/main is broken: the pushed commit's own pins decide,
+    whatever HEAD is (here the failing one, for both pushes)."""
+    chain = make_fixed_chain(tmp_path)
+    plain_pin = chain.bridge_work.head("HEAD~1")  # a Bridge commit pinning plain upstream
+    good = chain.bridge_work.head()
+    chain.pin_bridge(chain.base)
+    workspace = tmp_path / "nemo-clone"
+    git(tmp_path, "clone", "-q", "--depth", "1", "--branch", "farai/main", url(chain.nemo), str(workspace))
+    published = git(workspace, "rev-parse", "HEAD")
+    (workspace / "3rdparty" / "README.md").write_text("the submodules this repository pins\n")
+    git(workspace, "add", "3rdparty/README.md")
+    passing = _pin(workspace, good, "3rdparty: a README")  # the same good pin, a file under 3rdparty/
+    failing = _pin(workspace, plain_pin, "pin a Bridge commit that pins plain upstream")
+    hook = ("try-repo", str(ROOT), "forkctl-check-pins", "--hook-stage", "pre-push")
+    env = {"FORKCTL_MANIFEST": str(chain.manifest)}
+    ok = _pre_commit(workspace, tmp_path, *hook, "--from-ref", published, "--to-ref", passing, env=env)
+    assert ok.returncode == 0 and "Passed" in ok.stdout, ok.stdout + ok.stderr
+    bad = _pre_commit(workspace, tmp_path, *hook, "--from-ref", passing, "--to-ref", failing, env=env)
+    assert bad.returncode == 1 and "Failed" in bad.stdout, bad.stdout + bad.stderr
+    assert plain_pin[:12] in bad.stdout and "under test" in bad.stdout

@@ -1,9 +1,10 @@
 """Where the chain's commits come from: the consumers' sources, their object stores, their branches.
 
 A consumer is found in a local clone (read only) or at its URL (through the cache, fetched one commit at
-a time); which consumers to check is given (`--consumer`), found (the checkout we are in), or the
-manifest's. Both the check and the bump start from a consumer commit named here: the check from what a
-source names (a clone's HEAD or REV, a URL's branch or SHA), the bump from the consumer branch itself.
+a time); which consumers to check is given (`--consumer`) or the manifest's (a consumer checkout we run
+in is judged on its own instead: chain/undertest.py). Both the check and the bump start from a consumer
+commit named here: the check from what a source names (a clone's HEAD or REV, a URL's branch or SHA),
+the bump from the consumer branch itself.
 """
 
 from __future__ import annotations
@@ -221,24 +222,8 @@ def branch_to_bump(source: Source, progress: Progress) -> tuple[GitRepo, str]:
 # --- which consumers ------------------------------------------------------------------------------
 
 
-def detect_checkout(manifest: Manifest, cwd: Path) -> tuple[int, Path] | None:
-    """(consumer index, repo root) when `cwd` is inside a consumer's checkout: a .gitmodules entry at HEAD
-    whose path is that consumer's gitlink."""
-    found = git.checkout_at(cwd)
-    if found is None or found[1] is None:
-        return None
-    repo, head = found
-    root = repo.path
-    modules = git.read_gitmodules(repo, head) or []
-    paths = {m.path for m in modules}
-    for index, consumer in enumerate(manifest.consumers):
-        if consumer.gitlink in paths:
-            return index, root
-    return None
-
-
-def default_sources(manifest: Manifest, locations: list[str], cwd: Path) -> list[Source]:
-    """--consumer values (nearest first), else the checkout we are in, else the manifest's URLs."""
+def default_sources(manifest: Manifest, locations: list[str]) -> list[Source]:
+    """--consumer values (nearest first), else every consumer's branch at its manifest URL."""
     consumers = manifest.consumers
     if not consumers:
         raise BadInput("the manifest lists no consumers", hint="add consumers: to manifest.yaml")
@@ -252,8 +237,4 @@ def default_sources(manifest: Manifest, locations: list[str], cwd: Path) -> list
             local, rev, url = parse_location(value)
             sources.append(Source(consumer, local=local, rev=rev, url=url))
         return sources
-    detected = detect_checkout(manifest, cwd)
-    if detected is not None:
-        index, root = detected
-        return [Source(c) for c in consumers[:index]] + [Source(consumers[index], local=root)]
     return [Source(c) for c in consumers]

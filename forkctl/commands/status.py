@@ -245,10 +245,15 @@ def onto_report(manifest: Manifest, repo_path: Path | None, onto: str, with_firs
     series = load_series(manifest)
     result = Report(command="status")
     rows, patches_json = [], []
-    for entry in port.preview(repo, series, base, target):
+    # One search for all the patches: each candidate commit's merges are made once, whichever asks.
+    search = port.FirstBreaks(repo, series, base, target) if with_first_break else None
+    entries = port.preview(repo, series, base, target, old_commits=search.old_commits if search else None)
+    if search is not None:
+        search.know_target(entries)
+    for entry in entries:
         found = None
-        if with_first_break and entry.verdict.kind == "conflict":
-            found = port.first_break(repo, series, base, target, entry.position)
+        if search is not None and entry.verdict.kind == "conflict":
+            found = search.find(entry.position)
         item, row = _preview_item(result, manifest, entry, target, found)
         patches_json.append(item)
         rows.append(row)

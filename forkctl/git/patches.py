@@ -119,21 +119,31 @@ def blobs_in_range(repo: GitDir, base: str, head: str) -> list[str]:
     return list(dict.fromkeys(blobs))
 
 
-def patch_ids_in_range(repo: GitDir, range_spec: str, zero_context: bool = False) -> dict[str, str]:
+def patch_ids_in_range(
+    repo: GitDir, range_spec: str, zero_context: bool = False, touching: list[str] | None = None
+) -> dict[str, str]:
     """{patch-id: oldest commit with it} for every non-merge commit in `range_spec`, in two processes.
 
     `zero_context`: ids of `-U0` diffs, which match a change whose surrounding lines upstream rewrote.
+    `touching`: only the commits that change one of these paths (each with its whole diff): a patch-id
+    hashes the paths of the diff too, so a commit that changes none of a patch's files cannot share its
+    id, and the diffs of the others need not be made (most of upstream's, for a series' patch-ids).
     """
     ids: dict[str, str] = {}
-    for commit, patch in commit_patch_ids(repo, range_spec, zero_context).items():
+    for commit, patch in commit_patch_ids(repo, range_spec, zero_context, touching).items():
         ids.setdefault(patch, commit)
     return ids
 
 
-def commit_patch_ids(repo: GitDir, range_spec: str, zero_context: bool = False) -> dict[str, str]:
-    """{commit: patch-id}, oldest first, for every non-merge commit in `range_spec`, in two processes."""
+def commit_patch_ids(
+    repo: GitDir, range_spec: str, zero_context: bool = False, touching: list[str] | None = None
+) -> dict[str, str]:
+    """{commit: patch-id}, oldest first, for every non-merge commit in `range_spec` (with `touching`:
+    those changing one of these paths, literally, their whole diff hashed), in two processes."""
+    limit = ["--full-diff", "--end-of-options", range_spec, "--", *touching] if touching else [range_spec]
     log = run_bytes(
         [
+            *(["--literal-pathspecs"] if touching else []),
             "--git-dir",
             str(repo.git_dir),
             "log",
@@ -146,7 +156,7 @@ def commit_patch_ids(repo: GitDir, range_spec: str, zero_context: bool = False) 
             "--full-index",
             "--binary",
             *(["-U0"] if zero_context else []),
-            range_spec,
+            *limit,
         ]
     )
     ids: dict[str, str] = {}

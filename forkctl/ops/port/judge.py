@@ -44,19 +44,27 @@ class Judge:
         self.old_base = old_base
         self.target = target
         self.old_commits = old_commits
-        self._ids: dict[bool, dict[str, str]] = {}
+        self._ids: dict[tuple[bool, bool], dict[str, str]] = {}
+        self._series_paths: list[str] = []  # the files of the patches `know_series` was told of
         self._old_zero_ids: dict[str, str] | None = None
         self._old_line_counts: dict[str, int] | None = None
         self._upstream_paths: set[str] | None = None
         self._provenance: dict[str, str | None] = {}
         self._ancestry: dict[str, bool] = {}
 
-    def upstream_ids(self, zero_context: bool) -> dict[str, str]:
-        if zero_context not in self._ids:
-            self._ids[zero_context] = git.patch_ids_in_range(
-                self.repo, f"{self.old_base}..{self.target}", zero_context=zero_context
+    def upstream_ids(self, zero_context: bool, patch: Patch) -> dict[str, str]:
+        """{patch-id: upstream commit} for old_base..target: of the commits touching the series' files
+        (`know_series`) when `patch` is among them, else of every commit."""
+        limited = bool(patch.paths) and set(patch.paths) <= set(self._series_paths)
+        key = (zero_context, limited)
+        if key not in self._ids:
+            self._ids[key] = git.patch_ids_in_range(
+                self.repo,
+                f"{self.old_base}..{self.target}",
+                zero_context=zero_context,
+                touching=self._series_paths if limited else None,
             )
-        return self._ids[zero_context]
+        return self._ids[key]
 
     @property
     def _old_range(self) -> str | None:
@@ -99,13 +107,13 @@ class Judge:
         makes this change. A name is evidence, never a verdict: it names what absorbed a patch whose
         merge changed nothing, or hints at `--skip` on a conflict; the same lines added elsewhere in a
         file have the same zero-context patch-id, and an amended `-x` pick has more than upstream's."""
-        if patch.patch_id and patch.patch_id in self.upstream_ids(False):
-            return "patch-id", self.upstream_ids(False)[patch.patch_id]
+        if patch.patch_id and patch.patch_id in self.upstream_ids(False, patch):
+            return "patch-id", self.upstream_ids(False, patch)[patch.patch_id]
         old = self.old_commits[position]
         if old is not None:
             zero = self.old_zero_context_id(old)
-            if zero and zero in self.upstream_ids(True):
-                return "patch-id-zero-context", self.upstream_ids(True)[zero]
+            if zero and zero in self.upstream_ids(True, patch):
+                return "patch-id-zero-context", self.upstream_ids(True, patch)[zero]
         resolved = self.resolve_provenance(list(patch.provenance))
         contained = self._in_target([sha for sha in resolved.values() if sha])
         for origin in reversed(patch.provenance):
@@ -114,9 +122,11 @@ class Judge:
                 return "provenance", full
         return None
 
-    def know_provenance(self, patches: list[Patch]) -> None:
-        """Resolve every provenance SHA of the series, and which the target contains: two processes
-        for the whole series (what is not asked here is asked patch by patch)."""
+    def know_series(self, patches: list[Patch]) -> None:
+        """What is asked for the patches to judge at once: their provenance (two processes for them
+        all; what is not asked here is asked patch by patch) and their files, the only ones whose
+        upstream commits can share a patch-id with one of them."""
+        self._series_paths = sorted({path for patch in patches for path in patch.paths})
         resolved = self.resolve_provenance([name for patch in patches for name in patch.provenance])
         self._in_target([sha for sha in resolved.values() if sha])
 
@@ -134,18 +144,13 @@ class Judge:
         evidence each verdict carries."""
         head_tree = head_tree or self.repo.commit_info(head).tree
         old, parent = self.old_commits[position], self.parent_of(position, self.old_base)
-        if old is not None and parent is not None:
-            # The old commits were built by forkctl: committer date = the patch's date.
-            merged = cherry_pick(
-                self.repo, old, parent, head, onto_tree=head_tree, date=patch.date.isoformat()
-            )
-        else:
-            merged = _apply_3way(self.repo, patch, head_tree)
+        merged = merge_patch(self.repo, self.old_base, self.old_commits, position, patch, head, head_tree)
         named = self.named_upstream(position, patch)
-        if merged.clean and merged.tree == head_tree:
+        kind = fate(merged, head_tree)
+        if kind == "absorbed":
             rule, commit = named or ("empty", git.last_commit_touching(self.repo, self._range, patch.paths))
             return Verdict("absorbed", rule, commit)
-        if merged.clean:
+        if kind == "applied":
             return self._applied(merged, head_tree, old, parent, patch, named)
         if named is None:
             # Only a hint for the person resolving: upstream may hold the change in another shape.
@@ -181,6 +186,33 @@ class Judge:
                 detail["upstream_commit"], detail["named_by"] = named[1], named[0]
             return Verdict("applied", "partial", tree=merged.tree, merged=merged, detail=detail)
         return Verdict("applied", "clean", tree=merged.tree, merged=merged)
+
+
+def merge_patch(
+    repo: GitRepo,
+    old_base: str,
+    old_commits: list[str | None],
+    position: int,
+    patch: Patch,
+    head: str,
+    head_tree: str,
+) -> MergeResult:
+    """The patch's 3-way result on commit `head` (tree `head_tree`), as `git rebase` would merge it:
+    its old commit (apply(old base, series)) cherry-picked, else `git apply --3way`. Its fate (`fate`)
+    depends on this alone; hashes and provenance only name an upstream commit."""
+    old = old_commits[position]
+    parent = (old_commits[position - 1] if position > 0 else old_base) if old is not None else None
+    if old is not None and parent is not None:
+        # The old commits were built by forkctl: committer date = the patch's date.
+        return cherry_pick(repo, old, parent, head, onto_tree=head_tree, date=patch.date.isoformat())
+    return _apply_3way(repo, patch, head_tree)
+
+
+def fate(merged: MergeResult, head_tree: str) -> str:
+    """ "absorbed" (clean and changing nothing), "applied" (clean) or "conflict": a Verdict's kind."""
+    if not merged.clean:
+        return "conflict"
+    return "absorbed" if merged.tree == head_tree else "applied"
 
 
 def _apply_3way(repo: GitRepo, patch: Patch, head_tree: str) -> MergeResult:

@@ -1,5 +1,5 @@
-"""What a port onto a target would do, moving nothing (`status --onto`, `sync`): each patch's verdict, and by
-bisection the upstream commit on which a patch first stops porting.
+"""What a port onto a target would do, moving nothing (`status --onto`, `sync`): each patch's verdict
+(the upstream commit on which a patch first stops porting is `bisect.py`'s).
 """
 
 from __future__ import annotations
@@ -71,7 +71,7 @@ def _walk(
     entries: list[PreviewEntry] = []
     made: list[str] = []
     last = len(series.patches) if upto is None else upto + 1
-    judge.know_provenance(series.patches[:last])
+    judge.know_series(series.patches[:last])
     commits = replay.Commits(repo)
     for position, patch in enumerate(series.patches[:last]):
         verdict = judge.judge(position, patch, head, head_tree)
@@ -89,50 +89,3 @@ def _walk(
         entries.append(PreviewEntry(position=position, patch=patch, verdict=verdict, plain=plain))
     commits.flush()
     return entries, made
-
-
-class FirstBreak(msgspec.Struct, frozen=True):
-    """The first upstream commit (first-parent order) in base..target on which a patch stops porting."""
-
-    commit: str
-    subject: str
-    author: str
-    date: str
-    files: list[str]
-    tested: int  # how many candidate commits bisection had to judge
-
-
-def first_break(
-    repo: GitRepo, series: Series, old_base: str, target: str, position: int
-) -> FirstBreak | None:
-    """Bisect old_base..target (first parent) for the first commit where patch `position` conflicts."""
-    candidates = repo.rev_list(f"{old_base}..{target}", "--first-parent")
-    old_commits, _ = old_series(repo, old_base, series)  # the same for every candidate
-    tested = 0
-
-    def breaks(commit: str) -> bool:
-        nonlocal tested
-        tested += 1
-        entries = preview(repo, series, old_base, commit, upto=position, old_commits=old_commits)
-        return entries[-1].verdict.kind == "conflict"
-
-    if not candidates or not breaks(candidates[-1]):
-        return None
-    low, high = -1, len(candidates) - 1  # candidates[high] breaks; low is the last known good (-1: base)
-    while high - low > 1:
-        middle = (low + high) // 2
-        if breaks(candidates[middle]):
-            high = middle
-        else:
-            low = middle
-    culprit = repo.commit_info(candidates[high])
-    parent = culprit.parents[0] if culprit.parents else git.EMPTY_TREE
-    files = repo.changed_paths(parent, culprit.sha)
-    return FirstBreak(
-        commit=culprit.sha,
-        subject=culprit.subject,
-        author=f"{culprit.author.name} <{culprit.author.email}>",
-        date=culprit.author.date,
-        files=files,
-        tested=tested,
-    )

@@ -60,7 +60,7 @@ def _run(
     repo: GitRepo, series: Series, state: session.State, start: int, on_patch: OnPatch | None = None
 ) -> session.ConflictReport | None:
     judge = _judge(repo, state)
-    judge.know_provenance(series.patches[start:])
+    judge.know_series(series.patches[start:])
     head, head_tree = state.head, None
     commits = replay.Commits(repo)  # written together, before anything names them
     for position in range(start, len(series.patches)):
