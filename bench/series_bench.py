@@ -306,7 +306,15 @@ def main() -> None:
     if args.json:
         args.json.write_text(
             json.dumps(
-                {"scene": where, "patches": args.patches, "runs": args.runs, "arms": results}, indent=2
+                {
+                    "measured_at": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
+                    "load": os.getloadavg(),
+                    "scene": where,
+                    "patches": args.patches,
+                    "runs": args.runs,
+                    "arms": results,
+                },
+                indent=2,
             )
             + "\n"
         )

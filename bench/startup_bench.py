@@ -86,7 +86,10 @@ def main() -> None:
         target_text = f"{target:.2f}" if target else "-"
         print(f"{name:<16} {cached:>9.3f} {uncached:>11.3f} {target_text:>9}  {verdict}")
     if args.json:
-        args.json.write_text(json.dumps({"runs": args.runs, "targets": TARGETS, **results}, indent=2) + "\n")
+        stamp = {"measured_at": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()), "load": os.getloadavg()}
+        args.json.write_text(
+            json.dumps({**stamp, "runs": args.runs, "targets": TARGETS, **results}, indent=2) + "\n"
+        )
 
 
 if __name__ == "__main__":
