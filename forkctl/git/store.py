@@ -9,7 +9,10 @@ branches and tags), never by git's lazy fetch; a warm cache answers without the 
 
 from __future__ import annotations
 
+import glob
+import os
 import re
+import shutil
 from pathlib import Path
 
 import msgspec
@@ -52,9 +55,7 @@ def cache_repo_for(url: str, alternates: list[Path] | None = None, graph: bool =
     deepening it makes the server send again the trees it already sent."""
     path = cache_path(url, graph)
     if not (path / "HEAD").is_file():
-        path.parent.mkdir(parents=True, exist_ok=True)
-        run(["init", "--quiet", "--bare", "--", str(path)])
-        _configure(path, url)
+        _create(path, url)
     # Made by forkctl, bare, at a path it chose: no need to ask git what it is (two processes a call).
     repo = CommitGraph.at(path, url) if graph else GitRepo.known_bare(path)
     repo.facts = facts_of(repo.git_dir)
@@ -83,6 +84,44 @@ def cache_path(url: str, graph: bool = False) -> Path:
     return cache_root() / "repos" / f"{name}-{key}{'-graph' if graph else ''}.git"
 
 
+def _create(path: Path, url: str) -> None:
+    """Make the cache repository at `path` whole or not at all: initialised and configured in a folder
+    of its own beside it, then renamed into place. Another forkctl creating the same entry at the same
+    moment (publishes, check-pins in parallel jobs sharing one cache) then never sees a half-made one
+    (a HEAD without the partial-clone config, or `git init` racing on its config lock); the second
+    rename finds the first's repository there and its own folder is dropped."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    _drop_abandoned(path)
+    making = path.with_name(f"{path.name}.making-{os.getpid()}")
+    shutil.rmtree(making, ignore_errors=True)  # a pid reused after a killed run
+    run(["init", "--quiet", "--bare", "--", str(making)])
+    _configure(making, url)
+    try:
+        os.rename(making, path)
+    except OSError:  # made meanwhile by another forkctl (the rename refuses a folder that is not empty)
+        shutil.rmtree(making, ignore_errors=True)
+        if not (path / "HEAD").is_file():
+            raise
+
+
+def _drop_abandoned(path: Path) -> None:
+    """Folders a killed forkctl left while creating `path` (its process gone)."""
+    for left in path.parent.glob(f"{glob.escape(path.name)}.making-*"):
+        pid = left.name.rsplit("-", 1)[-1]
+        if pid.isdigit() and not _alive(int(pid)):
+            shutil.rmtree(left, ignore_errors=True)
+
+
+def _alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:  # another user's process: alive
+        return True
+    return True
+
+
 def _configure(path: Path, url: str) -> None:
     """Make the new bare repository at `path` a partial clone of `url`, its promisor remotes (`origin`
     and the one `talk` fetches through) written straight into its config file: one write, where
@@ -95,9 +134,7 @@ def _configure(path: Path, url: str) -> None:
         for name in ("origin", promisor_remote_name(public))
     )
     config = path / "config"
-    text = config.read_text()
-    if "partialClone" not in text:  # another forkctl made it meanwhile
-        atomic_write_text(config, text + sections + "[extensions]\n\tpartialClone = origin\n")
+    atomic_write_text(config, config.read_text() + sections + "[extensions]\n\tpartialClone = origin\n")
 
 
 # --- fetches: one SHA, a batch of objects, a URL's branches and tags, commit graphs ------------
