@@ -320,7 +320,7 @@ def command(
     if abort or resume:
         repo = _store(manifest, repo_path, upstream_repo, [])
         if abort:
-            state = apply.abort(repo)
+            state = apply.abort(repo, manifest.path)
             branch = state.branch if state else None
             result = Report(command="apply", data={"aborted": True, "branch": branch})
             result.lines.append(
