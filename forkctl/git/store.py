@@ -19,7 +19,7 @@ import msgspec
 
 from forkctl.digests import sha256_hex
 from forkctl.errors import BadInput
-from forkctl.files import atomic_write_text
+from forkctl.files import atomic_write_text, process_alive
 from forkctl.git.facts import facts_of
 from forkctl.git.graph import (
     FETCHED_REFS,
@@ -108,18 +108,8 @@ def _drop_abandoned(path: Path) -> None:
     """Folders a killed forkctl left while creating `path` (its process gone)."""
     for left in path.parent.glob(f"{glob.escape(path.name)}.making-*"):
         pid = left.name.rsplit("-", 1)[-1]
-        if pid.isdigit() and not _alive(int(pid)):
+        if pid.isdigit() and not process_alive(int(pid)):
             shutil.rmtree(left, ignore_errors=True)
-
-
-def _alive(pid: int) -> bool:
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    except PermissionError:  # another user's process: alive
-        return True
-    return True
 
 
 def _configure(path: Path, url: str) -> None:
