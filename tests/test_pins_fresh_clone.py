@@ -139,6 +139,25 @@ def test_a_second_gitmodules_section_for_the_path_wins(tmp_path: Path, last: str
     assert passes == (last == "fork"), failures
 
 
+@pytest.mark.parametrize("where", ["absolute", "relative"])
+def test_an_include_in_gitmodules_is_ignored_as_git_ignores_it(tmp_path: Path, where: str) -> None:
+    """`.gitmodules` names plain upstream (which lacks the fork head) and ends with an `[include]` of
+    a file (here outside the repository; on a runner, one in the pull request's own checkout) that
+    names the fork. git's submodule code reads no includes: the clone fetches from upstream and
+    fails. `git config --blob` follows an absolute include unless told not to, so check-pins passed
+    on the included URL (and a relative one made the whole check exit 2)."""
+    chain = make_fixed_chain(tmp_path)
+    work = chain.bridge_work
+    extra = tmp_path / "extra.cfg"
+    extra.write_text(f'[submodule "{BRIDGE_GITLINK}"]\n\turl = {url(chain.fork)}\n')
+    work.git("config", "-f", ".gitmodules", f"submodule.{BRIDGE_GITLINK}.url", url(chain.upstream))
+    with (work.path / ".gitmodules").open("a") as text:
+        text.write(f"[include]\n\tpath = {extra if where == 'absolute' else 'extra.cfg'}\n")
+    commit = push_bridge(chain, f"an {where} include names the fork")
+    passes, failures = agree(chain, commit, tmp_path)
+    assert not passes and "url-upstream" in failures, failures
+
+
 def test_update_none_fails_a_recursive_clone_skips_the_fork(tmp_path: Path) -> None:
     chain = make_fixed_chain(tmp_path)
     work = chain.bridge_work

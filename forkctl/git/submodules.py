@@ -30,8 +30,9 @@ class SubmoduleEntry(msgspec.Struct, frozen=True):
 # commits (or two repositories) often hold the same one.
 _PARSED: dict[str, list[SubmoduleEntry]] = memo({})
 # The facts key of a blob's `config --list` output: the listing itself is kept (not what was made of
-# it), so that how git reads it is decided here, each run, from git's own parse.
-_FACT = "gitmodules-listing {}"
+# it), so that how git reads it is decided here, each run, from git's own parse. (v2: read without
+# includes; a listing recorded before may hold a file an `[include]` named.)
+_FACT = "gitmodules-listing-v2 {}"
 
 
 def parse_gitmodules(repo: GitDir, blob: str) -> list[SubmoduleEntry]:
@@ -41,7 +42,9 @@ def parse_gitmodules(repo: GitDir, blob: str) -> list[SubmoduleEntry]:
     recorded = recorded_gitmodules(repo, blob)
     if recorded is not None:
         return recorded
-    status, out, err = repo.try_git(["config", "--blob", blob, "--null", "--list"])
+    # No includes: git's submodule code reads none (`git config --blob` would follow an absolute
+    # `[include] path`, so a pull request could make forkctl read a URL from a file git never reads).
+    status, out, err = repo.try_git(["config", "--no-includes", "--blob", blob, "--null", "--list"])
     if status != 0:
         raise GitFailed(f"cannot parse .gitmodules ({blob})", err, hint="fix the .gitmodules syntax")
     entries = _remember(blob, out)
