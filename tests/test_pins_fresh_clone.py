@@ -10,7 +10,9 @@ import subprocess
 from pathlib import Path
 
 import pytest
+from click.testing import CliRunner
 
+from forkctl.cli import cli
 from tests.chain import (
     BRIDGE_GITLINK,
     NEMO_GITLINK,
@@ -156,6 +158,30 @@ def test_an_include_in_gitmodules_is_ignored_as_git_ignores_it(tmp_path: Path, w
     commit = push_bridge(chain, f"an {where} include names the fork")
     passes, failures = agree(chain, commit, tmp_path)
     assert not passes and "url-upstream" in failures, failures
+
+
+def test_a_gitmodules_git_cannot_parse_is_a_finding_on_its_link(tmp_path: Path) -> None:
+    """A line that is not config after the right section: `git submodule update` stops at it, so the
+    clone fails; check-pins says so on the Bridge link (exit 1, the line named) instead of ending the
+    whole check as bad input (exit 2) without naming the consumer or commit."""
+    chain = make_fixed_chain(tmp_path)
+    work = chain.bridge_work
+    with (work.path / ".gitmodules").open("a") as text:
+        text.write("this is not config\n")
+    commit = push_bridge(chain, "a broken .gitmodules")
+    passes, failures = agree(chain, commit, tmp_path)
+    assert not passes and failures == ["gitmodules-unparsable"], failures
+    code, report = check_pins_json(chain)
+    assert code == 1
+    (problem,) = [p for p in report["problems"] if "does not parse" in p["message"]]
+    assert problem["message"].startswith(f"megatron-bridge@{commit[:12]}") and "line 4" in problem["message"]
+    # The pull request's own check (--under-test, the GitHub channel) says it at that line.
+    result = CliRunner().invoke(
+        cli,
+        ["--manifest", str(chain.manifest), "check-pins", "--under-test", str(work.path), "--github"],
+    )
+    assert result.exit_code == 1, result.output
+    assert "file=.gitmodules,line=4" in result.stdout and "does not parse" in result.stdout, result.stdout
 
 
 def test_update_none_fails_a_recursive_clone_skips_the_fork(tmp_path: Path) -> None:

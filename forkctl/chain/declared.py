@@ -5,13 +5,14 @@ it: a gitlink there (a folder or file there, or a submodule found only elsewhere
 
 from __future__ import annotations
 
+import re
 import shlex
 
 import msgspec
 
 from forkctl import git
 from forkctl.chain.model import LinkResult, Status
-from forkctl.chain.sources import Source
+from forkctl.chain.sources import Source, Store
 from forkctl.git import GitRepo, SubmoduleEntry, remote
 from forkctl.manifest import Consumer, Manifest
 
@@ -31,6 +32,28 @@ def pin_target(manifest: Manifest, sources: list[Source], index: int) -> PinTarg
         return PinTarget("fork", fork.url, manifest.upstream.url, (fork.branch, fork.mirror_branch))
     previous = sources[index - 1].consumer
     return PinTarget(previous.name, previous.url, previous.upstream_url, (previous.branch,))
+
+
+def declared_modules(
+    store: Store, repo: GitRepo, blob: str | None, link: LinkResult
+) -> list[SubmoduleEntry] | None:
+    """The sections of the commit's `.gitmodules` (`blob`; None: it has none), or None with a finding
+    when git cannot parse it: `git submodule update` stops at such a file, so a fresh recursive
+    clone fails whatever the gitlink pins."""
+    if blob is None:
+        return []
+    try:
+        return store.gitmodules(repo, blob)
+    except git.GitmodulesSyntax as exc:
+        link.add(
+            "gitmodules",
+            Status.MISMATCH,
+            "gitmodules-unparsable",
+            f".gitmodules does not parse (git: {exc.reason}): `git submodule update` stops there, so a "
+            "fresh recursive clone fails",
+            "fix that line of .gitmodules (git config -f .gitmodules --list names it)",
+        )
+        return None
 
 
 def _absolute(url: str, consumer: Consumer) -> str:
@@ -178,9 +201,15 @@ def point_at_gitmodules(repo: GitRepo | None, commit: str, link: LinkResult) -> 
     entry = repo.tree_entry(commit, ".gitmodules") if repo is not None else None
     if repo is None or entry is None or entry.kind != "blob":
         return
-    module = next((m for m in git.parse_gitmodules(repo, entry.sha) if m.path == link.gitlink), None)
-    lines = git.gitmodules_key_lines(repo.blob_bytes(entry.sha), module.name) if module else {}
-    key = {"url": "url", "gitlink": "path", "update": "update"}
+    try:
+        modules = git.parse_gitmodules(repo, entry.sha)
+    except git.GitmodulesSyntax as exc:  # the finding names git's line: point there
+        number = re.search(r"line (\d+)", exc.reason)
+        lines = {"syntax": int(number.group(1))} if number else {}
+    else:
+        module = next((m for m in modules if m.path == link.gitlink), None)
+        lines = git.gitmodules_key_lines(repo.blob_bytes(entry.sha), module.name) if module else {}
+    key = {"url": "url", "gitlink": "path", "update": "update", "gitmodules": "syntax"}
     link.findings = [
         msgspec.structs.replace(f, file=".gitmodules", line=lines.get(key[f.check]))
         if f.check in key and (f.check == "url" or key[f.check] in lines)

@@ -229,7 +229,7 @@ def detect_checkout(manifest: Manifest, cwd: Path) -> tuple[int, Path] | None:
         return None
     repo, head = found
     root = repo.path
-    modules = git.read_gitmodules(repo, head) or []
+    modules = git.sections_for_recognising(repo, head)
     paths = {m.path for m in modules}
     for index, consumer in enumerate(manifest.consumers):
         if consumer.gitlink in paths:

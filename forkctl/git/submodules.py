@@ -45,12 +45,23 @@ def parse_gitmodules(repo: GitDir, blob: str) -> list[SubmoduleEntry]:
     # No includes: git's submodule code reads none (`git config --blob` would follow an absolute
     # `[include] path`, so a pull request could make forkctl read a URL from a file git never reads).
     status, out, err = repo.try_git(["config", "--no-includes", "--blob", blob, "--null", "--list"])
+    if status != 0 and "bad config" in err:
+        raise GitmodulesSyntax(blob, err)
     if status != 0:
-        raise GitFailed(f"cannot parse .gitmodules ({blob})", err, hint="fix the .gitmodules syntax")
+        raise GitFailed(f"cannot read .gitmodules ({blob})", err, hint="check that the repository has it")
     entries = _remember(blob, out)
     if repo.facts is not None and FULL_OBJECT_NAME.fullmatch(blob):
         repo.facts.put(_FACT.format(blob), out)
     return entries
+
+
+class GitmodulesSyntax(GitFailed):
+    """A `.gitmodules` blob git's config parser refuses; `reason` is git's line ("bad config line 4")."""
+
+    def __init__(self, blob: str, stderr: str) -> None:
+        super().__init__(f"cannot parse .gitmodules ({blob})", stderr, hint="fix the .gitmodules syntax")
+        said = next((line for line in stderr.splitlines() if "bad config" in line), "bad config")
+        self.reason = re.sub(r"^(fatal|error): ", "", said.strip()).replace(f" in blob {blob}", "")
 
 
 def recorded_gitmodules(repo: GitDir, blob: str) -> list[SubmoduleEntry] | None:
@@ -140,6 +151,15 @@ def read_gitmodules(repo: ObjectReads, commit: str) -> list[SubmoduleEntry] | No
     if entry is None or entry.kind != "blob":
         return None
     return parse_gitmodules(repo, entry.sha)
+
+
+def sections_for_recognising(repo: ObjectReads, commit: str) -> list[SubmoduleEntry]:
+    """`read_gitmodules` for recognising which consumer a commit is: [] when it has none, or one git
+    cannot parse (the check of its link says so; recognition goes by gitlinks and remotes)."""
+    try:
+        return read_gitmodules(repo, commit) or []
+    except GitmodulesSyntax:
+        return []
 
 
 def gitmodules_with(repo: GitDir, blob: str, name: str, key: str, value: str) -> str:
