@@ -184,6 +184,17 @@ def test_a_gitmodules_git_cannot_parse_is_a_finding_on_its_link(tmp_path: Path) 
     assert "file=.gitmodules,line=4" in result.stdout and "does not parse" in result.stdout, result.stdout
 
 
+def test_a_gitmodules_with_a_byte_order_mark_reads_as_git_submodule_update_reads_it(tmp_path: Path) -> None:
+    """An editor's UTF-8 byte-order mark before the first section: `git config --blob` refuses the
+    file (git 2.39), but `git submodule update` reads the checked-out file, which skips it, and the
+    clone builds the fork head: check-pins passes too."""
+    chain = make_fixed_chain(tmp_path)
+    gitmodules = chain.bridge_work.path / ".gitmodules"
+    gitmodules.write_bytes(b"\xef\xbb\xbf" + gitmodules.read_bytes())
+    commit = push_bridge(chain, "a byte-order mark")
+    assert agree(chain, commit, tmp_path) == (True, [])
+
+
 def test_update_none_fails_a_recursive_clone_skips_the_fork(tmp_path: Path) -> None:
     chain = make_fixed_chain(tmp_path)
     work = chain.bridge_work

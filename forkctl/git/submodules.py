@@ -46,13 +46,25 @@ def parse_gitmodules(repo: GitDir, blob: str) -> list[SubmoduleEntry]:
     # `[include] path`, so a pull request could make forkctl read a URL from a file git never reads).
     status, out, err = repo.try_git(["config", "--no-includes", "--blob", blob, "--null", "--list"])
     if status != 0 and "bad config" in err:
-        raise GitmodulesSyntax(blob, err)
+        status, out = _parse_as_a_file(repo, blob)
+        if status != 0:
+            raise GitmodulesSyntax(blob, err)
     if status != 0:
         raise GitFailed(f"cannot read .gitmodules ({blob})", err, hint="check that the repository has it")
     entries = _remember(blob, out)
     if repo.facts is not None and FULL_OBJECT_NAME.fullmatch(blob):
         repo.facts.put(_FACT.format(blob), out)
     return entries
+
+
+def _parse_as_a_file(repo: GitDir, blob: str) -> tuple[int, str]:
+    """`blob` parsed as git parses the checked-out `.gitmodules` file `git submodule update` reads,
+    which differs from `--blob` in one way: a leading UTF-8 byte-order mark is skipped (git 2.39)."""
+    data = run_bytes(["--git-dir", str(repo.git_dir), "cat-file", "blob", blob])
+    if not data.startswith(b"\xef\xbb\xbf"):
+        return 1, ""
+    status, out, _ = repo.try_git(["config", "--no-includes", "--file", "-", "--null", "--list"], stdin=data)
+    return status, out
 
 
 class GitmodulesSyntax(GitFailed):
@@ -131,7 +143,7 @@ def gitmodules_key_lines(data: bytes, name: str) -> dict[str, int]:
     one where a key repeats: the value git uses), for annotations that point at the line to edit."""
     lines: dict[str, int] = {}
     section: str | None = None
-    for number, line in enumerate(data.decode("utf-8", "replace").splitlines(), start=1):
+    for number, line in enumerate(data.decode("utf-8-sig", "replace").splitlines(), start=1):
         header = _SECTION.match(line)
         if header is not None:
             section = re.sub(r"\\(.)", r"\1", header.group(1))
