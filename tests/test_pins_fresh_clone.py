@@ -195,6 +195,34 @@ def test_a_gitmodules_with_a_byte_order_mark_reads_as_git_submodule_update_reads
     assert agree(chain, commit, tmp_path) == (True, [])
 
 
+def test_a_symlinked_gitmodules_fails_whatever_its_target_text_says(tmp_path: Path) -> None:
+    """`.gitmodules` committed as a symbolic link whose target text is the right file, byte for byte
+    (a link target may hold newlines): git refuses to check out such a path, so the clone fails;
+    check-pins read the link's text as the file and passed."""
+    chain = make_fixed_chain(tmp_path)
+    work = chain.bridge_work
+    text = (work.path / ".gitmodules").read_bytes()
+    blob = subprocess.run(
+        ["git", "-C", str(work.path), "hash-object", "-w", "--stdin"],
+        input=text,
+        capture_output=True,
+        check=True,
+    ).stdout.decode()
+    listing = [
+        f"120000 blob {blob.strip()}\t.gitmodules" if line.endswith("\t.gitmodules") else line
+        for line in work.git("ls-tree", "HEAD").splitlines()
+    ]
+    tree = subprocess.run(
+        ["git", "-C", str(work.path), "mktree"],
+        input="\n".join(listing).encode() + b"\n",
+        capture_output=True,
+    ).stdout.decode()
+    commit = work.git("commit-tree", tree.strip(), "-p", "HEAD", "-m", "a symlinked .gitmodules")
+    work.git("push", "-q", "origin", f"{commit}:refs/heads/farai/main")
+    passes, failures = agree(chain, commit, tmp_path)
+    assert not passes and failures == ["gitmodules-symlink"], failures
+
+
 def test_update_none_fails_a_recursive_clone_skips_the_fork(tmp_path: Path) -> None:
     chain = make_fixed_chain(tmp_path)
     work = chain.bridge_work

@@ -138,7 +138,7 @@ class Checker:
         files = {path: e.sha for path, e in entries.items() if e.kind == "blob"}
         store = self.store(index)
         store.ensure_blobs(repo, [sha for path, sha in files.items() if path != ".gitmodules"])
-        modules = declared_modules(store, repo, files.get(".gitmodules"), link)
+        modules = declared_modules(store, repo, entries.get(".gitmodules"), link)
         if modules is None:
             return link
         gitlink_path, module = locate_gitlink(repo, commit, consumer, modules, target, link, entries)

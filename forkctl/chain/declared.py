@@ -35,15 +35,26 @@ def pin_target(manifest: Manifest, sources: list[Source], index: int) -> PinTarg
 
 
 def declared_modules(
-    store: Store, repo: GitRepo, blob: str | None, link: LinkResult
+    store: Store, repo: GitRepo, entry: git.TreeEntry | None, link: LinkResult
 ) -> list[SubmoduleEntry] | None:
-    """The sections of the commit's `.gitmodules` (`blob`; None: it has none), or None with a finding
-    when git cannot parse it: `git submodule update` stops at such a file, so a fresh recursive
-    clone fails whatever the gitlink pins."""
-    if blob is None:
-        return []
+    """The sections of the commit's `.gitmodules` (its tree `entry`; None: it has none), or None with
+    a finding when a fresh recursive clone fails on the file itself: git refuses to check out a
+    `.gitmodules` that is a symbolic link (whatever its target text says), and `git submodule update`
+    stops at one it cannot parse."""
+    if entry is None or entry.kind != "blob":
+        return []  # none, or a folder: git reads no submodule from it
+    if entry.mode == SYMLINK_MODE:
+        link.add(
+            "gitmodules",
+            Status.MISMATCH,
+            "gitmodules-symlink",
+            ".gitmodules is a symbolic link: git refuses to check it out (invalid path), so a fresh "
+            "recursive clone fails",
+            "commit .gitmodules as a regular file",
+        )
+        return None
     try:
-        return store.gitmodules(repo, blob)
+        return store.gitmodules(repo, entry.sha)
     except git.GitmodulesSyntax as exc:
         link.add(
             "gitmodules",
@@ -54,6 +65,9 @@ def declared_modules(
             "fix that line of .gitmodules (git config -f .gitmodules --list names it)",
         )
         return None
+
+
+SYMLINK_MODE = "120000"
 
 
 def _absolute(url: str, consumer: Consumer) -> str:
@@ -199,7 +213,7 @@ def point_at_gitmodules(repo: GitRepo | None, commit: str, link: LinkResult) -> 
     line of the submodule's `url =` (for `url`), `update =` (for `update`) or `path =` (for `gitlink`)
     when the section exists."""
     entry = repo.tree_entry(commit, ".gitmodules") if repo is not None else None
-    if repo is None or entry is None or entry.kind != "blob":
+    if repo is None or entry is None or entry.kind != "blob" or entry.mode == SYMLINK_MODE:
         return
     try:
         modules = git.parse_gitmodules(repo, entry.sha)

@@ -160,7 +160,7 @@ def gitmodules_key_lines(data: bytes, name: str) -> dict[str, int]:
 def read_gitmodules(repo: ObjectReads, commit: str) -> list[SubmoduleEntry] | None:
     """`.gitmodules` of `commit` (no checkout), or None when the commit has none."""
     entry = repo.tree_entry(commit, ".gitmodules")
-    if entry is None or entry.kind != "blob":
+    if entry is None or entry.kind != "blob" or entry.mode == "120000":  # git reads no symlinked one
         return None
     return parse_gitmodules(repo, entry.sha)
 
