@@ -158,12 +158,13 @@ def atomic_write_text(path: Path, text: str) -> None:
     atomic_write(path, text.encode("utf-8"))
 
 
-def remove_temporaries(paths: Iterable[Path]) -> None:
-    """Delete the temp files that a killed atomic_write of any of `paths` left next to it.
+def remove_temporaries(paths: Iterable[Path]) -> int:
+    """Delete the temp files that a killed atomic_write of any of `paths` left next to it; how many.
 
     Only names atomic_write makes (`.<name>.<8 random characters>.tmp`) are touched; the caller holds
     the lock that keeps every other forkctl from writing these paths, so no such file is in use.
     """
+    removed = 0
     wanted: dict[Path, set[str]] = {}
     for path in paths:
         wanted.setdefault(path.parent, set()).add(path.name)
@@ -183,6 +184,8 @@ def remove_temporaries(paths: Iterable[Path]) -> None:
             if pattern.fullmatch(entry.name) and entry.is_file(follow_symlinks=False):
                 with contextlib.suppress(FileNotFoundError):
                     os.unlink(entry.path)
+                    removed += 1
+    return removed
 
 
 def atomic_folder(path: Path, files: dict[str, bytes]) -> Path:
