@@ -170,10 +170,10 @@ def test_a_gitmodules_git_cannot_parse_is_a_finding_on_its_link(tmp_path: Path) 
         text.write("this is not config\n")
     commit = push_bridge(chain, "a broken .gitmodules")
     passes, failures = agree(chain, commit, tmp_path)
-    assert not passes and failures == ["gitmodules-unparsable"], failures
+    assert not passes and failures == ["gitmodules-refused"], failures
     code, report = check_pins_json(chain)
     assert code == 1
-    (problem,) = [p for p in report["problems"] if "does not parse" in p["message"]]
+    (problem,) = [p for p in report["problems"] if "git cannot read .gitmodules" in p["message"]]
     assert problem["message"].startswith(f"megatron-bridge@{commit[:12]}") and "line 4" in problem["message"]
     # The pull request's own check (--under-test, the GitHub channel) says it at that line.
     result = CliRunner().invoke(
@@ -181,7 +181,9 @@ def test_a_gitmodules_git_cannot_parse_is_a_finding_on_its_link(tmp_path: Path) 
         ["--manifest", str(chain.manifest), "check-pins", "--under-test", str(work.path), "--github"],
     )
     assert result.exit_code == 1, result.output
-    assert "file=.gitmodules,line=4" in result.stdout and "does not parse" in result.stdout, result.stdout
+    assert "file=.gitmodules,line=4" in result.stdout and "git cannot read .gitmodules" in result.stdout, (
+        result.stdout
+    )
 
 
 def test_a_gitmodules_with_a_byte_order_mark_reads_as_git_submodule_update_reads_it(tmp_path: Path) -> None:
@@ -221,6 +223,32 @@ def test_a_symlinked_gitmodules_fails_whatever_its_target_text_says(tmp_path: Pa
     work.git("push", "-q", "origin", f"{commit}:refs/heads/farai/main")
     passes, failures = agree(chain, commit, tmp_path)
     assert not passes and failures == ["gitmodules-symlink"], failures
+
+
+@pytest.mark.parametrize(
+    ("added", "refused"),
+    [
+        ('[submodule "other"]\n\turl\n', True),  # a url without a value, in another section
+        ('[submodule "other"]\n\tpath = other\n\tupdate = !make\n', True),  # a command
+        ("\tshallow = maybe\n", True),
+        ("\tfetchRecurseSubmodules = sometimes\n", True),
+        ("\tbranch\n", True),
+        ("\tignore = sometimes\n", False),  # a warning only
+        ("\tshallow\n", False),  # a boolean without a value is true
+        ('[submodule "../x"]\n\turl\n', False),  # a section git ignores by its name
+    ],
+)
+def test_a_value_git_submodule_update_dies_on_fails_the_link_in_any_section(
+    tmp_path: Path, added: str, refused: bool
+) -> None:
+    """git's submodule code reads every key of every section and stops the whole `submodule update`
+    at some values (git 2.39): the clone then checks out no submodule. check-pins passed them."""
+    chain = make_fixed_chain(tmp_path)
+    with (chain.bridge_work.path / ".gitmodules").open("a") as text:
+        text.write(added)
+    commit = push_bridge(chain, "a value git's submodule code reads")
+    passes, failures = agree(chain, commit, tmp_path)
+    assert (failures == ["gitmodules-refused"]) == refused and passes != refused, failures
 
 
 def test_update_none_fails_a_recursive_clone_skips_the_fork(tmp_path: Path) -> None:

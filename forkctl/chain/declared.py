@@ -59,8 +59,8 @@ def declared_modules(
         link.add(
             "gitmodules",
             Status.MISMATCH,
-            "gitmodules-unparsable",
-            f".gitmodules does not parse (git: {exc.reason}): `git submodule update` stops there, so a "
+            "gitmodules-refused",
+            f"git cannot read .gitmodules ({exc.reason}): `git submodule update` stops there, so a "
             "fresh recursive clone fails",
             "fix that line of .gitmodules (git config -f .gitmodules --list names it)",
         )
@@ -128,36 +128,19 @@ def _gitlink_by_url(
     return None
 
 
-# `submodule.<name>.update` values a fresh clone checks the pin out with (rebase and merge act as
-# checkout on a just-cloned submodule); `none` skips it, anything else stops `git submodule update`.
-_CHECKED_OUT = ("checkout", "rebase", "merge")
-
-
 def check_update(module: SubmoduleEntry | None, link: LinkResult) -> None:
-    """Add an `update` finding when `.gitmodules` keeps a fresh recursive clone from checking out
-    the gitlink (`update = none`, or a value git refuses)."""
-    value = module.options.get("update") if module is not None else None
-    if value is None or value in _CHECKED_OUT:
+    """Add an `update` finding when `.gitmodules` keeps a fresh recursive clone from checking out the
+    gitlink: `update = none` (rebase and merge act as checkout on a just-cloned submodule; a value
+    git refuses made the whole file a finding already, `declared_modules`)."""
+    if module is None or module.options.get("update") != "none":
         return
-    assert module is not None
-    fix = shlex.join(["git", "config", "-f", ".gitmodules", "--unset", f"submodule.{module.name}.update"])
-    if value == "none":
-        link.add(
-            "update",
-            Status.MISMATCH,
-            "update-none",
-            f".gitmodules says update = none for {link.gitlink}: a recursive clone skips the submodule",
-            fix,
-        )
-    else:
-        link.add(
-            "update",
-            Status.MISMATCH,
-            "update-invalid",
-            f".gitmodules says update = {value!r} for {link.gitlink}, which git refuses: a recursive "
-            "clone stops there",
-            fix,
-        )
+    link.add(
+        "update",
+        Status.MISMATCH,
+        "update-none",
+        f".gitmodules says update = none for {link.gitlink}: a recursive clone skips the submodule",
+        shlex.join(["git", "config", "-f", ".gitmodules", "--unset", f"submodule.{module.name}.update"]),
+    )
 
 
 def check_url(
