@@ -108,3 +108,28 @@ def test_two_different_series_published_at_once_one_wins_the_other_is_told_it_mo
         assert pushed, results
         assert tip(chain) in {data["tip"] for data in pushed}
         shutil.rmtree(cache)
+
+
+def test_a_cache_repository_a_killed_git_init_left_is_replaced(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A folder without HEAD where the cache keeps upstream's repository (a first run killed inside
+    `git init`): publishes at once replace it with a whole repository, none fails."""
+    from forkctl.git.store import cache_path
+    from tests.chain import url
+
+    chain = make_chain(tmp_path)
+    set_fork(chain.manifest, chain.upstream_tip, publish="merge")
+    cache = tmp_path / "cache"
+    monkeypatch.setenv("FORKCTL_CACHE", str(cache))
+    partial = cache_path(url(chain.upstream))
+    (partial / "objects").mkdir(parents=True)
+    (partial / "config").write_text("[core]\n\tbare = true\n")
+    results = publish_at_once([chain.manifest] * 2, cache)
+    for code, data, err in results:
+        assert code == 0, (data.get("problems"), err[-2000:])
+    assert (partial / "HEAD").is_file()
+    assert sorted(p.name for p in partial.parent.iterdir() if p.name.startswith(partial.name)) == [
+        partial.name,
+        f"{partial.name}.lock",
+    ]

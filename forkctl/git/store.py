@@ -9,6 +9,7 @@ branches and tags), never by git's lazy fetch; a warm cache answers without the 
 
 from __future__ import annotations
 
+import contextlib
 import glob
 import os
 import re
@@ -17,6 +18,7 @@ from pathlib import Path
 
 import msgspec
 
+from forkctl import locking
 from forkctl.digests import sha256_hex
 from forkctl.errors import BadInput
 from forkctl.files import atomic_write_text, process_alive
@@ -98,17 +100,34 @@ def _create(path: Path, url: str) -> None:
     _configure(making, url)
     try:
         os.rename(making, path)
-    except OSError:  # made meanwhile by another forkctl (the rename refuses a folder that is not empty)
-        shutil.rmtree(making, ignore_errors=True)
-        if not (path / "HEAD").is_file():
-            raise
+        return
+    except OSError:  # a folder is there (the rename refuses one that is not empty)
+        pass
+    if not (path / "HEAD").is_file():
+        _replace_partial(making, path)
+    shutil.rmtree(making, ignore_errors=True)  # another forkctl made it meanwhile: theirs is kept
+
+
+def _replace_partial(making: Path, path: Path) -> None:
+    """Put the new repository `making` in place of a folder at `path` without a HEAD: what a `git
+    init` killed in place (by a forkctl before this one) left. Under a lock, so two runs never both
+    move a folder aside (the second would move the first's new repository)."""
+    with locking.held(path.with_name(f"{path.name}.lock"), f"the cache repository {path}"):
+        if (path / "HEAD").is_file():
+            return
+        aside = path.with_name(f"{path.name}.abandoned-{os.getpid()}")
+        with contextlib.suppress(FileNotFoundError):
+            os.rename(path, aside)
+        with contextlib.suppress(OSError):  # another forkctl's new one arrived first: kept
+            os.rename(making, path)
+        shutil.rmtree(aside, ignore_errors=True)
 
 
 def _drop_abandoned(path: Path) -> None:
     """Folders a killed forkctl left while creating `path` (its process gone)."""
-    for left in path.parent.glob(f"{glob.escape(path.name)}.making-*"):
-        pid = left.name.rsplit("-", 1)[-1]
-        if pid.isdigit() and not process_alive(int(pid)):
+    for left in path.parent.glob(f"{glob.escape(path.name)}.*-*"):
+        kind, _, pid = left.name.rsplit(".", 1)[-1].partition("-")
+        if kind in ("making", "abandoned") and pid.isdigit() and not process_alive(int(pid)):
             shutil.rmtree(left, ignore_errors=True)
 
 
