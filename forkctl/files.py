@@ -8,6 +8,7 @@ status) imports this module for `cache_root` and must not pay for them.
 from __future__ import annotations
 
 import contextlib
+import errno
 import os
 import re
 from collections.abc import Iterable
@@ -44,15 +45,29 @@ def cache_root() -> Path:
 
 
 def atomic_write(path: Path, data: bytes) -> None:
-    """Write `data` to a temp file in `path`'s folder, flush it to disk, then rename it over `path`.
+    """Write `data` to a temp file, flush it to disk, then rename it over `path`.
 
-    A symlink at `path` is replaced by a regular file (the link's target is never written through).
+    The temp file is made where a kill before the rename leaves nothing a user sees: for a file in a
+    git checkout, in that checkout's git dir (`scratch_folder`), else beside `path`. A symlink at
+    `path` is replaced by a regular file (the link's target is never written through).
     """
-    import tempfile
-
     path.parent.mkdir(parents=True, exist_ok=True)
     mode = path.stat().st_mode & 0o777 if path.is_file() and not path.is_symlink() else 0o644
-    handle, temporary = tempfile.mkstemp(prefix=f".{path.name}.", suffix=TEMP_SUFFIX, dir=path.parent)
+    scratch = scratch_folder(path.parent)
+    if scratch is not None:
+        try:
+            _write_then_rename(path, data, mode, scratch, f"{os.getpid()}.")
+            return
+        except OSError as exc:
+            if exc.errno != errno.EXDEV:  # another mount of the same file system: beside it, below
+                raise
+    _write_then_rename(path, data, mode, path.parent, f".{path.name}.")
+
+
+def _write_then_rename(path: Path, data: bytes, mode: int, folder: Path, prefix: str) -> None:
+    import tempfile
+
+    handle, temporary = tempfile.mkstemp(prefix=prefix, suffix=TEMP_SUFFIX, dir=folder)
     try:
         with os.fdopen(handle, "wb") as stream:
             stream.write(data)
@@ -66,16 +81,90 @@ def atomic_write(path: Path, data: bytes) -> None:
         raise
 
 
+SCRATCH = "forkctl-tmp"  # in a checkout's git dir: atomic_write's temp files, named <pid>.<random>.tmp
+ABANDONED_AFTER_S = 60.0  # a temp file this old whose process is gone was left by a kill
+_SWEPT: set[Path] = set()  # scratch folders this process has swept
+
+
+def scratch_folder(folder: Path) -> Path | None:
+    """Where atomic_write keeps the temp file of a file in `folder` inside a git checkout: the
+    `forkctl-tmp` folder of that checkout's git dir (git never lists it; the rename from there is
+    atomic on one file system). None (beside the file) outside a checkout, in a git dir or in
+    forkctl's cache, or when that folder cannot be used. Temp files that killed runs left there are
+    removed the first time a process writes through it."""
+    git_dir = _checkout_git_dir(folder)
+    if git_dir is None:
+        return None
+    scratch = git_dir / SCRATCH
+    try:
+        scratch.mkdir(exist_ok=True)
+        if os.stat(scratch).st_dev != os.stat(folder).st_dev:
+            return None  # another file system: the rename would fail
+        if scratch not in _SWEPT:
+            _SWEPT.add(scratch)
+            _sweep(scratch)
+    except OSError:  # a read-only git dir, say: beside the file, as before
+        return None
+    return scratch
+
+
+def _checkout_git_dir(folder: Path) -> Path | None:
+    """The git dir of the checkout whose work tree holds `folder` (a `.git` folder, or the folder a
+    `.git` file names: linked worktrees, submodules); None outside one, or inside a git dir itself."""
+    try:
+        resolved = folder.resolve()
+        if resolved.is_relative_to(cache_root().resolve()):
+            return None  # forkctl's own files: nobody's checkout
+    except (OSError, BadInput):
+        return None
+    for above in (resolved, *resolved.parents):
+        if above.name == ".git" or ((above / "HEAD").is_file() and (above / "objects").is_dir()):
+            return None  # a git dir (bare, or a checkout's): git lists nothing in it
+        marker = above / ".git"
+        if marker.is_dir():
+            return marker
+        if marker.is_file():
+            text = marker.read_text(errors="replace").strip()
+            named = above / text.removeprefix("gitdir:").strip() if text.startswith("gitdir:") else None
+            return named.resolve() if named is not None and named.is_dir() else None
+    return None
+
+
+def _sweep(scratch: Path) -> None:
+    """Remove the temp files of atomic writes whose process is gone (killed before its rename)."""
+    import time
+
+    for entry in os.scandir(scratch):
+        pid = entry.name.split(".", 1)[0]
+        if not (entry.name.endswith(TEMP_SUFFIX) and pid.isdigit()) or process_alive(int(pid)):
+            continue
+        with contextlib.suppress(OSError):  # another forkctl swept it first
+            if time.time() - entry.stat(follow_symlinks=False).st_mtime > ABANDONED_AFTER_S:
+                os.unlink(entry.path)
+
+
+def process_alive(pid: int) -> bool:
+    """Is process `pid` running (as far as this process can tell)?"""
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:  # another user's process
+        return True
+    return True
+
+
 def atomic_write_text(path: Path, text: str) -> None:
     atomic_write(path, text.encode("utf-8"))
 
 
-def remove_temporaries(paths: Iterable[Path]) -> None:
-    """Delete the temp files that a killed atomic_write of any of `paths` left next to it.
+def remove_temporaries(paths: Iterable[Path]) -> int:
+    """Delete the temp files that a killed atomic_write of any of `paths` left next to it; how many.
 
     Only names atomic_write makes (`.<name>.<8 random characters>.tmp`) are touched; the caller holds
     the lock that keeps every other forkctl from writing these paths, so no such file is in use.
     """
+    removed = 0
     wanted: dict[Path, set[str]] = {}
     for path in paths:
         wanted.setdefault(path.parent, set()).add(path.name)
@@ -95,6 +184,8 @@ def remove_temporaries(paths: Iterable[Path]) -> None:
             if pattern.fullmatch(entry.name) and entry.is_file(follow_symlinks=False):
                 with contextlib.suppress(FileNotFoundError):
                     os.unlink(entry.path)
+                    removed += 1
+    return removed
 
 
 def atomic_folder(path: Path, files: dict[str, bytes]) -> Path:

@@ -231,8 +231,11 @@ def test_a_journal_half_written_by_a_killed_run_is_cleaned_up(setup: SeriesSetup
     site = _site(setup, tmp_path / "site")
     (site / f".{treepatch.JOURNAL}.abcd1234.tmp").write_text('{"swaps": [')
     (site / "megatron/core/.a.py.forkctl-new").write_text("half\n")
-    assert _apply(setup, "--tree", str(site))[0] == 0
+    result = CliRunner().invoke(cli, ["--manifest", str(setup.manifest), "apply", "--tree", str(site)])
+    assert result.exit_code == 0, result.output
     assert _snapshot(site) == _snapshot(reference)
+    # Said, so that a person who saw those files knows where they went.
+    assert f"removed 2 file(s) an earlier apply --tree, interrupted, had staged in {site}" in result.stdout
 
 
 def test_the_manifest_names_what_a_tree_takes_and_every_path_by_default(

@@ -10,7 +10,9 @@ import subprocess
 from pathlib import Path
 
 import pytest
+from click.testing import CliRunner
 
+from forkctl.cli import cli
 from tests.chain import (
     BRIDGE_GITLINK,
     NEMO_GITLINK,
@@ -137,6 +139,116 @@ def test_a_second_gitmodules_section_for_the_path_wins(tmp_path: Path, last: str
     commit = push_bridge(chain, f"a second section for the gitlink, {last} last")
     passes, failures = agree(chain, commit, tmp_path)
     assert passes == (last == "fork"), failures
+
+
+@pytest.mark.parametrize("where", ["absolute", "relative"])
+def test_an_include_in_gitmodules_is_ignored_as_git_ignores_it(tmp_path: Path, where: str) -> None:
+    """`.gitmodules` names plain upstream (which lacks the fork head) and ends with an `[include]` of
+    a file (here outside the repository; on a runner, one in the pull request's own checkout) that
+    names the fork. git's submodule code reads no includes: the clone fetches from upstream and
+    fails. `git config --blob` follows an absolute include unless told not to, so check-pins passed
+    on the included URL (and a relative one made the whole check exit 2)."""
+    chain = make_fixed_chain(tmp_path)
+    work = chain.bridge_work
+    extra = tmp_path / "extra.cfg"
+    extra.write_text(f'[submodule "{BRIDGE_GITLINK}"]\n\turl = {url(chain.fork)}\n')
+    work.git("config", "-f", ".gitmodules", f"submodule.{BRIDGE_GITLINK}.url", url(chain.upstream))
+    with (work.path / ".gitmodules").open("a") as text:
+        text.write(f"[include]\n\tpath = {extra if where == 'absolute' else 'extra.cfg'}\n")
+    commit = push_bridge(chain, f"an {where} include names the fork")
+    passes, failures = agree(chain, commit, tmp_path)
+    assert not passes and "url-upstream" in failures, failures
+
+
+def test_a_gitmodules_git_cannot_parse_is_a_finding_on_its_link(tmp_path: Path) -> None:
+    """A line that is not config after the right section: `git submodule update` stops at it, so the
+    clone fails; check-pins says so on the Bridge link (exit 1, the line named) instead of ending the
+    whole check as bad input (exit 2) without naming the consumer or commit."""
+    chain = make_fixed_chain(tmp_path)
+    work = chain.bridge_work
+    with (work.path / ".gitmodules").open("a") as text:
+        text.write("this is not config\n")
+    commit = push_bridge(chain, "a broken .gitmodules")
+    passes, failures = agree(chain, commit, tmp_path)
+    assert not passes and failures == ["gitmodules-refused"], failures
+    code, report = check_pins_json(chain)
+    assert code == 1
+    (problem,) = [p for p in report["problems"] if "git cannot read .gitmodules" in p["message"]]
+    assert problem["message"].startswith(f"megatron-bridge@{commit[:12]}") and "line 4" in problem["message"]
+    # The pull request's own check (--under-test, the GitHub channel) says it at that line.
+    result = CliRunner().invoke(
+        cli,
+        ["--manifest", str(chain.manifest), "check-pins", "--under-test", str(work.path), "--github"],
+    )
+    assert result.exit_code == 1, result.output
+    assert "file=.gitmodules,line=4" in result.stdout and "git cannot read .gitmodules" in result.stdout, (
+        result.stdout
+    )
+
+
+def test_a_gitmodules_with_a_byte_order_mark_reads_as_git_submodule_update_reads_it(tmp_path: Path) -> None:
+    """An editor's UTF-8 byte-order mark before the first section: `git config --blob` refuses the
+    file (git 2.39), but `git submodule update` reads the checked-out file, which skips it, and the
+    clone builds the fork head: check-pins passes too."""
+    chain = make_fixed_chain(tmp_path)
+    gitmodules = chain.bridge_work.path / ".gitmodules"
+    gitmodules.write_bytes(b"\xef\xbb\xbf" + gitmodules.read_bytes())
+    commit = push_bridge(chain, "a byte-order mark")
+    assert agree(chain, commit, tmp_path) == (True, [])
+
+
+def test_a_symlinked_gitmodules_fails_whatever_its_target_text_says(tmp_path: Path) -> None:
+    """`.gitmodules` committed as a symbolic link whose target text is the right file, byte for byte
+    (a link target may hold newlines): git refuses to check out such a path, so the clone fails;
+    check-pins read the link's text as the file and passed."""
+    chain = make_fixed_chain(tmp_path)
+    work = chain.bridge_work
+    text = (work.path / ".gitmodules").read_bytes()
+    blob = subprocess.run(
+        ["git", "-C", str(work.path), "hash-object", "-w", "--stdin"],
+        input=text,
+        capture_output=True,
+        check=True,
+    ).stdout.decode()
+    listing = [
+        f"120000 blob {blob.strip()}\t.gitmodules" if line.endswith("\t.gitmodules") else line
+        for line in work.git("ls-tree", "HEAD").splitlines()
+    ]
+    tree = subprocess.run(
+        ["git", "-C", str(work.path), "mktree"],
+        input="\n".join(listing).encode() + b"\n",
+        capture_output=True,
+    ).stdout.decode()
+    commit = work.git("commit-tree", tree.strip(), "-p", "HEAD", "-m", "a symlinked .gitmodules")
+    work.git("push", "-q", "origin", f"{commit}:refs/heads/farai/main")
+    passes, failures = agree(chain, commit, tmp_path)
+    assert not passes and failures == ["gitmodules-symlink"], failures
+
+
+@pytest.mark.parametrize(
+    ("added", "refused"),
+    [
+        ('[submodule "other"]\n\turl\n', True),  # a url without a value, in another section
+        ('[submodule "other"]\n\tpath = other\n\tupdate = !make\n', True),  # a command
+        ("\tshallow = maybe\n", True),
+        ("\tfetchRecurseSubmodules = sometimes\n", True),
+        ("\tbranch\n", True),
+        ("\tignore = sometimes\n", False),  # a warning only
+        ("\tshallow\n", False),  # a boolean without a value is true
+        ('[submodule "../x"]\n\turl\n', False),  # a section git ignores by its name
+    ],
+)
+def test_a_value_git_submodule_update_dies_on_fails_the_link_in_any_section(
+    tmp_path: Path, added: str, refused: bool
+) -> None:
+    """git's submodule code reads every key of every section and stops the whole `submodule update`
+    at some values (git 2.39): the clone then checks out no submodule. check-pins passed them."""
+    chain = make_fixed_chain(tmp_path)
+    with (chain.bridge_work.path / ".gitmodules").open("a") as text:
+        text.write(added)
+    commit = push_bridge(chain, "a value git's submodule code reads")
+    passes, failures = agree(chain, commit, tmp_path)
+    assert (failures == ["gitmodules-refused"]) == refused and passes != refused, failures
 
 
 def test_update_none_fails_a_recursive_clone_skips_the_fork(tmp_path: Path) -> None:

@@ -13,6 +13,7 @@ from forkctl.chain import forkbase
 from forkctl.chain.declared import (
     check_update,
     check_url,
+    declared_modules,
     locate_gitlink,
     pin_target,
     point_at_gitmodules,
@@ -137,7 +138,9 @@ class Checker:
         files = {path: e.sha for path, e in entries.items() if e.kind == "blob"}
         store = self.store(index)
         store.ensure_blobs(repo, [sha for path, sha in files.items() if path != ".gitmodules"])
-        modules = store.gitmodules(repo, files[".gitmodules"]) if ".gitmodules" in files else []
+        modules = declared_modules(store, repo, entries.get(".gitmodules"), link)
+        if modules is None:
+            return link
         gitlink_path, module = locate_gitlink(repo, commit, consumer, modules, target, link, entries)
         if gitlink_path is None:
             return link

@@ -5,13 +5,14 @@ it: a gitlink there (a folder or file there, or a submodule found only elsewhere
 
 from __future__ import annotations
 
+import re
 import shlex
 
 import msgspec
 
 from forkctl import git
 from forkctl.chain.model import LinkResult, Status
-from forkctl.chain.sources import Source
+from forkctl.chain.sources import Source, Store
 from forkctl.git import GitRepo, SubmoduleEntry, remote
 from forkctl.manifest import Consumer, Manifest
 
@@ -31,6 +32,42 @@ def pin_target(manifest: Manifest, sources: list[Source], index: int) -> PinTarg
         return PinTarget("fork", fork.url, manifest.upstream.url, (fork.branch, fork.mirror_branch))
     previous = sources[index - 1].consumer
     return PinTarget(previous.name, previous.url, previous.upstream_url, (previous.branch,))
+
+
+def declared_modules(
+    store: Store, repo: GitRepo, entry: git.TreeEntry | None, link: LinkResult
+) -> list[SubmoduleEntry] | None:
+    """The sections of the commit's `.gitmodules` (its tree `entry`; None: it has none), or None with
+    a finding when a fresh recursive clone fails on the file itself: git refuses to check out a
+    `.gitmodules` that is a symbolic link (whatever its target text says), and `git submodule update`
+    stops at one it cannot parse."""
+    if entry is None or entry.kind != "blob":
+        return []  # none, or a folder: git reads no submodule from it
+    if entry.mode == SYMLINK_MODE:
+        link.add(
+            "gitmodules",
+            Status.MISMATCH,
+            "gitmodules-symlink",
+            ".gitmodules is a symbolic link: git refuses to check it out (invalid path), so a fresh "
+            "recursive clone fails",
+            "commit .gitmodules as a regular file",
+        )
+        return None
+    try:
+        return store.gitmodules(repo, entry.sha)
+    except git.GitmodulesSyntax as exc:
+        link.add(
+            "gitmodules",
+            Status.MISMATCH,
+            "gitmodules-refused",
+            f"git cannot read .gitmodules ({exc.reason}): `git submodule update` stops there, so a "
+            "fresh recursive clone fails",
+            "fix that line of .gitmodules (git config -f .gitmodules --list names it)",
+        )
+        return None
+
+
+SYMLINK_MODE = "120000"
 
 
 def _absolute(url: str, consumer: Consumer) -> str:
@@ -91,36 +128,19 @@ def _gitlink_by_url(
     return None
 
 
-# `submodule.<name>.update` values a fresh clone checks the pin out with (rebase and merge act as
-# checkout on a just-cloned submodule); `none` skips it, anything else stops `git submodule update`.
-_CHECKED_OUT = ("checkout", "rebase", "merge")
-
-
 def check_update(module: SubmoduleEntry | None, link: LinkResult) -> None:
-    """Add an `update` finding when `.gitmodules` keeps a fresh recursive clone from checking out
-    the gitlink (`update = none`, or a value git refuses)."""
-    value = module.options.get("update") if module is not None else None
-    if value is None or value in _CHECKED_OUT:
+    """Add an `update` finding when `.gitmodules` keeps a fresh recursive clone from checking out the
+    gitlink: `update = none` (rebase and merge act as checkout on a just-cloned submodule; a value
+    git refuses made the whole file a finding already, `declared_modules`)."""
+    if module is None or module.options.get("update") != "none":
         return
-    assert module is not None
-    fix = shlex.join(["git", "config", "-f", ".gitmodules", "--unset", f"submodule.{module.name}.update"])
-    if value == "none":
-        link.add(
-            "update",
-            Status.MISMATCH,
-            "update-none",
-            f".gitmodules says update = none for {link.gitlink}: a recursive clone skips the submodule",
-            fix,
-        )
-    else:
-        link.add(
-            "update",
-            Status.MISMATCH,
-            "update-invalid",
-            f".gitmodules says update = {value!r} for {link.gitlink}, which git refuses: a recursive "
-            "clone stops there",
-            fix,
-        )
+    link.add(
+        "update",
+        Status.MISMATCH,
+        "update-none",
+        f".gitmodules says update = none for {link.gitlink}: a recursive clone skips the submodule",
+        shlex.join(["git", "config", "-f", ".gitmodules", "--unset", f"submodule.{module.name}.update"]),
+    )
 
 
 def check_url(
@@ -176,11 +196,17 @@ def point_at_gitmodules(repo: GitRepo | None, commit: str, link: LinkResult) -> 
     line of the submodule's `url =` (for `url`), `update =` (for `update`) or `path =` (for `gitlink`)
     when the section exists."""
     entry = repo.tree_entry(commit, ".gitmodules") if repo is not None else None
-    if repo is None or entry is None or entry.kind != "blob":
+    if repo is None or entry is None or entry.kind != "blob" or entry.mode == SYMLINK_MODE:
         return
-    module = next((m for m in git.parse_gitmodules(repo, entry.sha) if m.path == link.gitlink), None)
-    lines = git.gitmodules_key_lines(repo.blob_bytes(entry.sha), module.name) if module else {}
-    key = {"url": "url", "gitlink": "path", "update": "update"}
+    try:
+        modules = git.parse_gitmodules(repo, entry.sha)
+    except git.GitmodulesSyntax as exc:  # the finding names git's line: point there
+        number = re.search(r"line (\d+)", exc.reason)
+        lines = {"syntax": int(number.group(1))} if number else {}
+    else:
+        module = next((m for m in modules if m.path == link.gitlink), None)
+        lines = git.gitmodules_key_lines(repo.blob_bytes(entry.sha), module.name) if module else {}
+    key = {"url": "url", "gitlink": "path", "update": "update", "gitmodules": "syntax"}
     link.findings = [
         msgspec.structs.replace(f, file=".gitmodules", line=lines.get(key[f.check]))
         if f.check in key and (f.check == "url" or key[f.check] in lines)

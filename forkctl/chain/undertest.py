@@ -160,7 +160,7 @@ def _recognised(manifest: Manifest, repo: GitRepo, commit: str) -> tuple[set[int
     """(consumers whose gitlink `commit` holds, consumers whose url or upstream_url a remote names)."""
     consumers = manifest.consumers
     entries = repo.tree_entries(commit, [c.gitlink for c in consumers])
-    modules = git.read_gitmodules(repo, commit) or []
+    modules = git.sections_for_recognising(repo, commit)
     paths = {m.path for m in modules} | {p for p, e in entries.items() if e.kind == "commit"}
     by_gitlink = {i for i, c in enumerate(consumers) if c.gitlink in paths}
     urls = repo.remote_urls()

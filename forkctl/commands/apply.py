@@ -79,8 +79,12 @@ def _apply_tree(ctx: Context, tree: Path, include: str, reverse: bool) -> Report
     tree_plan = patch_dir.plan(tree, series.patches, include, reverse=reverse)
     changed = [p.path.name for p in patch_dir.execute(tree_plan, reverse=reverse)]
     result = _tree_report(tree_plan, reverse, changed)
-    if finished:
+    if finished.finished:
         result.lines.append(f"finished the swap of an earlier apply --tree that was interrupted in {tree}")
+    elif finished.removed:
+        result.lines.append(
+            f"removed {finished.removed} file(s) an earlier apply --tree, interrupted, had staged in {tree}"
+        )
     trivial = [v.patch.path.name for v in tree_plan.verdicts if v.status == patch_dir.PatchStatus.NO_PATHS]
     if trivial:
         result.lines.append(f"no path matches {include} in: {', '.join(trivial)} (counted as applied)")
@@ -320,7 +324,7 @@ def command(
     if abort or resume:
         repo = _store(manifest, repo_path, upstream_repo, [])
         if abort:
-            state = apply.abort(repo)
+            state = apply.abort(repo, manifest.path)
             branch = state.branch if state else None
             result = Report(command="apply", data={"aborted": True, "branch": branch})
             result.lines.append(

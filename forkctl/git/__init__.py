@@ -26,6 +26,7 @@ _HOME = {
     "CommitInfo": "commits",
     "GitFailed": "runner",
     "GitRepo": "repo",
+    "GitmodulesSyntax": "submodules",
     "Identity": "commits",
     "PrivateIndex": "index",
     "SubmoduleEntry": "submodules",
@@ -58,6 +59,7 @@ _HOME = {
     "start_run": "runmemo",
     "blobs_in_range": "patches",
     "read_gitmodules": "submodules",
+    "sections_for_recognising": "submodules",
     "run": "runner",
     "run_bytes": "runner",
     "toplevel": "repo",
@@ -82,6 +84,7 @@ __all__ = [
     "CommitInfo",
     "GitFailed",
     "GitRepo",
+    "GitmodulesSyntax",
     "Identity",
     "PrivateIndex",
     "SubmoduleEntry",
@@ -116,6 +119,7 @@ __all__ = [
     "run",
     "run_bytes",
     "save_facts",
+    "sections_for_recognising",
     "series_range_diff",
     "start_run",
     "toplevel",
@@ -169,12 +173,14 @@ if TYPE_CHECKING:
     from forkctl.git.runmemo import end_run, start_run
     from forkctl.git.runner import GitFailed, run, run_bytes, try_run
     from forkctl.git.submodules import (
+        GitmodulesSyntax,
         SubmoduleEntry,
         gitmodules_key_lines,
         gitmodules_with,
         parse_gitmodules,
         read_gitmodules,
         recorded_gitmodules,
+        sections_for_recognising,
     )
     from forkctl.git.worktree import (
         checked_out_branches,

@@ -182,26 +182,37 @@ def talk(
         checked_local(url)
     lend, env = lent_credentials(url)
     public = without_credentials(url) if env else url
-    if fetch:
-        assert repo is not None, "a fetch needs a repository"
-        name = _promisor_remote(repo, without_credentials(public))
-        if public != without_credentials(public):  # an ssh login name: no secret, but git needs it
-            lend = ["-c", f"url.{public}.insteadOf={without_credentials(public)}"]
-        args = [*network_args(), *lend, *verb_args, "--", name, *after_url]
-    else:
-        args = [*network_args(), *lend, *verb_args, "--", public, *after_url]
     try:
-        if repo is None:
-            return try_run(args, env=env or None, timeout=network_timeout())
         if not fetch:
+            args = [*network_args(), *lend, *verb_args, "--", public, *after_url]
+            if repo is None:
+                return try_run(args, env=env or None, timeout=network_timeout())
             return repo.try_git(args, env=env or None, timeout=network_timeout())
+        assert repo is not None, "a fetch needs a repository"
         # One fetch at a time into a repository: a second one would fail on git's shallow.lock (or
         # the ref locks) instead of waiting; this one waits, then finds what the first brought.
         wait = locking.wait_limit() + network_timeout()  # the fetch it waits for may take that long
         with locking.held(repo.git_dir / "forkctl-fetch.lock", f"a fetch into {repo.git_dir}", wait):
-            return repo.try_git(args, env=env or None, timeout=network_timeout())
+            return _fetch(repo, public, lend, verb_args, after_url, env)
     except GitTimeout:
         raise _silent(url) from None
+
+
+def _fetch(
+    repo: GitRepo, public: str, lend: list[str], verb_args: list[str], after_url: list[str], env: dict
+) -> tuple[int, str, str]:
+    """The fetch of `talk`, under the repository's fetch lock: what depends on the repository's state
+    is read here, after any fetch this one waited for. Its promisor remote is configured (a `git
+    config` beside another's fails on the config lock), and `--unshallow` is dropped once a fetch
+    before it made the repository complete: git refuses it there ("does not make sense"), and a
+    complete repository already is what it asks for."""
+    name = _promisor_remote(repo, without_credentials(public))
+    if public != without_credentials(public):  # an ssh login name: no secret, but git needs it
+        lend = ["-c", f"url.{public}.insteadOf={without_credentials(public)}"]
+    if "--unshallow" in verb_args and not (repo.git_dir / "shallow").is_file():
+        verb_args = [arg for arg in verb_args if arg != "--unshallow"]
+    args = [*network_args(), *lend, *verb_args, "--", name, *after_url]
+    return repo.try_git(args, env=env or None, timeout=network_timeout())
 
 
 # The helper answers git's `get` with what the environment of this one git process holds; `store` and
@@ -374,6 +385,8 @@ def push_fast_forward(repo: GitRepo, url: str, new: str, branch: str, expected: 
     if status == 0:
         return
     now = ls_remote(url).get(ref)
+    if now == new:  # another run pushed this very commit meanwhile (it read the same tip): done
+        return
     if now != expected:
         raise RemoteMoved(
             f"{branch} at {url} moved meanwhile: it was {(expected or 'absent')[:12]} when read and is "

@@ -9,14 +9,19 @@ branches and tags), never by git's lazy fetch; a warm cache answers without the 
 
 from __future__ import annotations
 
+import contextlib
+import glob
+import os
 import re
+import shutil
 from pathlib import Path
 
 import msgspec
 
+from forkctl import locking
 from forkctl.digests import sha256_hex
 from forkctl.errors import BadInput
-from forkctl.files import atomic_write_text
+from forkctl.files import atomic_write_text, process_alive
 from forkctl.git.facts import facts_of
 from forkctl.git.graph import (
     FETCHED_REFS,
@@ -52,9 +57,7 @@ def cache_repo_for(url: str, alternates: list[Path] | None = None, graph: bool =
     deepening it makes the server send again the trees it already sent."""
     path = cache_path(url, graph)
     if not (path / "HEAD").is_file():
-        path.parent.mkdir(parents=True, exist_ok=True)
-        run(["init", "--quiet", "--bare", "--", str(path)])
-        _configure(path, url)
+        _create(path, url)
     # Made by forkctl, bare, at a path it chose: no need to ask git what it is (two processes a call).
     repo = CommitGraph.at(path, url) if graph else GitRepo.known_bare(path)
     repo.facts = facts_of(repo.git_dir)
@@ -83,6 +86,51 @@ def cache_path(url: str, graph: bool = False) -> Path:
     return cache_root() / "repos" / f"{name}-{key}{'-graph' if graph else ''}.git"
 
 
+def _create(path: Path, url: str) -> None:
+    """Make the cache repository at `path` whole or not at all: initialised and configured in a folder
+    of its own beside it, then renamed into place. Another forkctl creating the same entry at the same
+    moment (publishes, check-pins in parallel jobs sharing one cache) then never sees a half-made one
+    (a HEAD without the partial-clone config, or `git init` racing on its config lock); the second
+    rename finds the first's repository there and its own folder is dropped."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    _drop_abandoned(path)
+    making = path.with_name(f"{path.name}.making-{os.getpid()}")
+    shutil.rmtree(making, ignore_errors=True)  # a pid reused after a killed run
+    run(["init", "--quiet", "--bare", "--", str(making)])
+    _configure(making, url)
+    try:
+        os.rename(making, path)
+        return
+    except OSError:  # a folder is there (the rename refuses one that is not empty)
+        pass
+    if not (path / "HEAD").is_file():
+        _replace_partial(making, path)
+    shutil.rmtree(making, ignore_errors=True)  # another forkctl made it meanwhile: theirs is kept
+
+
+def _replace_partial(making: Path, path: Path) -> None:
+    """Put the new repository `making` in place of a folder at `path` without a HEAD: what a `git
+    init` killed in place (by a forkctl before this one) left. Under a lock, so two runs never both
+    move a folder aside (the second would move the first's new repository)."""
+    with locking.held(path.with_name(f"{path.name}.lock"), f"the cache repository {path}"):
+        if (path / "HEAD").is_file():
+            return
+        aside = path.with_name(f"{path.name}.abandoned-{os.getpid()}")
+        with contextlib.suppress(FileNotFoundError):
+            os.rename(path, aside)
+        with contextlib.suppress(OSError):  # another forkctl's new one arrived first: kept
+            os.rename(making, path)
+        shutil.rmtree(aside, ignore_errors=True)
+
+
+def _drop_abandoned(path: Path) -> None:
+    """Folders a killed forkctl left while creating `path` (its process gone)."""
+    for left in path.parent.glob(f"{glob.escape(path.name)}.*-*"):
+        kind, _, pid = left.name.rsplit(".", 1)[-1].partition("-")
+        if kind in ("making", "abandoned") and pid.isdigit() and not process_alive(int(pid)):
+            shutil.rmtree(left, ignore_errors=True)
+
+
 def _configure(path: Path, url: str) -> None:
     """Make the new bare repository at `path` a partial clone of `url`, its promisor remotes (`origin`
     and the one `talk` fetches through) written straight into its config file: one write, where
@@ -95,9 +143,7 @@ def _configure(path: Path, url: str) -> None:
         for name in ("origin", promisor_remote_name(public))
     )
     config = path / "config"
-    text = config.read_text()
-    if "partialClone" not in text:  # another forkctl made it meanwhile
-        atomic_write_text(config, text + sections + "[extensions]\n\tpartialClone = origin\n")
+    atomic_write_text(config, config.read_text() + sections + "[extensions]\n\tpartialClone = origin\n")
 
 
 # --- fetches: one SHA, a batch of objects, a URL's branches and tags, commit graphs ------------

@@ -29,9 +29,11 @@ class SubmoduleEntry(msgspec.Struct, frozen=True):
 # Sections of `.gitmodules` blobs parsed this run, by blob name: a blob's name is its content, and two
 # commits (or two repositories) often hold the same one.
 _PARSED: dict[str, list[SubmoduleEntry]] = memo({})
+_REFUSED: dict[str, str] = memo({})  # blobs git's submodule code dies on: why
 # The facts key of a blob's `config --list` output: the listing itself is kept (not what was made of
-# it), so that how git reads it is decided here, each run, from git's own parse.
-_FACT = "gitmodules-listing {}"
+# it), so that how git reads it is decided here, each run, from git's own parse. (v2: read without
+# includes; a listing recorded before may hold a file an `[include]` named.)
+_FACT = "gitmodules-listing-v2 {}"
 
 
 def parse_gitmodules(repo: GitDir, blob: str) -> list[SubmoduleEntry]:
@@ -41,18 +43,80 @@ def parse_gitmodules(repo: GitDir, blob: str) -> list[SubmoduleEntry]:
     recorded = recorded_gitmodules(repo, blob)
     if recorded is not None:
         return recorded
-    status, out, err = repo.try_git(["config", "--blob", blob, "--null", "--list"])
+    # No includes: git's submodule code reads none (`git config --blob` would follow an absolute
+    # `[include] path`, so a pull request could make forkctl read a URL from a file git never reads).
+    status, out, err = repo.try_git(["config", "--no-includes", "--blob", blob, "--null", "--list"])
+    if status != 0 and "bad config" in err:
+        status, out = _parse_as_a_file(repo, blob)
+        if status != 0:
+            said = next(line for line in err.splitlines() if "bad config" in line)
+            raise GitmodulesSyntax(
+                blob, re.sub(r"^(fatal|error): ", "", said.strip()).replace(f" in blob {blob}", "")
+            )
     if status != 0:
-        raise GitFailed(f"cannot parse .gitmodules ({blob})", err, hint="fix the .gitmodules syntax")
-    entries = _remember(blob, out)
+        raise GitFailed(f"cannot read .gitmodules ({blob})", err, hint="check that the repository has it")
     if repo.facts is not None and FULL_OBJECT_NAME.fullmatch(blob):
         repo.facts.put(_FACT.format(blob), out)
-    return entries
+    return _remember(blob, out)
+
+
+def _parse_as_a_file(repo: GitDir, blob: str) -> tuple[int, str]:
+    """`blob` parsed as git parses the checked-out `.gitmodules` file `git submodule update` reads,
+    which differs from `--blob` in one way: a leading UTF-8 byte-order mark is skipped (git 2.39)."""
+    data = run_bytes(["--git-dir", str(repo.git_dir), "cat-file", "blob", blob])
+    if not data.startswith(b"\xef\xbb\xbf"):
+        return 1, ""
+    status, out, _ = repo.try_git(["config", "--no-includes", "--file", "-", "--null", "--list"], stdin=data)
+    return status, out
+
+
+class GitmodulesSyntax(GitFailed):
+    """A `.gitmodules` blob that `git submodule update` dies on: git's config parser refuses its
+    syntax ("bad config line 4"), or git's submodule code a value in it (`refusal`)."""
+
+    def __init__(self, blob: str, reason: str) -> None:
+        super().__init__(
+            f"git cannot read .gitmodules ({blob}): {reason}", hint="fix that line of .gitmodules"
+        )
+        self.reason = reason
+
+
+_NEEDS_A_VALUE = ("path", "url", "branch", "ignore", "update")
+_UPDATES = ("checkout", "rebase", "merge", "none")
+_BOOL = re.compile(r"(?i)(true|false|yes|no|on|off|[-+]?[0-9]+[kmg]?)?")
+
+
+def refusal(listing: str) -> str | None:
+    """Why `git submodule update` (git 2.39) dies on `.gitmodules` with this `config --null --list`
+    listing, or None: git's submodule code reads every occurrence of every key of every section with
+    an acceptable name, and stops the whole command at a path, url, branch, ignore or update without
+    a value, an update that is no strategy (`!command` included), a shallow that is no boolean or a
+    fetchRecurseSubmodules that is neither a boolean nor on-demand, whichever submodule it is in."""
+    for item in listing.split("\x00"):
+        key, has_value, value = item.partition("\n")
+        if not key.startswith("submodule.") or key.count(".") < 2:
+            continue
+        name, variable = key[len("submodule.") :].rsplit(".", 1)
+        variable = variable.lower()
+        if not _acceptable_name(name):
+            continue
+        if variable in _NEEDS_A_VALUE and not has_value:
+            return f"missing value for 'submodule.{name}.{variable}'"
+        if variable == "update" and value not in _UPDATES:
+            return f"invalid value for 'submodule.{name}.update': {value!r}"
+        if variable == "shallow" and has_value and not _BOOL.fullmatch(value):
+            return f"bad boolean config value {value!r} for 'submodule.{name}.shallow'"
+        recurse = variable == "fetchrecursesubmodules" and has_value
+        if recurse and value.lower() != "on-demand" and not _BOOL.fullmatch(value):
+            return f"bad submodule.{name}.fetchrecursesubmodules argument: {value!r}"
+    return None
 
 
 def recorded_gitmodules(repo: GitDir, blob: str) -> list[SubmoduleEntry] | None:
     """The sections of `blob` as parsed before (this run, or an earlier one in this cache repository),
     or None: then the blob may have to be fetched before it is parsed."""
+    if blob in _REFUSED:
+        raise GitmodulesSyntax(blob, _REFUSED[blob])
     if blob in _PARSED:
         return list(_PARSED[blob])
     recorded = repo.facts.get(_FACT.format(blob)) if repo.facts is not None else None
@@ -60,7 +124,13 @@ def recorded_gitmodules(repo: GitDir, blob: str) -> list[SubmoduleEntry] | None:
 
 
 def _remember(blob: str, listing: str) -> list[SubmoduleEntry]:
-    """The sections of `config --null --list` output, remembered for `blob` when that is an object name."""
+    """The sections of `config --null --list` output, remembered for `blob` when that is an object
+    name; GitmodulesSyntax when git's submodule code would die on them."""
+    refused = refusal(listing)
+    if refused is not None:
+        if FULL_OBJECT_NAME.fullmatch(blob):
+            _REFUSED[blob] = refused
+        raise GitmodulesSyntax(blob, refused)
     entries = resolve_sections(listing)
     if FULL_OBJECT_NAME.fullmatch(blob):
         _PARSED[blob] = entries
@@ -117,7 +187,7 @@ def gitmodules_key_lines(data: bytes, name: str) -> dict[str, int]:
     one where a key repeats: the value git uses), for annotations that point at the line to edit."""
     lines: dict[str, int] = {}
     section: str | None = None
-    for number, line in enumerate(data.decode("utf-8", "replace").splitlines(), start=1):
+    for number, line in enumerate(data.decode("utf-8-sig", "replace").splitlines(), start=1):
         header = _SECTION.match(line)
         if header is not None:
             section = re.sub(r"\\(.)", r"\1", header.group(1))
@@ -134,9 +204,18 @@ def gitmodules_key_lines(data: bytes, name: str) -> dict[str, int]:
 def read_gitmodules(repo: ObjectReads, commit: str) -> list[SubmoduleEntry] | None:
     """`.gitmodules` of `commit` (no checkout), or None when the commit has none."""
     entry = repo.tree_entry(commit, ".gitmodules")
-    if entry is None or entry.kind != "blob":
+    if entry is None or entry.kind != "blob" or entry.mode == "120000":  # git reads no symlinked one
         return None
     return parse_gitmodules(repo, entry.sha)
+
+
+def sections_for_recognising(repo: ObjectReads, commit: str) -> list[SubmoduleEntry]:
+    """`read_gitmodules` for recognising which consumer a commit is: [] when it has none, or one git
+    cannot parse (the check of its link says so; recognition goes by gitlinks and remotes)."""
+    try:
+        return read_gitmodules(repo, commit) or []
+    except GitmodulesSyntax:
+        return []
 
 
 def gitmodules_with(repo: GitDir, blob: str, name: str, key: str, value: str) -> str:

@@ -12,6 +12,7 @@ worktree), so such a repository can still be finished or cleaned up.
 from __future__ import annotations
 
 from collections.abc import Callable
+from pathlib import Path
 
 import msgspec
 
@@ -137,7 +138,7 @@ def start(
 
 @locking.repository_locked
 def resume(repo: GitRepo, manifest: Manifest, series: Series) -> Outcome:
-    state = session.require(repo, "apply")
+    state = session.require(repo, "apply", manifest.path)
     if series.digest != state.series_digest or _files(manifest) != state.files:
         raise BadInput(
             "the patch series changed since the apply stopped",
@@ -154,10 +155,11 @@ def resume(repo: GitRepo, manifest: Manifest, series: Series) -> Outcome:
 
 
 @locking.repository_locked
-def abort(repo: GitRepo) -> session.State | None:
-    """Undo a stopped apply; None when the state was unreadable (then only forkctl's scratch is removed)."""
+def abort(repo: GitRepo, manifest_path: Path) -> session.State | None:
+    """Undo a stopped apply; None when the state was unreadable (then only forkctl's scratch is removed).
+    Only the checkout whose manifest (`manifest_path`) started the apply may abort it."""
     try:
-        state = session.require(repo, "apply")
+        state = session.require(repo, "apply", manifest_path)
     except session.CorruptState:
         session.discard(repo)
         return None

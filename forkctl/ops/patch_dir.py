@@ -178,14 +178,24 @@ def execute(tree_plan: TreePlan, reverse: bool = False) -> list[Patch]:
     return ordered
 
 
-def recover(tree: Path) -> bool:
-    """Finish the swaps an interrupted `execute` journaled; True when there was one to finish."""
+class Recovered(msgspec.Struct, frozen=True):
+    """What `recover` found of an interrupted `execute`: its journaled swaps finished, or the files it
+    staged (and its journal's temp file) removed."""
+
+    finished: bool = False
+    removed: int = 0
+
+
+def recover(tree: Path) -> Recovered:
+    """Finish the swaps an interrupted `execute` journaled, or remove what one staged and never
+    journaled."""
     journal = tree / JOURNAL
-    remove_temporaries([journal])  # a kill while the journal itself was being written
+    removed = remove_temporaries([journal])  # a kill while the journal itself was being written
     if not journal.is_file():
         for stray in tree.rglob(".*.forkctl-new"):  # staged before a kill, never journaled
             stray.unlink(missing_ok=True)
-        return False
+            removed += 1
+        return Recovered(removed=removed)
     swaps = json.loads(journal.read_text())["swaps"]
     for swap in swaps:
         target = tree / swap["path"]
@@ -194,4 +204,4 @@ def recover(tree: Path) -> bool:
         elif (tree / swap["staged"]).exists():
             os.replace(tree / swap["staged"], target)
     journal.unlink()
-    return True
+    return Recovered(finished=True)
