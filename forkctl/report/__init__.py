@@ -12,6 +12,7 @@ can be copied whole), and a command that prints to a pipe never pays for importi
 from __future__ import annotations
 
 import contextlib
+import os
 import sys
 from collections.abc import Callable, Iterator
 from pathlib import Path
@@ -159,10 +160,20 @@ def to_json(report: Report) -> str:
 
 
 def emit(report: Report, fmt: Format = Format.TEXT) -> int:
-    """Write the report to stdout in `fmt`; return the exit code."""
+    """Write the report to stdout in `fmt`; return the exit code. A reader that went away
+    (`forkctl check-pins | head -1`) ends the output quietly: the exit code is still the verb's."""
+    try:
+        _emit(report, fmt)
+        sys.stdout.flush()  # a closed pipe is found here, not by the interpreter's flush at exit
+    except BrokenPipeError:
+        output_closed(sys.stdout)
+    return report.code
+
+
+def _emit(report: Report, fmt: Format) -> None:
     if fmt == Format.JSON:
         sys.stdout.write(to_json(report) + "\n")
-        return report.code
+        return
     report = _cleaned(report)
     if _is_terminal(sys.stdout):
         _print_rich(report)
@@ -172,7 +183,16 @@ def emit(report: Report, fmt: Format = Format.TEXT) -> int:
         from forkctl.report import github
 
         github.annotate(report)
-    return report.code
+
+
+def output_closed(stream: TextIO) -> None:
+    """The reader of `stream` went away: nothing more can reach it. Its descriptor is pointed at
+    /dev/null, so what is still buffered (and the interpreter's flush at exit) goes nowhere quietly
+    instead of failing again."""
+    with contextlib.suppress(OSError, ValueError):
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(devnull, stream.fileno())
+        os.close(devnull)
 
 
 def _print_rich(report: Report) -> None:
@@ -208,10 +228,14 @@ def plain_text(report: Report) -> str:
 def _note(text: str, markup: str | None = None) -> None:
     """One line on stderr: rich markup on a terminal, the plain text elsewhere; never a workflow
     command (the runner reads stderr too)."""
-    if _is_terminal(sys.stderr):
-        _console(stderr=True).print(inert(markup) if markup is not None else _escape(inert(text)))
-    else:
-        sys.stderr.write(inert(text) + "\n")
+    try:
+        if _is_terminal(sys.stderr):
+            _console(stderr=True).print(inert(markup) if markup is not None else _escape(inert(text)))
+        else:
+            sys.stderr.write(inert(text) + "\n")
+            sys.stderr.flush()
+    except BrokenPipeError:  # `forkctl ... 2>&1 | head -1`: progress nobody reads stops the command not
+        output_closed(sys.stderr)
 
 
 def error(exc: ForkctlError, fmt: Format = Format.TEXT, command: str | None = None) -> int:
@@ -231,7 +255,11 @@ def error(exc: ForkctlError, fmt: Format = Format.TEXT, command: str | None = No
         }
         import json
 
-        sys.stdout.write(json.dumps(payload, indent=2) + "\n")
+        try:
+            sys.stdout.write(json.dumps(payload, indent=2) + "\n")
+            sys.stdout.flush()
+        except BrokenPipeError:
+            output_closed(sys.stdout)
     else:
         _note(f"forkctl: error: {message}", f"[red]forkctl: error:[/] {_escape(message)}")
         if hint:
