@@ -78,9 +78,29 @@ def _base_and_built_head(
     return base, (found[queries[-1]] if asked else None), asked
 
 
-def fork_context(manifest: Manifest, upstream_location: str | None, progress: Progress) -> ForkContext:
+def _base_missing(base: str, where: str, why: str, location_flag: str) -> BadInput:
+    """The base could not be had: a server that was not reached is not one that lacks the commit."""
+    if why and not remote.object_refused(why):
+        return BadInput(
+            f"could not reach {where} to fetch the manifest base {base[:12]}: {why}",
+            hint=f"check the URL, the network and your access (git ls-remote must work), or pass "
+            f"{location_flag} PATH to a local clone that has the base",
+        )
+    return BadInput(
+        f"the manifest base {base} is not in {where}" + (f" (git: {why})" if why else ""),
+        hint=f"pass {location_flag} PATH to a clone that has it (git fetch origin), or write the full SHA",
+    )
+
+
+def fork_context(
+    manifest: Manifest,
+    upstream_location: str | None,
+    progress: Progress,
+    location_flag: str = "--upstream-repo",
+) -> ForkContext:
     """Build apply(series, base) in the upstream store: `--upstream-repo` (a clone, lent as alternate
-    objects, or a URL) or the cache for the manifest's upstream URL."""
+    objects, or a URL) or the cache for the manifest's upstream URL. `location_flag` is the option
+    that names `upstream_location` in the calling verb, for the hints."""
     upstream_local: GitRepo | None = None
     url = manifest.upstream.url
     if upstream_location is not None:
@@ -102,11 +122,7 @@ def fork_context(manifest: Manifest, upstream_location: str | None, progress: Pr
             why = gitstore.fetch_sha_why(store, url, manifest.upstream.base) or ""
             base = None if why else manifest.upstream.base
     if base is None:
-        raise BadInput(
-            f"the manifest base {manifest.upstream.base} is not in {upstream_location or url}"
-            + (f": {why}" if why else ""),
-            hint="pass --upstream-repo PATH to a clone that has it (git fetch origin), or write the full SHA",
-        )
+        raise _base_missing(manifest.upstream.base, upstream_location or url, why, location_flag)
     patches = (series or load_series(manifest)).patches
     # apply(series, base) is a pure function of the base and the patch bytes: a head built before in
     # this store for the same inputs is reused (one ref read instead of ~6 git processes per patch).
