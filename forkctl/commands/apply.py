@@ -80,7 +80,9 @@ def _apply_tree(ctx: Context, tree: Path, include: str, reverse: bool) -> Report
     if tree_plan.state == patch_dir.TreeState.PARTIAL and not patch_dir.holds_any(
         tree, series.patches, include
     ):
-        example = next(p for patch in series.patches for p in patch_dir.included_paths(patch, include))
+        # A file a patch needs (its verdict is a conflict there), not one the series creates.
+        needing = [v for v in tree_plan.verdicts if v.status == patch_dir.PatchStatus.CONFLICT]
+        example = next(p for v in [*needing, *tree_plan.verdicts] for p in v.paths)
         raise BadInput(
             f"{tree} holds none of the files the series patches (no {example}): nothing to patch",
             hint="pass the folder that holds the package (paths are relative to it: "
