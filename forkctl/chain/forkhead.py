@@ -12,6 +12,7 @@ import msgspec
 
 from forkctl.chain.model import ChainFinding, Progress, Status, WantedBase
 from forkctl.chain.ownfiles import OwnFiles, named, own_files, unpublished_paths
+from forkctl.chain.reachable import base_unfetched
 from forkctl.chain.sources import local_branch_tip, parse_location
 from forkctl.errors import BadInput
 from forkctl.git import GitFailed, GitRepo, remote
@@ -78,20 +79,6 @@ def _base_and_built_head(
     return base, (found[queries[-1]] if asked else None), asked
 
 
-def _base_missing(base: str, where: str, why: str, location_flag: str) -> BadInput:
-    """The base could not be had: a server that was not reached is not one that lacks the commit."""
-    if why and not remote.object_refused(why):
-        return BadInput(
-            f"could not reach {where} to fetch the manifest base {base[:12]}: {why}",
-            hint=f"check the URL, the network and your access (git ls-remote must work), or pass "
-            f"{location_flag} PATH to a local clone that has the base",
-        )
-    return BadInput(
-        f"the manifest base {base} is not in {where}" + (f" (git: {why})" if why else ""),
-        hint=f"pass {location_flag} PATH to a clone that has it (git fetch origin), or write the full SHA",
-    )
-
-
 def fork_context(
     manifest: Manifest,
     upstream_location: str | None,
@@ -122,7 +109,7 @@ def fork_context(
             why = gitstore.fetch_sha_why(store, url, manifest.upstream.base) or ""
             base = None if why else manifest.upstream.base
     if base is None:
-        raise _base_missing(manifest.upstream.base, upstream_location or url, why, location_flag)
+        raise base_unfetched(manifest.upstream.base, upstream_location or url, why, location_flag)
     patches = (series or load_series(manifest)).patches
     # apply(series, base) is a pure function of the base and the patch bytes: a head built before in
     # this store for the same inputs is reused (one ref read instead of ~6 git processes per patch).

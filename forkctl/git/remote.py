@@ -263,22 +263,13 @@ def git_reason(err: str) -> str:
     return "; ".join(dict.fromkeys(said))
 
 
-# What git says when the server answered and does not hand out the object asked for (as opposed to a
-# server that could not be reached, or refused us: DNS, TCP, TLS, credentials, no repository there).
-_OBJECT_REFUSED = (
-    "not our ref",
-    "unadvertised object",
-    "couldn't find remote ref",
-    "no such remote ref",
-    "did not send all necessary objects",
-)
+# git's words for a server that answered without the object (not one unreached: DNS, TCP, TLS, auth).
+_OBJECT_REFUSED = ("not our ref", "unadvertised object", "remote ref", "did not send all necessary objects")
 
 
 def object_refused(reason: str) -> bool:
-    """Did git's `reason` (`git_reason`) come from a server that answered and lacks (or will not give)
-    the object? Anything else says the URL was not reached as a repository."""
-    said = reason.lower()
-    return any(words in said for words in _OBJECT_REFUSED)
+    """Did git's `reason` come from a server that answered and lacks (or will not give) the object?"""
+    return any(words in reason.lower() for words in _OBJECT_REFUSED)
 
 
 def _silent(url: str) -> BadInput:
