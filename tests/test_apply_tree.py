@@ -253,3 +253,22 @@ def test_the_manifest_names_what_a_tree_takes_and_every_path_by_default(
     statuses = {p["file"]: p["status"] for p in result["patches"]}
     assert statuses["0003-docs-readme-only.patch"] != "no-matching-paths"
     assert (site / "README.md").read_bytes() != (setup.upstream.path / "README.md").read_bytes()
+
+
+@pytest.mark.parametrize("reverse", [False, True], ids=["apply", "reverse"])
+def test_a_folder_holding_none_of_the_package_is_bad_input(
+    setup: SeriesSetup, tmp_path: Path, reverse: bool
+) -> None:
+    """An empty folder, or one level too deep (megatron/ itself), holds nothing to patch: not a tree
+    that "carries part of the series"."""
+    empty = tmp_path / "empty"
+    empty.mkdir()
+    too_deep = _site(setup, tmp_path) / "megatron"
+    for tree in (empty, too_deep):
+        before = _snapshot(tree)
+        code, data = _apply(setup, "--tree", str(tree), *(["--reverse"] if reverse else []))
+        assert code == 2, data
+        assert "holds none of the files the series patches" in data["error"], data
+        assert "carries part" not in data["error"] and "applied: none" not in data["error"]
+        assert "DIR/megatron/" in data["hint"]
+        assert _snapshot(tree) == before

@@ -144,7 +144,11 @@ def test_consumer_pins_a_bridge_commit_that_fails(tmp_path: Path) -> None:
         for f in link["findings"]
         if f["kind"] == "pins-failing-commit"
     )
-    assert f"megatron-bridge@{old_bridge[:12]}, which itself fails: pins the plain upstream base" in nested
+    assert f"megatron-bridge@{old_bridge[:12]}, which itself fails its pin check" in nested
+    # Why is said once, by that commit's own link.
+    inner = next(link for link in report["links"] if link["role"] == "pinned by nemo-rl")
+    assert any("pins the plain upstream base" in f["message"] for f in inner["findings"])
+    assert not any("pins the plain upstream base" in f["message"] for f in report["links"][-1]["findings"])
 
 
 def test_gitmodules_url_still_upstream_only(tmp_path: Path) -> None:

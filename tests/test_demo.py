@@ -105,9 +105,18 @@ def test_demo_text_output_and_temp_dir_removed(tmp_path: Path, repo_root: Path) 
     result = CliRunner().invoke(cli, ["--manifest", str(repo_root / "manifest.yaml"), "demo"])
     assert result.exit_code == 0, result.output
     lines = result.stdout.strip().splitlines()
-    assert lines[-1].startswith("demo: OK")
+    verdict = next(i for i, line in enumerate(lines) if line.startswith("demo: "))
+    assert lines[verdict].startswith("demo: OK")
+    assert all(line.startswith("  ") for line in lines[verdict + 1 :])  # its words wrapped under it
     assert any("(fork head)" in line for line in lines)
-    assert any(line.startswith("1. check-pins") and "unpatched-upstream" in line for line in lines)
+    # Step 1's line, with the words wrapped under it.
+    step = next(i for i, line in enumerate(lines) if line.startswith("1. check-pins"))
+    told = [lines[step]]
+    for line in lines[step + 1 :]:
+        if not line.startswith("  "):
+            break
+        told.append(line.strip())
+    assert "unpatched-upstream" in " ".join(told)
     # The chain diagram nests each consumer under the one it pins: NeMo-RL under the Bridge.
     bridge = next(line for line in lines if "]─ megatron-bridge@" in line)
     nemo = next(line for line in lines if "]─ nemo-rl@" in line)

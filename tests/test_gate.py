@@ -197,3 +197,34 @@ def _env() -> dict[str, str]:
     import os
 
     return dict(os.environ)
+
+
+def _env_rows(toolkit: Toolkit, *args: str) -> dict[str, str]:
+    """The environment table of the text report: {tag: status}."""
+    output = gate(toolkit, *args).output
+    lines = output.split("required GPU environments\n", 1)[1].splitlines()[2:]
+    rows = {}
+    for line in lines:
+        if not line.strip():
+            break
+        tag, _, status = line.partition("  ")
+        rows[tag.strip()] = status.strip()
+    return rows
+
+
+def test_require_of_a_missing_environment_leaves_a_covered_one_passed(tmp_path: Path) -> None:
+    """`gate --require sm90-ep4` fails for sm90-ep4 alone: sm90's passing evidence is not put in doubt."""
+    toolkit = gpu_toolkit(tmp_path)
+    record(toolkit)
+    assert gate(toolkit, "--require", "sm90-ep4").exit_code == 1
+    assert _env_rows(toolkit, "--require", "sm90-ep4") == {"sm90": "passed", "sm90-ep4": "missing"}
+
+
+def test_an_environment_with_its_own_failure_is_failed_and_the_other_passed(tmp_path: Path) -> None:
+    toolkit = gpu_toolkit(tmp_path)
+    record(toolkit)
+    bad = make_run(load(toolkit), tag="sm100", outcomes={"tests/gpu/test_parity.py::test_parity": "failed"})
+    record(toolkit, bad)
+    rows = _env_rows(toolkit, "--require", "sm100")
+    assert rows["sm90"] == "passed", rows
+    assert rows["sm100"].startswith("failed"), rows

@@ -43,7 +43,13 @@ def test_lint_reports_each_problem_on_its_own_line(tmp_path: Path) -> None:
     toolkit.write_manifest(data)
     code, output = _run(toolkit.manifest, "lint")
     assert code == 1, output
-    lines = [line for line in output.splitlines() if line.startswith("error:")]
+    # Each problem is its own block: an `error:` line, its message wrapped under it (indented).
+    lines: list[str] = []
+    for line in output.splitlines():
+        if line.startswith("error:"):
+            lines.append(line)
+        elif line.startswith("  ") and lines:
+            lines[-1] += " " + line.strip()
     assert any("0009-stray.patch" in line and "not listed" in line for line in lines)
     assert any(second.name in line and "no provenance tag" in line for line in lines)
     assert any("0003-" in line and "number 0003 but it is patch 1" in line for line in lines)

@@ -9,7 +9,7 @@ from click.testing import CliRunner
 
 from forkctl.cli import cli
 from forkctl.manifest import load, plain, rewrite
-from tests.toolkit import make_toolkit
+from tests.toolkit import flat, make_toolkit
 
 VALID = """\
 schema: 1
@@ -112,7 +112,7 @@ def test_manifest_errors_name_file_line_and_exit_2(
     code, output = _lint(path)
     assert code == 2, output
     assert f"{path}:{line}:" in output
-    assert expected in output
+    assert expected in flat(output)
 
 
 def test_invalid_yaml_names_line(tmp_path: Path) -> None:
@@ -245,4 +245,4 @@ def test_fork_specific_settings_are_checked(tmp_path: Path, section: str, line: 
     path = _write(tmp_path, text)
     code, out = _lint(path)
     lineno = text.splitlines().index(next(x for x in text.splitlines() if x.strip().startswith(line))) + 1
-    assert code == 2 and needle in out and f"manifest.yaml:{lineno}" in out, out
+    assert code == 2 and needle in flat(out) and f"manifest.yaml:{lineno}" in out, out

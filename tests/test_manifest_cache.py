@@ -13,7 +13,7 @@ from pathlib import Path
 import pytest
 
 from tests.probe import imported
-from tests.toolkit import Toolkit, make_toolkit
+from tests.toolkit import Toolkit, flat, make_toolkit
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -123,7 +123,7 @@ def test_a_missing_patch_on_a_warm_cache_names_the_manifest_line(tmp_path: Path,
     line = next(i for i, text in enumerate(toolkit.manifest.read_text().splitlines(), 1) if rel in text)
     code, _modules, out = _forkctl(tmp_path, cache, "--manifest", str(toolkit.manifest), "lint")
     assert code == 2, out
-    assert f"manifest.yaml:{line}: patch file {rel!r} does not exist" in out
+    assert f"manifest.yaml:{line}: patch file {rel!r} does not exist" in flat(out)
 
 
 def test_an_unwritable_cache_is_not_an_error(tmp_path: Path, toolkit: Toolkit) -> None:

@@ -253,9 +253,11 @@ def test_open_pr_without_gh_prints_the_body_and_the_command(
     chain = make_chain(tmp_path)
     monkeypatch.setenv("PATH", path_without_gh(tmp_path))
     code, out = invoke(chain.manifest, "bump-bridge", "--open-pr")
-    assert code == 0, out
+    # No pull request was opened: a CI step must not read that as done (exit 1), and the way to open
+    # it by hand is on screen.
+    assert code == 1, out
     branch = f"forkctl/bump-{chain.head[:12]}"
-    assert "gh is not on PATH" in out
+    assert "error: gh is not on PATH: no pull request was opened" in out
     assert (
         f"gh pr create --repo=AlignmentResearch/megatron-bridge-contrib --base=farai/main --head={branch}"
         in out
@@ -278,6 +280,13 @@ def test_open_pr_reports_a_gh_failure_with_the_retry_command(
     (problem,) = [p for p in report["problems"] if p["level"] == "error"]
     assert "Resource not accessible" in problem["message"]
     assert "gh pr " in problem["hint"]
+    assert [s["pull_request"]["action"] for s in report["steps"]] == ["failed"]
+    # In text, the body is printed too: with the retry command, the way to open it by hand.
+    code, out = invoke(chain.manifest, "bump-bridge", "--open-pr")
+    assert code == 1, out
+    assert "--- pull request body for megatron-bridge ---" in out
+    assert "```mermaid" in out and chain.head in out
+    assert "gh pr list --repo=AlignmentResearch/megatron-bridge-contrib" in out
 
 
 def test_open_pr_and_dry_run_contradict(tmp_path: Path) -> None:

@@ -124,7 +124,8 @@ def test_a_printed_fix_pasted_runs_exactly_the_command_shown(tmp_path: Path) -> 
     paste.mkdir()
     pasted = []
     for fix in fixes:
-        assert f"(fix: {fix})" in text  # the command people copy is the one printed in the JSON
+        # The command people copy is the one printed in the JSON: whole, on its own line.
+        assert f"fix: {fix}" in [line.strip() for line in text.splitlines()], text
         pasted.append(subprocess.run(["bash", "-c", fix], cwd=paste, capture_output=True, text=True))
     assert sorted(p.name for p in paste.iterdir()) == [".gitmodules"]  # nothing but the edit ran
     assert not any((tmp_path / f).exists() for f in ("PWNED", "PWNED2", "PWNED3"))

@@ -194,3 +194,32 @@ def test_ctrl_c_during_a_validate_child_ends_the_childs_group(tmp_path: Path) ->
             if _state(pid):
                 os.kill(pid, signal.SIGKILL)
         driver.wait(timeout=10)
+
+
+# Ctrl-C while the verb's module is being imported: outside the command's body, inside click's parsing.
+# A finder ahead of the usual ones sends the process a real SIGINT when that import starts.
+_CTRL_C_AT_IMPORT = """
+import os, signal, sys
+class CtrlC:
+    def find_spec(self, name, path=None, target=None):
+        if name == "forkctl.commands.status":
+            os.kill(os.getpid(), signal.SIGINT)
+        return None
+sys.meta_path.insert(0, CtrlC())
+sys.argv = ["forkctl", "status"]
+from forkctl.cli import main
+main()
+"""
+
+
+def test_ctrl_c_before_the_command_body_runs_exits_130(tmp_path: Path) -> None:
+    done = subprocess.run(
+        [sys.executable, "-c", _CTRL_C_AT_IMPORT],
+        cwd=tmp_path,
+        env={**os.environ, "PYTHONPATH": str(ROOT), "FORKCTL_CACHE": str(tmp_path / "cache")},
+        capture_output=True,
+        timeout=60,
+    )
+    assert done.returncode == 130, done.stderr
+    assert b"Traceback" not in done.stderr
+    assert b"interrupted" in done.stderr

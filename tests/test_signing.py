@@ -137,3 +137,47 @@ def test_sign_command_then_gate(tmp_path: Path) -> None:
     code, payload = gate(toolkit)
     assert code == 0, payload
     assert payload["signed_by"] == "maintainer@gpu-runners"
+
+
+def _sign(toolkit: Toolkit, key: Path, *extra: str) -> tuple[int, dict]:
+    result = CliRunner().invoke(
+        cli, ["--manifest", str(toolkit.manifest), "sign", "--key", str(key), *extra, "--json"]
+    )
+    return result.exit_code, json.loads(result.stdout)
+
+
+def test_sign_refuses_to_replace_a_valid_signature_by_another_key(tmp_path: Path) -> None:
+    """The runner's valid signature is not silently swapped for a maintainer's: `--replace` says so."""
+    toolkit = gpu_toolkit(tmp_path / "t")
+    runner, runner_line = keypair(tmp_path, "h200-runner")
+    other, other_line = keypair(tmp_path, "maintainer")
+    require_signers(toolkit, runner_line, other_line)
+    path = record(toolkit)
+    assert _sign(toolkit, runner)[0] == 0
+    vouched = signing.signature_path(path).read_bytes()
+
+    code, payload = _sign(toolkit, other)
+    assert code == 2, payload
+    assert "h200-runner@gpu-runners" in payload["error"] and "--replace" in payload["hint"]
+    assert signing.signature_path(path).read_bytes() == vouched
+    assert gate(toolkit)[1]["signed_by"] == "h200-runner@gpu-runners"
+
+    assert _sign(toolkit, runner)[0] == 0  # the same key signing again replaces like with like
+    code, payload = _sign(toolkit, other, "--replace")
+    assert code == 0, payload
+    assert payload["signed_by"] == "maintainer@gpu-runners"
+    assert gate(toolkit)[1]["signed_by"] == "maintainer@gpu-runners"
+
+
+def test_sign_replaces_a_signature_that_no_longer_matches_the_evidence(tmp_path: Path) -> None:
+    """A signature of other bytes vouches for nothing here: signing over it needs no --replace."""
+    toolkit = gpu_toolkit(tmp_path / "t")
+    runner, runner_line = keypair(tmp_path, "h200-runner")
+    other, other_line = keypair(tmp_path, "maintainer")
+    require_signers(toolkit, runner_line, other_line)
+    path = record(toolkit)
+    assert _sign(toolkit, runner)[0] == 0
+    path.write_bytes(path.read_bytes().replace(b"{", b"{ ", 1))  # same evidence, other bytes
+    code, payload = _sign(toolkit, other)
+    assert code == 0, payload
+    assert payload["signed_by"] == "maintainer@gpu-runners"

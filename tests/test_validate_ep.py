@@ -26,7 +26,7 @@ from tests.test_evidence import (
     with_a_gpu_driver,
     write_files,
 )
-from tests.toolkit import Toolkit
+from tests.toolkit import Toolkit, flat
 
 REPO_ROOT = Path(__file__).resolve().parent.parent
 WORKER = REPO_ROOT / "tests/multigpu/ep_worker.py"
@@ -71,8 +71,8 @@ def test_validate_ep_refuses_on_a_cpu_host(tmp_path: Path) -> None:
     toolkit = ep_toolkit(tmp_path)
     proc = run_validate(toolkit, "--ep", "4")
     assert proc.returncode == 2, proc.stdout + proc.stderr
-    assert "no CUDA device is available" in proc.stderr
-    assert "--ep 4 needs 4 GPUs" in proc.stderr
+    assert "no CUDA device is available" in flat(proc.stderr)
+    assert "--ep 4 needs 4 GPUs" in flat(proc.stderr)
     assert not (toolkit.root / "validation").exists()
 
 

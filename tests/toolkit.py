@@ -91,3 +91,9 @@ def make_toolkit(tmp: Path, patches: int = 2) -> Toolkit:
     toolkit = Toolkit(root=root, upstream=upstream, base=base, patch_files=files)
     toolkit.write_manifest(manifest_dict(base, [str(f.relative_to(root)) for f in files]))
     return toolkit
+
+
+def flat(text: str) -> str:
+    """Output as one line: what wrapping between words for the width (forkctl/report/layout.py) changes is
+    gone, so a message can be looked for whole."""
+    return " ".join(text.split())

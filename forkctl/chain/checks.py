@@ -181,7 +181,9 @@ class Checker:
                 "nested",
                 Status.MISMATCH,
                 "pins-failing-commit",
-                f"pins {inner.consumer}@{pinned[:12]}, which itself fails: {failure.message}",
+                # Its own link says why, with its fix: named here, not said again.
+                f"pins {inner.consumer}@{pinned[:12]}, which itself fails its {failure.check} check "
+                f"(see {inner.consumer}@{pinned[:12]})",
                 f"fix {inner.consumer} first, then bump this pin (forkctl bump-bridge --through {link.consumer})",
             )
 

@@ -12,6 +12,7 @@ import msgspec
 
 from forkctl.chain.model import ChainFinding, Progress, Status, WantedBase
 from forkctl.chain.ownfiles import OwnFiles, named, own_files, unpublished_paths
+from forkctl.chain.reachable import base_unfetched
 from forkctl.chain.sources import local_branch_tip, parse_location
 from forkctl.errors import BadInput
 from forkctl.git import GitFailed, GitRepo, remote
@@ -78,9 +79,15 @@ def _base_and_built_head(
     return base, (found[queries[-1]] if asked else None), asked
 
 
-def fork_context(manifest: Manifest, upstream_location: str | None, progress: Progress) -> ForkContext:
+def fork_context(
+    manifest: Manifest,
+    upstream_location: str | None,
+    progress: Progress,
+    location_flag: str = "--upstream-repo",
+) -> ForkContext:
     """Build apply(series, base) in the upstream store: `--upstream-repo` (a clone, lent as alternate
-    objects, or a URL) or the cache for the manifest's upstream URL."""
+    objects, or a URL) or the cache for the manifest's upstream URL. `location_flag` is the option
+    that names `upstream_location` in the calling verb, for the hints."""
     upstream_local: GitRepo | None = None
     url = manifest.upstream.url
     if upstream_location is not None:
@@ -102,11 +109,7 @@ def fork_context(manifest: Manifest, upstream_location: str | None, progress: Pr
             why = gitstore.fetch_sha_why(store, url, manifest.upstream.base) or ""
             base = None if why else manifest.upstream.base
     if base is None:
-        raise BadInput(
-            f"the manifest base {manifest.upstream.base} is not in {upstream_location or url}"
-            + (f": {why}" if why else ""),
-            hint="pass --upstream-repo PATH to a clone that has it (git fetch origin), or write the full SHA",
-        )
+        raise base_unfetched(manifest.upstream.base, upstream_location or url, why, location_flag)
     patches = (series or load_series(manifest)).patches
     # apply(series, base) is a pure function of the base and the patch bytes: a head built before in
     # this store for the same inputs is reused (one ref read instead of ~6 git processes per patch).

@@ -133,3 +133,17 @@ def recorded_branch_finding(source: Source, remotes: Remotes, link: LinkResult) 
             f"at {listing.recorded_at} ({listing.why}); a fresh clone of it would fail",
             f"check the URL and the network (git ls-remote {source.fetch_url})",
         )
+
+
+def base_unfetched(base: str, where: str, why: str, location_flag: str) -> BadInput:
+    """The base could not be had: a server that was not reached is not one that lacks the commit."""
+    if why and not remote.object_refused(why):
+        return BadInput(
+            f"could not reach {where} to fetch the manifest base {base[:12]}: {why}",
+            hint=f"check the URL, the network and your access (git ls-remote must work), or pass "
+            f"{location_flag} PATH to a local clone that has the base",
+        )
+    return BadInput(  # the server answered: it does not hand out that commit
+        f"the manifest base {base} is not in {where}" + (f" (git: {why})" if why else ""),
+        hint=f"pass {location_flag} PATH to a clone that has it (git fetch origin), or write the full SHA",
+    )

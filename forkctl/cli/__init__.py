@@ -121,8 +121,15 @@ def _run() -> None:
     try:
         outcome = cli.main(prog_name="forkctl", standalone_mode=False)
     except click.exceptions.Abort:
-        sys.stderr.write("forkctl: interrupted\n")
-        sys.exit(3)
+        # Ctrl-C outside a command's body (while click parses or a verb's module loads): as inside one.
+        from forkctl.cli.kit import EXIT_INTERRUPTED
+
+        sys.stderr.write("forkctl: interrupted (Ctrl-C)\n")
+        sys.exit(EXIT_INTERRUPTED)
+    except BrokenPipeError:  # --help or a usage error into a closed pipe; an error report's channel
+        from forkctl.cli.kit import closed_pipe
+
+        sys.exit(closed_pipe())
     except click.ClickException as exc:
         if "--json" in sys.argv[1:]:
             from forkctl import report  # the one error document shape, for usage errors too

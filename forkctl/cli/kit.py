@@ -115,6 +115,9 @@ def output_options(github: bool = False) -> Callable[[Callable[..., Any]], Calla
 # Exit codes of a command ended by a signal, as a shell reports them (128 + the signal's number).
 EXIT_INTERRUPTED = 128 + signal.SIGINT
 EXIT_TERMINATED = 128 + signal.SIGTERM
+# A reader that went away before the command finished (`forkctl ... | head -1`): what a shell reports
+# for a process that SIGPIPE ended, which is how git and coreutils end there.
+EXIT_BROKEN_PIPE = 128 + signal.SIGPIPE
 
 
 class Terminated(BaseException):
@@ -176,11 +179,22 @@ def forkctl_command(func: Callable[..., report.Report]) -> Callable[..., None]:
             code = report.error(Interrupted(EXIT_INTERRUPTED, "interrupted (Ctrl-C)"), fmt, command)
         except Terminated:
             code = report.error(Interrupted(EXIT_TERMINATED, "terminated (SIGTERM)"), fmt, command)
+        except BrokenPipeError:  # not a bug: the output's reader is gone, and nobody reads an error
+            code = closed_pipe()
         except Exception as exc:  # the contract: no traceback ever reaches a user
             code = report.error(unexpected_error(func.__name__, exc), fmt, command)
         sys.exit(code)
 
     return wrapper
+
+
+def closed_pipe() -> int:
+    """End quietly on a closed stdout or stderr: both pointed at /dev/null, exit as SIGPIPE would."""
+    from forkctl import report
+
+    report.output_closed(sys.stdout)
+    report.output_closed(sys.stderr)
+    return EXIT_BROKEN_PIPE
 
 
 def _allow_command_line_locations(options: dict[str, Any]) -> None:

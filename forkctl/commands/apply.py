@@ -77,6 +77,17 @@ def _apply_tree(ctx: Context, tree: Path, include: str, reverse: bool) -> Report
     series = load_series(ctx.manifest())
     finished = patch_dir.recover(tree)  # an earlier run killed mid-swap is completed first
     tree_plan = patch_dir.plan(tree, series.patches, include, reverse=reverse)
+    if tree_plan.state == patch_dir.TreeState.PARTIAL and not patch_dir.holds_any(
+        tree, series.patches, include
+    ):
+        # A file a patch needs (its verdict is a conflict there), not one the series creates.
+        needing = [v for v in tree_plan.verdicts if v.status == patch_dir.PatchStatus.CONFLICT]
+        example = next(p for v in [*needing, *tree_plan.verdicts] for p in v.paths)
+        raise BadInput(
+            f"{tree} holds none of the files the series patches (no {example}): nothing to patch",
+            hint="pass the folder that holds the package (paths are relative to it: "
+            f"DIR/{example}), e.g. site-packages for an installed megatron-core",
+        )
     changed = [p.path.name for p in patch_dir.execute(tree_plan, reverse=reverse)]
     result = _tree_report(tree_plan, reverse, changed)
     if finished.finished:

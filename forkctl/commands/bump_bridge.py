@@ -103,6 +103,8 @@ def _open_pull_requests(
         try:
             result = github.open_or_update(spec, gh)
         except github.GhFailed as exc:
+            # Nothing was opened: the body and the command stay on screen as the way to do it by hand.
+            lines += [f"--- pull request body for {step.consumer.name} ---", body_file.read_text().rstrip()]
             out.fail(
                 Problem(
                     f"{step.consumer.name}: {exc.message}",
@@ -123,9 +125,12 @@ def _open_pull_requests(
             }
         )
     if gh is None:
-        out.problems.append(
+        # --open-pr asked for pull requests and none was opened: CI must not read that as success.
+        out.fail(
             Problem(
-                "gh is not on PATH: no pull request was opened; run the gh commands above", level=Level.NOTICE
+                "gh is not on PATH: no pull request was opened",
+                hint="run the gh commands printed above by hand, or install gh (https://cli.github.com), "
+                "log in with gh auth login and rerun",
             )
         )
     return opened, lines
@@ -193,7 +198,7 @@ def _refused_backwards(out: Report, plan: BumpPlan, allowed: bool, described: li
     is_flag=True,
     help="After pushing (implies --push), open a pull request per new branch against the consumer's "
     "branch in its fork (or update the open one for that branch) with gh; the body is forkctl describe's. "
-    "Without gh on PATH, print the body and the gh command to run.",
+    "Without gh on PATH, or when gh fails, print the body and the gh command to run, and exit 1.",
 )
 @output_options()
 @forkctl_command
@@ -216,7 +221,8 @@ def command(
     dated the later of the parent's and the new pin's committer dates), so a rerun on any machine or
     cache makes the same commits, finds pushed branches "already there" and updates the pull requests.
     Exit 0 done, 1 a step would go back (see --allow-backwards), the bumped chain fails
-    check-pins or gh refused (its words and the command to retry are printed), 2 bad input.
+    check-pins, or --open-pr opened nothing (gh missing or refused: the body and the gh command to run
+    are printed), 2 bad input.
     """
     if dry_run and (push or open_pr):
         flag = "--open-pr" if open_pr else "--push"

@@ -15,11 +15,17 @@ from forkctl.series import load_series
 
 
 def _env_status(tag: str, verdict: gate.GateVerdict) -> str:
+    """One environment's line: its own problems, or the evidence's as a whole, fail it; another
+    environment's do not (`--require X` for a missing X leaves a passing sm90 passed)."""
     if tag in verdict.pending:
         return "PENDING (not recorded for this series; see the warnings)"
     if tag not in verdict.covered:
         return "missing"
-    return "passed" if verdict.ok else "covered, see the problems below"
+    if any(problem.env == tag for problem in verdict.problems):
+        return "failed (its errors are listed)"
+    if any(problem.env is None for problem in verdict.problems):
+        return "recorded, but the evidence fails as a whole (see the errors)"
+    return "passed"
 
 
 @click.command("gate", short_help=verbs.summary("gate"))

@@ -111,7 +111,7 @@ def command(
     manifest = ctx.manifest()
     branch = check_branch_name(branch or manifest.fork.branch)
     url = to_url or manifest.fork.url
-    fork = fork_context(manifest, str(repo_path) if repo_path else None, report.info)
+    fork = fork_context(manifest, str(repo_path) if repo_path else None, report.info, location_flag="--repo")
     plan = plan_publish(manifest, fork, branch, url, report.info)
     out = Report(command="publish")
     refusal = _refusal(plan)

@@ -22,9 +22,14 @@ from forkctl.series import load_series
     required=True,
     help="The private SSH key to sign with (default: $FORKCTL_SIGNING_KEY).",
 )
+@click.option(
+    "--replace",
+    is_flag=True,
+    help="Replace a valid signature that another key made (without it, sign refuses, exit 2).",
+)
 @output_options()
 @forkctl_command
-def command(ctx: Context, key: Path) -> Report:
+def command(ctx: Context, key: Path, replace: bool) -> Report:
     """Sign <evidence_dir>/<series-digest>.json (writes <file>.sig, git's SSH signature format).
 
     \b
@@ -43,6 +48,15 @@ def command(ctx: Context, key: Path) -> Report:
             hint="run forkctl validate on a GPU host first",
         )
     evidence.load_evidence(path)  # refuse to sign something that is not well-formed evidence
+    if not key.is_file():
+        raise BadInput(f"signing key {key} does not exist", hint="pass --key with your private SSH key file")
+    if not replace and signing.signed_by_another_key(path, key):
+        raise BadInput(
+            f"{signing.signature_path(path).name} is already a valid signature of this evidence by "
+            + _signer(path, manifest.validation.allowed_signers)
+            + f", not by {key.name}: signing would replace it",
+            hint="leave it as it is, or pass --replace to sign with this key instead",
+        )
     signature = signing.sign(path, key)
     verdict = (
         signing.verify(path, manifest.validation.allowed_signers)
@@ -60,3 +74,12 @@ def command(ctx: Context, key: Path) -> Report:
     if verdict is not None and not verdict.ok:
         result.lines.append(f"note: forkctl gate will not accept it: {verdict.detail}")
     return result
+
+
+def _signer(path: Path, allowed_signers: list[str]) -> str:
+    """Who made the signature already there, in the manifest's words when it lists them."""
+    if allowed_signers:
+        verdict = signing.verify(path, allowed_signers)
+        if verdict.principal:
+            return verdict.principal
+    return "another key"

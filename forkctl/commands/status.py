@@ -157,7 +157,7 @@ def _series_report(manifest: Manifest, series: Series, verdicts: list[str | None
         for patch, message in conflicts:
             result.fail(
                 Problem(
-                    f"{patch.path.name}: {replay.stale_text(manifest.upstream.base, message)}",
+                    replay.stale_text(manifest.upstream.base, message),  # file= names the patch
                     file=str(patch.path.relative_to(manifest.root)),
                     hint=replay.stale_fix(manifest.upstream.base),
                 )

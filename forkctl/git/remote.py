@@ -274,6 +274,15 @@ def git_reason(err: str) -> str:
     return "; ".join(dict.fromkeys(said))
 
 
+# git's words for a server that answered without the object (not one unreached: DNS, TCP, TLS, auth).
+_OBJECT_REFUSED = ("not our ref", "unadvertised object", "remote ref", "did not send all necessary objects")
+
+
+def object_refused(reason: str) -> bool:
+    """Did git's `reason` come from a server that answered and lacks (or will not give) the object?"""
+    return any(words in reason.lower() for words in _OBJECT_REFUSED)
+
+
 def _silent(url: str) -> BadInput:
     return BadInput(
         f"{url} did not answer within {network_timeout():.0f} s",

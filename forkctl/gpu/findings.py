@@ -1,4 +1,5 @@
-"""One thing the gate found: what is wrong, how to fix it, and the evidence file it concerns."""
+"""One thing the gate found: what is wrong, how to fix it, the evidence file and, when it concerns one
+environment only, that environment's tag."""
 
 from __future__ import annotations
 
@@ -9,3 +10,4 @@ class Finding(msgspec.Struct):
     message: str
     hint: str | None = None
     file: str | None = None
+    env: str | None = None  # the one environment it concerns; None: the evidence as a whole

@@ -130,6 +130,8 @@ def _judge_runs(
             # A pending tag's run that would not pass is no evidence for it: it stays pending.
             verdict.covered.remove(run.environment.tag)
             continue
+        for problem in problems:
+            problem.env = run.environment.tag
         verdict.problems.extend(problems)
         # A skip is not a failure (a test may need hardware this host lacks), but say so.
         verdict.warnings.extend(
@@ -154,6 +156,7 @@ def _judge_runs(
                     f"{', '.join(verdict.covered) or 'none'})",
                     f"run `{validate_command(tag)}` on a {tag} host and commit the updated evidence",
                     rel,
+                    env=tag,
                 )
             )
 
@@ -175,7 +178,10 @@ def _judge_stale(
         changes = "; ".join(suite_changes(newest.gpu_tests, suites.get(root)))
         what = "the GPU tests" if root == manifest.validation.gpu_tests else f"the GPU tests in {root}/"
         finding = Finding(
-            f"{what} changed since the evidence for {tags} was recorded ({changes})", RERUN_HINT, rel
+            f"{what} changed since the evidence for {tags} was recorded ({changes})",
+            RERUN_HINT,
+            rel,
+            env=group[0].environment.tag if len(group) == 1 else None,
         )
         only_pending = all(run.environment.tag in verdict.pending for run in group)
         needed = (not current and not only_pending) or _stale_needed(
@@ -191,6 +197,7 @@ def _misplaced_problem(manifest: Manifest, run: Run, rel: str) -> Finding:
         f"{suite_root(manifest, tag)}/",
         f"run `{validate_command(tag)}` on a {tag} host and commit the updated evidence",
         rel,
+        env=tag,
     )
 
 

@@ -55,7 +55,7 @@ def sign(evidence: Path, key: Path) -> Path:
     """Sign the evidence file's bytes with the private `key`; write `<file>.sig` atomically."""
     if not key.is_file():
         raise BadInput(
-            f"signing key {key} does not exist", hint="pass --sign-key with the GPU runner's private key"
+            f"signing key {key} does not exist", hint="name the GPU runner's private key file (an SSH key)"
         )
     data = evidence.read_bytes()
     _refuse_ambiguous(evidence, data)
@@ -66,6 +66,28 @@ def sign(evidence: Path, key: Path) -> Path:
     target = signature_path(evidence)
     atomic_write(target, done.stdout)
     return target
+
+
+def signed_by_another_key(evidence: Path, key: Path) -> bool:
+    """Is `<evidence>.sig` already a valid signature of the file's bytes, made by a key other than the
+    private `key`? Signing again would silently replace someone's vouching with ours."""
+    signature = signature_path(evidence)
+    if not signature.is_file() or signature.is_symlink():
+        return False
+    public = _ssh_keygen(["-y", "-f", str(key)], b"")
+    fields = public.stdout.decode(errors="replace").split()
+    if public.returncode == 0 and len(fields) >= 2:
+        with tempfile.TemporaryDirectory(prefix="forkctl-signers-") as scratch:
+            ours = Path(scratch) / "allowed_signers"
+            ours.write_text(f"this-key {fields[0]} {fields[1]}\n")
+            found = _ssh_keygen(["-Y", "find-principals", "-s", str(signature), "-f", str(ours)], b"")
+        if found.returncode == 0 and found.stdout.split():
+            return False  # made by this very key: re-signing replaces like with like
+    # Not provably ours (or our public half unreadable): does it still vouch for these bytes?
+    checked = _ssh_keygen(
+        ["-Y", "check-novalidate", "-n", NAMESPACE, "-s", str(signature)], evidence.read_bytes()
+    )
+    return checked.returncode == 0
 
 
 def _refuse_ambiguous(evidence: Path, data: bytes) -> None:

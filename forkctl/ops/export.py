@@ -94,7 +94,7 @@ def branch_commits(repo: GitRepo, base: str, branch: str) -> list[str]:
     if tip is None:
         raise BadInput(
             f"no branch {branch!r} in {repo.git_dir}",
-            hint="build it with forkctl apply, or pass --from/--repo",
+            hint="build it with forkctl apply, or name another with --branch NAME or --repo PATH",
         )
     if not repo.is_ancestor(base, tip):
         raise BadInput(

@@ -121,6 +121,16 @@ def plan(tree: Path, patches: list[Patch], include: str = DEFAULT_INCLUDE, rever
     return TreePlan(tree=tree, include=include, state=state, verdicts=verdicts)
 
 
+def holds_any(tree: Path, patches: list[Patch], include: str = DEFAULT_INCLUDE) -> bool:
+    """Does `tree` hold any file the series patches? A folder that holds none (empty, or one level
+    too deep or too high) is not a tree that "carries part of the series": there is nothing to patch."""
+    return any(
+        (tree / path).exists() or (tree / path).is_symlink()
+        for patch in patches
+        for path in included_paths(patch, include)
+    )
+
+
 JOURNAL = ".forkctl-tree-journal.json"
 
 

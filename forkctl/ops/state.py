@@ -124,7 +124,11 @@ def require(repo: GitRepo, operation: str, manifest_path: Path | None = None) ->
     if state is None:
         raise BadInput(
             f"no {operation} in progress in {repo.git_dir}",
-            hint=f"start one with forkctl {operation}; pass the same --repo/--upstream-url as then",
+            # The state lives in the repository the operation ran in: the same --repo (for apply,
+            # the same --upstream-repo when it ran in that URL's cache clone) finds it.
+            hint=f"start one with forkctl {operation}; pass the same "
+            + ("--repo or --upstream-repo" if operation == "apply" else "--repo")
+            + " as then",
         )
     if state.operation != operation:
         raise BadInput(

@@ -4,14 +4,17 @@ Commands build a `Report` and return it; only this package writes to the termina
 such as `chain`, build the `Report` of one area). Progress for long
 work goes to stderr (so `--json` on stdout stays parseable).
 
-rich draws tables, colours and progress bars only for a terminal, and is imported only then: output to
-a pipe, a log or CI is plain text (aligned columns, no borders, nothing folded or cut, so a fix command
-can be copied whole), and a command that prints to a pipe never pays for importing rich.
+Text is laid out once (`layout`) for a width, the terminal's or 120 columns in a log or a pipe: aligned
+columns without borders, prose wrapped only between words and never inside a URL or a command, each
+fix on a line of its own, each finding once (a problem a table already shows is not printed again).
+rich only colours that layout and draws progress bars on a terminal, and is imported only then, so a
+command that prints to a pipe never pays for importing it.
 """
 
 from __future__ import annotations
 
 import contextlib
+import os
 import sys
 from collections.abc import Callable, Iterator
 from pathlib import Path
@@ -22,10 +25,10 @@ import msgspec
 from forkctl.compat import StrEnum
 from forkctl.errors import EXIT_BAD_INPUT, EXIT_CHECK_FAILED, EXIT_OK, ForkctlError
 from forkctl.redact import clean, clean_data, inert
+from forkctl.report import layout
 
 if TYPE_CHECKING:
     from rich.console import Console
-    from rich.table import Table as RichTable
 
 
 class Format(StrEnum):
@@ -46,6 +49,9 @@ class Problem(msgspec.Struct):
     file: str | None = None
     line: int | None = None
     hint: str | None = None
+    # A finding a table of the same report already shows with its fix (check-pins' rows): text prints
+    # it once, in the table; JSON and GitHub annotations carry it as a problem still.
+    in_table: bool = False
 
     def text(self) -> str:
         where = (
@@ -111,19 +117,6 @@ def _console(stderr: bool = False) -> Console:
     return Console(stderr=stderr, highlight=False, soft_wrap=True)
 
 
-def _rich_table(table: Table) -> RichTable:
-    from rich.table import Table as RichTable
-
-    rich_table = RichTable(title=table.title, title_justify="left", show_lines=False)
-    for column in table.columns:
-        rich_table.add_column(column, overflow="fold")
-    for row in table.rows:
-        rich_table.add_row(
-            *[f"[{STATUS_STYLES[c]}]{c}[/]" if c in STATUS_STYLES else _escape(c) for c in row]
-        )
-    return rich_table
-
-
 def _escape(text: str) -> str:
     return text.replace("[", r"\[")
 
@@ -148,7 +141,8 @@ def to_json(report: Report) -> str:
         "ok": report.ok,
         **report.data,
         "problems": [
-            {k: v for k, v in msgspec.structs.asdict(p).items() if v is not None} | {"level": str(p.level)}
+            {k: v for k, v in msgspec.structs.asdict(p).items() if v is not None and k != "in_table"}
+            | {"level": str(p.level)}
             for p in report.problems
         ],
     }
@@ -159,59 +153,103 @@ def to_json(report: Report) -> str:
 
 
 def emit(report: Report, fmt: Format = Format.TEXT) -> int:
-    """Write the report to stdout in `fmt`; return the exit code."""
+    """Write the report to stdout in `fmt`; return the exit code. A reader that went away
+    (`forkctl check-pins | head -1`) ends the output quietly: the exit code is still the verb's."""
+    try:
+        _emit(report, fmt)
+        sys.stdout.flush()  # a closed pipe is found here, not by the interpreter's flush at exit
+    except BrokenPipeError:
+        output_closed(sys.stdout)
+    return report.code
+
+
+def _emit(report: Report, fmt: Format) -> None:
     if fmt == Format.JSON:
         sys.stdout.write(to_json(report) + "\n")
-        return report.code
+        return
     report = _cleaned(report)
     if _is_terminal(sys.stdout):
         _print_rich(report)
     else:
-        sys.stdout.write(plain_text(report))
+        sys.stdout.write(plain_text(report, layout.LOG_WIDTH))
     if fmt == Format.GITHUB:
         from forkctl.report import github
 
         github.annotate(report)
-    return report.code
+
+
+def output_closed(stream: TextIO) -> None:
+    """The reader of `stream` went away: nothing more can reach it. Its descriptor is pointed at
+    /dev/null, so what is still buffered (and the interpreter's flush at exit) goes nowhere quietly
+    instead of failing again."""
+    with contextlib.suppress(OSError, ValueError):
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(devnull, stream.fileno())
+        os.close(devnull)
 
 
 def _print_rich(report: Report) -> None:
+    """The same layout as a log's, for the terminal's width, with the statuses and levels in colour."""
+    from rich.text import Text
+
     console = _console()
+    colours = {**STATUS_STYLES, "error": "red", "warning": "yellow", "notice": "cyan", "fix": "cyan"}
+    for line in _laid_out(report, console.width):
+        text = Text(no_wrap=True, overflow="ignore", end="\n")
+        for part, style in line:
+            text.append(part, style=colours.get(style) if style else None)
+        console.print(text, soft_wrap=True)
+
+
+def _laid_out(report: Report, width: int) -> list[layout.Line]:
+    """Tables, then lines, then the problems no table showed, laid out for `width` (report/layout.py)."""
+    lines: list[layout.Line] = []
     for table in report.tables:
-        console.print(_rich_table(table))
+        lines += [*layout.table_lines(table, width, STATUS_STYLES), []]
     for line in report.lines:
-        console.print(_escape(line))
+        lines += [[(text, None)] for text in layout.prose(line, width)]
     for problem in report.problems:
-        color = {"error": "red", "warning": "yellow", "notice": "cyan"}[problem.level]
-        console.print(f"[{color}]{problem.level}[/]: {_escape(problem.text())}")
+        if not problem.in_table:
+            lines += layout.problem_lines(problem, width)
+    return lines
 
 
-def plain_table(table: Table) -> str:
-    """A table as aligned columns under its title; cells are never cut or folded."""
-    rows = [table.columns, ["-" * len(c) for c in table.columns], *table.rows]
-    widths = [max(len(row[i]) if i < len(row) else 0 for row in rows) for i in range(len(table.columns))]
-    lines = [table.title] if table.title else []
-    for row in rows:
-        cells = [cell.ljust(widths[i]) for i, cell in enumerate(row)]
-        lines.append("  ".join(cells).rstrip())
-    return "\n".join(lines) + "\n"
+def plain_text(report: Report, width: int = layout.LOG_WIDTH) -> str:
+    """The report as plain text for `width` columns: tables, then lines, then the problems no table
+    showed; each finding once, wrapped between words, each fix whole on its own line."""
+    return layout.plain(_laid_out(report, width))
 
 
-def plain_text(report: Report) -> str:
-    """The report as plain text: tables, then lines, then problems, each problem on one line."""
-    parts = [plain_table(table) + "\n" for table in report.tables]
-    parts += [line + "\n" for line in report.lines]
-    parts += [f"{problem.level}: {problem.text()}\n" for problem in report.problems]
-    return "".join(parts)
+def _note(text: str, label: str = "", style: str | None = None) -> None:
+    """`label` and `text` on stderr, wrapped between words for its width (a terminal's, or 120 columns)
+    under a two-space indent; on a terminal the label (or, without one, the text) in `style`. Never a
+    workflow command (the runner reads stderr too)."""
+    terminal = _is_terminal(sys.stderr)
+    head = f"{label} " if label else ""
+    lines = layout.words(
+        inert(text),
+        layout.width_of(sys.stderr, terminal),
+        head,
+        "  " + " " * (len(head) - len(head.lstrip())),
+    )
+    try:
+        if terminal:
+            from rich.text import Text
 
-
-def _note(text: str, markup: str | None = None) -> None:
-    """One line on stderr: rich markup on a terminal, the plain text elsewhere; never a workflow
-    command (the runner reads stderr too)."""
-    if _is_terminal(sys.stderr):
-        _console(stderr=True).print(inert(markup) if markup is not None else _escape(inert(text)))
-    else:
-        sys.stderr.write(inert(text) + "\n")
+            console = _console(stderr=True)
+            for number, line in enumerate(lines):
+                shown = Text(no_wrap=True, overflow="ignore")
+                if number == 0 and label:
+                    shown.append(label, style=style)
+                    shown.append(line[len(label) :])
+                else:
+                    shown.append(line, style=None if label else style)
+                console.print(shown, soft_wrap=True)
+        else:
+            sys.stderr.write("".join(f"{line}\n" for line in lines))
+            sys.stderr.flush()
+    except BrokenPipeError:  # `forkctl ... 2>&1 | head -1`: progress nobody reads stops the command not
+        output_closed(sys.stderr)
 
 
 def error(exc: ForkctlError, fmt: Format = Format.TEXT, command: str | None = None) -> int:
@@ -231,11 +269,16 @@ def error(exc: ForkctlError, fmt: Format = Format.TEXT, command: str | None = No
         }
         import json
 
-        sys.stdout.write(json.dumps(payload, indent=2) + "\n")
+        try:
+            sys.stdout.write(json.dumps(payload, indent=2) + "\n")
+            sys.stdout.flush()
+        except BrokenPipeError:
+            output_closed(sys.stdout)
     else:
-        _note(f"forkctl: error: {message}", f"[red]forkctl: error:[/] {_escape(message)}")
+        for number, line in enumerate(message.split("\n")):
+            _note(line if number == 0 else f"  {line}", "forkctl: error:" if number == 0 else "", "red")
         if hint:
-            _note(f"  hint: {hint}", f"  [cyan]hint:[/] {_escape(hint)}")
+            _note(hint, "  hint:", "cyan")
         if fmt == Format.GITHUB:
             from forkctl.report import github
 
@@ -246,7 +289,7 @@ def error(exc: ForkctlError, fmt: Format = Format.TEXT, command: str | None = No
 def info(message: str) -> None:
     """A progress note for people, on stderr."""
     text = clean(message)
-    _note(text, f"[dim]{_escape(text)}[/]")
+    _note(text, style="dim")
 
 
 def _shown(text: str) -> str:

@@ -106,6 +106,7 @@ def _add_link(out: Report, link: LinkResult) -> None:
                     file=finding.file,
                     line=finding.line,
                     hint=finding.fix or None,
+                    in_table=True,  # the row above says it, with its fix: text prints it once
                 )
             )
 
@@ -116,9 +117,9 @@ def _add_fork_branch(out: Report, manifest: Manifest, notes: list[ChainFinding])
     out.tables.append(Table(title=title, columns=list(COLUMNS), rows=_rows(notes)))
     for finding in notes:
         if finding.status != Status.OK:
-            out.fail(Problem(finding.message, hint=finding.fix or None))
+            out.fail(Problem(finding.message, hint=finding.fix or None, in_table=True))
         elif finding.kind == "behind":
-            out.problems.append(Problem(finding.message, level=Level.NOTICE))
+            out.problems.append(Problem(finding.message, level=Level.NOTICE, in_table=True))
 
 
 def chain_report(command: str, manifest: Manifest, result: ChainResult) -> Report:

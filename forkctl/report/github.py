@@ -47,7 +47,7 @@ def step_summary(report: Report) -> str:
     if report.summary_markdown:
         parts.append(report.summary_markdown + "\n")
     parts += [markdown_table(t) for t in report.tables]
-    parts += [f"- **{p.level}**: {code(p.text())}\n" for p in report.problems]
+    parts += [f"- **{p.level}**: {code(p.text())}\n" for p in report.problems if not p.in_table]
     return "\n".join(parts) + "\n"
 
 
