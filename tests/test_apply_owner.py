@@ -44,7 +44,11 @@ def test_an_apply_belongs_to_the_checkout_that_started_it(
         repo = GitRepo(clone(setup.upstream, tmp_path / "r", bare=True).path)
         where = ["--repo", str(repo.git_dir)]
     else:  # no --repo: both checkouts name the same upstream URL, so they share its cache clone
-        repo = gitstore.object_store(None, setup.url, [setup.base])
+        # Called here directly, not through a command whose manifest names the URL: the test is the
+        # user who names this local location (git.remote admits a local URL only when one does).
+        with pytest.MonkeyPatch.context() as local:
+            local.setenv("FORKCTL_ALLOW_LOCAL_URLS", "1")
+            repo = gitstore.object_store(None, setup.url, [setup.base])
         where = []
     worktree = stop_left_by_an_earlier_forkctl(setup, Repo(repo.git_dir))
     resolved = worktree / "megatron/core/b.py"

@@ -131,12 +131,12 @@ def test_unsafe_yaml_tags_are_refused(tmp_path: Path) -> None:
 
 def test_empty_manifest(tmp_path: Path) -> None:
     code, output = _lint(_write(tmp_path, ""))
-    assert code == 2 and "the manifest is empty" in output
+    assert code == 2 and "the manifest is empty" in flat(output)
 
 
 def test_missing_manifest_file(tmp_path: Path) -> None:
     code, output = _lint(tmp_path / "nope.yaml")
-    assert code == 2 and "no such manifest" in output
+    assert code == 2 and "no such manifest" in flat(output)
 
 
 def test_manifest_found_by_walking_up(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:

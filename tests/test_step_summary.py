@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 
 from tests.gitrepos import init_repo
-from tests.toolkit import make_toolkit
+from tests.toolkit import flat, make_toolkit
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -42,7 +42,7 @@ def test_a_step_summary_that_is_not_a_regular_file_is_skipped_with_a_warning(
     done = _fork_base(tmp_path, summary)
     assert done.returncode == 1, done.stderr  # the finding: .fork-base.json is missing
     assert "::error" in done.stdout
-    assert f"the step summary {summary} is not a regular file" in done.stderr
+    assert f"the step summary {summary} is not a regular file" in flat(done.stderr)
 
 
 def test_a_regular_step_summary_is_still_appended(tmp_path: Path) -> None:

@@ -20,7 +20,7 @@ from forkctl.chain.declared import (
 )
 from forkctl.chain.forkhead import ForkContext, fork_context
 from forkctl.chain.forklink import check_fork_pin, fork_branch_notes
-from forkctl.chain.model import ChainResult, LinkResult, Progress, Status
+from forkctl.chain.model import ChainFinding, ChainResult, LinkResult, Progress, Status
 from forkctl.chain.reachable import CommitGraphs, check_reachable, recorded_branch_finding
 from forkctl.chain.sources import Remotes, Source, Store, commit_to_check, planned_commit
 from forkctl.errors import BadInput
@@ -76,13 +76,7 @@ class Checker:
             if self.start is not None:
                 point_at_gitmodules(self.store(index).repo_with(commit), commit, link)
         links = sorted(self._results.values(), key=lambda link: link.index)
-        # The fork branch is beside the chain of the commit under test (which ends at the fork head
-        # computed from the manifest): a consumer's pull request cannot change it.
-        notes = (
-            fork_branch_notes(self.manifest, self.fork, self.remotes, self.fork_location)
-            if self.start is None
-            else []
-        )
+        notes = _fork_branch_notes(self)
         return ChainResult(self.fork.base, self.fork.head, self.fork.patches, links, notes)
 
     def _prefetch(self) -> None:
@@ -186,6 +180,14 @@ class Checker:
                 f"(see {inner.consumer}@{pinned[:12]})",
                 f"fix {inner.consumer} first, then bump this pin (forkctl bump-bridge --through {link.consumer})",
             )
+
+
+def _fork_branch_notes(checker: Checker) -> list[ChainFinding]:
+    """The fork branch's notes, left out under test: the branch is beside the chain of the commit under
+    test (which ends at the fork head computed from the manifest), and a pull request cannot change it."""
+    if checker.start is not None:
+        return []
+    return fork_branch_notes(checker.manifest, checker.fork, checker.remotes, checker.fork_location)
 
 
 def check_fork_base(

@@ -24,8 +24,7 @@ from forkctl.chain.publish import published_head
 from forkctl.cli import options, verbs
 from forkctl.cli.kit import Context, forkctl_command, output_options
 from forkctl.errors import BadInput
-from forkctl.files import atomic_write_text
-from forkctl.git.remote import cache_root
+from forkctl.files import atomic_write_text, cache_root
 from forkctl.gpu.gate import summarise
 from forkctl.manifest import Manifest
 from forkctl.report import Level, Problem, Report

@@ -22,8 +22,8 @@ from forkctl.chain.sync import SyncPlan, plan_sync, preview_tip
 from forkctl.chain.synctarget import SyncTarget, choose_target
 from forkctl.cli import options, verbs
 from forkctl.cli.kit import Context, forkctl_command, output_options
-from forkctl.files import atomic_write_text
-from forkctl.git.remote import RemoteMoved, cache_root
+from forkctl.files import atomic_write_text, cache_root
+from forkctl.git.remote import RemoteMoved
 from forkctl.gpu.evidence import evidence_dir, evidence_path
 from forkctl.manifest import Manifest
 from forkctl.report import Level, Problem, Report

@@ -9,10 +9,8 @@ under `cache_root()`.
 
 from __future__ import annotations
 
-import json
 import os
 import re
-from datetime import datetime, timezone
 from pathlib import Path
 from urllib.parse import unquote, urlsplit
 
@@ -21,7 +19,7 @@ import msgspec
 from forkctl import locking
 from forkctl.digests import sha256_hex
 from forkctl.errors import BadInput
-from forkctl.files import atomic_write_text, cache_root
+from forkctl.git import listings
 from forkctl.git.repo import GitRepo
 from forkctl.git.runmemo import NAMED_BY_USER, memo
 from forkctl.git.runner import GitTimeout, network_args, network_timeout, try_run
@@ -311,7 +309,7 @@ def ls_remote(url: str) -> dict[str, str]:
             refs[ref.removesuffix("^{}")] = sha  # the peeled commit wins over the tag object
         else:
             refs.setdefault(ref, sha)
-    _record_listing(url, refs)
+    listings.record(cache_identity(url), refs)
     return refs
 
 
@@ -330,23 +328,10 @@ def listed_refs(url: str) -> Listing:
     try:
         return Listing(ls_remote(url))
     except BadInput as exc:
-        record = _listing_file(url)
-        if not record.is_file():
+        found = listings.recorded(cache_identity(url))
+        if found is None:
             raise
-        data = json.loads(record.read_text())
-        return Listing(dict(data["refs"]), recorded_at=str(data["listed_at"]), why=exc.message)
-
-
-def _listing_file(url: str) -> Path:
-    key = sha256_hex(cache_identity(url).encode())[:16]
-    return cache_root() / "listings" / f"{key}.json"
-
-
-def _record_listing(url: str, refs: dict[str, str]) -> None:
-    path = _listing_file(url)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    stamp = datetime.now(timezone.utc).isoformat(timespec="seconds")
-    atomic_write_text(path, json.dumps({"listed_at": stamp, "refs": refs}, sort_keys=True) + "\n")
+        return Listing(found[0], recorded_at=found[1], why=exc.message)
 
 
 # --- a URL's default branch; push --------------------------------------------------------------

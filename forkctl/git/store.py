@@ -21,7 +21,7 @@ import msgspec
 from forkctl import locking
 from forkctl.digests import sha256_hex
 from forkctl.errors import BadInput
-from forkctl.files import atomic_write_text, process_alive
+from forkctl.files import atomic_write_text, cache_root, process_alive
 from forkctl.git.facts import facts_of
 from forkctl.git.graph import (
     FETCHED_REFS,
@@ -33,7 +33,6 @@ from forkctl.git.graph import (
 )
 from forkctl.git.remote import (
     cache_identity,
-    cache_root,
     checked_url,
     git_reason,
     normalise_url,

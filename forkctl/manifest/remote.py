@@ -144,8 +144,9 @@ def materialise(spec: ManifestSpec, progress: Callable[[str], None]) -> Path:
     One lock per snapshot's URL: concurrent first runs wait for the one fetching into that URL's cache
     clone instead of colliding in it; the one that waited finds the folder made."""
     from forkctl import locking
+    from forkctl.files import cache_root
     from forkctl.git import snapshot
-    from forkctl.git.remote import allow_local, cache_identity, cache_root
+    from forkctl.git.remote import allow_local, cache_identity
 
     allow_local(spec.url)  # named on the command line
     resolved = snapshot.resolve_ref(spec.url, spec.ref)
