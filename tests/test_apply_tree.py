@@ -236,7 +236,9 @@ def test_a_journal_half_written_by_a_killed_run_is_cleaned_up(setup: SeriesSetup
     assert result.exit_code == 0, result.output
     assert _snapshot(site) == _snapshot(reference)
     # Said, so that a person who saw those files knows where they went.
-    assert f"removed 2 file(s) an earlier apply --tree, interrupted, had staged in {site}" in flat(result.stdout)
+    assert f"removed 2 file(s) an earlier apply --tree, interrupted, had staged in {site}" in flat(
+        result.stdout
+    )
 
 
 def test_the_manifest_names_what_a_tree_takes_and_every_path_by_default(

@@ -212,6 +212,7 @@ def test_remote_moving_between_read_and_push_is_refused(tmp_path: Path) -> None:
 
 def test_compare_and_swap_refuses_a_rewound_or_deleted_branch(tmp_path: Path) -> None:
     chain = make_chain(tmp_path)
+    remote.allow_local(url(chain.fork))  # called directly: the test is the user who names the fork
     store = GitRepo(chain.fork)
     tree = commit(chain.fork, chain.head)[0]
     child = store.commit_tree(tree, [chain.head], "child\n", WHO)

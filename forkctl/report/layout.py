@@ -134,10 +134,14 @@ def _fix_lines(indent: str, fix: str, width: int) -> list[Line]:
 
 def _fit(natural: list[int], floors: list[int], room: int) -> list[int]:
     """Column widths that sum to at most `room`: the widest column gives way first, none below its
-    floor. A table that cannot fit even so (a word longer than the room) is left as it is, every cell
-    whole on its row: wrapping the rest would only make it longer and no narrower."""
+    floor. A table that cannot fit even so (a word, such as a long URL, wider than the room) keeps its
+    other columns at their floors and wraps the widest one at the room left: only a line holding such a
+    word runs past the width, alone on its line, and every other line fits."""
     widths = list(natural)
     if sum(floors) > room:
+        widths = list(floors)
+        widest = max(range(len(widths)), key=lambda i: widths[i])
+        widths[widest] = max(MIN_COLUMN, room - (sum(widths) - widths[widest]))
         return widths
     while sum(widths) > room:
         shrinkable = [i for i, w in enumerate(widths) if w > floors[i]]
