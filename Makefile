@@ -23,6 +23,8 @@ test: setup setup-mermaid  ## what CI runs: the test suite, lint on the real man
 # tests that import torch on one worker and hands slow tests out first (tests/conftest.py isolates HOME).
 # The temporary files go to tmpfs where there is room (scripts/test-tmpdir.sh says why; asked once).
 	tmp=$$(scripts/test-tmpdir.sh) && env $${tmp:+TMPDIR="$$tmp"} PYTHONDONTWRITEBYTECODE= $(PY) -m pytest -q -n 4 -p tests.make_test_plugin
+# The CLI's own tests under every other Python 3.10-3.13 here, a pytest session each (offline).
+	scripts/test-pythons.sh
 	$(FORKCTL) lint
 	$(FORKCTL) gate
 
