@@ -24,7 +24,7 @@ import msgspec
 from forkctl.errors import BadInput
 from forkctl.git.treehash import folder_tree_id
 from forkctl.gpu.evidence import TestedTree
-from forkctl.ops import patch_dir as treepatch
+from forkctl.ops import patch_dir
 from forkctl.series import Series
 
 # Built at install time, never in the source: what may be overlaid from the installed distribution.
@@ -82,19 +82,19 @@ def extract(archive: Path, dest: Path) -> None:
 
 def _apply_series(root: Path, series: Series) -> None:
     """The series onto the copy of the base, as apply builds the fork head: all patches, git apply."""
-    plan = treepatch.plan(root, series.patches)
-    if plan.state != treepatch.TreeState.UNAPPLIED:
+    plan = patch_dir.plan(root, series.patches)
+    if plan.state != patch_dir.TreeState.UNAPPLIED:
         failing = [
             f"{v.patch.path.name}: {v.message or v.status}"
             for v in plan.verdicts
-            if v.status != treepatch.PatchStatus.NOT_APPLIED
+            if v.status != patch_dir.PatchStatus.NOT_APPLIED
         ]
         raise BadInput(
             "the series does not apply to the base archive as forkctl apply applies it: "
             + ("; ".join(failing) or str(plan.state)),
             hint="a patch that needs a 3-way merge on its own base is stale: port or re-export the series",
         )
-    treepatch.execute(plan)
+    patch_dir.execute(plan)
 
 
 def _overlay(installed: Path, roots: list[Path]) -> list[str]:
