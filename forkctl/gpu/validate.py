@@ -176,10 +176,11 @@ def select_suite(manifest: Manifest, ep: int | None, env_suffix: str | None) -> 
     return Suite(manifest.validation.multigpu_tests, "multigpu", ep), suffix
 
 
-def patched_copy(series: Series, installed: Path, scratch: Path) -> tuple[Path, str]:
-    """Copy the installed package to scratch/site/megatron and apply the series; (site, what happened)."""
+def patched_copy(series: Series, installed: Path, scratch: Path, package: str) -> tuple[Path, str]:
+    """Copy the installed package to scratch/site/<package> (the manifest's package.name) and apply the
+    series; (site, what happened)."""
     site = scratch / "site"
-    shutil.copytree(installed, site / "megatron", ignore=shutil.ignore_patterns("__pycache__", "*.pyc"))
+    shutil.copytree(installed, site / package, ignore=shutil.ignore_patterns("__pycache__", "*.pyc"))
     plan = patch_dir.plan(site, series.patches)
     if plan.state == patch_dir.TreeState.PARTIAL:
         failing = [
@@ -244,16 +245,19 @@ def _probe(python: str, env: dict[str, str], tag_suffix: str | None) -> Environm
 
 def prepare_trees(job: _Job) -> source.PreparedTrees:
     """The package under test: the fork head from the base archive, or the installed release patched."""
+    package = job.manifest.package.folder_name
     if job.options.source is not None:
-        prepared = source.from_base_archive(job.options.source, job.series, job.installed, job.scratch)
+        prepared = source.from_base_archive(
+            job.options.source, job.series, job.installed, job.scratch, package
+        )
         job.progress(
             f"built the fork head from {job.options.source.name} (upstream {job.series.base[:12]}): "
-            f"megatron/ tree {prepared.tested.package_tree[:12]}"
+            f"{package}/ tree {prepared.tested.package_tree[:12]}"
         )
         return prepared
-    site, how = patched_copy(job.series, job.installed, job.scratch)
+    site, how = patched_copy(job.series, job.installed, job.scratch, package)
     job.progress(how + "; this is not the fork head: pass --source to test the tree consumers pin")
-    tested = TestedTree(source="installed", package_tree=folder_tree_id(site / "megatron"))
+    tested = TestedTree(source="installed", package_tree=folder_tree_id(site / package))
     return source.PreparedTrees(site=site, tested=tested)
 
 
