@@ -1,26 +1,24 @@
 """Pull requests and issues through the GitHub CLI (`gh`): open one for a pushed branch, or update the
 one already open for that head branch; keep one issue (`forkctl sync`'s dashboard) found by a marker.
 
-gh is not git, so its runner lives here and not in forkctl/git/. Like forkctl/gpu/process.py, gh runs as
-an argument list (never through a shell) in its own process group, with a time limit that ends whatever
-it started. Every value is passed as `--flag=value`, so a repository, branch or title from the manifest
+gh is not git, so its runner lives here and not in forkctl/git/. Like every child, gh runs through
+forkctl.process: an argument list (never a shell) in its own process group, with a time limit that ends
+whatever it started. Every value is passed as `--flag=value`, so a repository, branch or title from the manifest
 is data and never becomes an option. gh's credentials are its own (`gh auth login`, GH_TOKEN).
 """
 
 from __future__ import annotations
 
-import contextlib
 import json
 import os
 import re
 import shlex
 import shutil
-import signal
-import subprocess
 from pathlib import Path
 
 import msgspec
 
+from forkctl import process
 from forkctl.errors import BadInput
 
 GH_TIMEOUT_S = 120.0
@@ -232,32 +230,13 @@ def _run(gh: str, command: list[str]) -> str:
     """Run gh (`command[0]` is replaced by the resolved `gh`) and return its stdout; GhFailed otherwise."""
     env = {**os.environ, "GH_PROMPT_DISABLED": "1", "GH_NO_UPDATE_NOTIFIER": "1", "NO_COLOR": "1"}
     try:
-        proc = subprocess.Popen(
-            [gh, *command[1:]],
-            env=env,
-            stdin=subprocess.DEVNULL,
-            stdout=subprocess.PIPE,
-            stderr=subprocess.PIPE,
-            text=True,
-            errors="replace",
-            start_new_session=True,
-        )
+        done = process.run([gh, *command[1:]], timeout=GH_TIMEOUT_S, env=env, text=True)
     except OSError as exc:
         raise GhFailed(f"cannot run {gh}: {exc.strerror}", command) from None
-    try:
-        out, err = proc.communicate(timeout=GH_TIMEOUT_S)
-    except subprocess.TimeoutExpired:
-        os.killpg(proc.pid, signal.SIGKILL)
-        proc.communicate()
+    except process.TimedOut:
         raise GhFailed(f"gh did not finish within {GH_TIMEOUT_S:.0f} s", command) from None
-    except BaseException:
-        # Ctrl-C or SIGTERM (raised by the CLI) while the child runs in its own session, which no terminal
-        # signal reaches: end its whole group rather than leave it running.
-        with contextlib.suppress(ProcessLookupError):
-            os.killpg(proc.pid, signal.SIGKILL)
-        proc.wait()
-        raise
-    if proc.returncode != 0:
-        words = (err or out or "").strip() or f"exit status {proc.returncode}"
+    out, err = str(done.stdout), str(done.stderr)
+    if done.returncode != 0:
+        words = (err or out).strip() or f"exit status {done.returncode}"
         raise GhFailed(f"gh {command[1]} {command[2]} failed: {words}", command)
-    return out or ""
+    return out

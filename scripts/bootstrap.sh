@@ -69,7 +69,7 @@ else
 fi
 .venv/bin/python -m compileall -q forkctl >/dev/null
 
-# The CLI installs on Python 3.10-3.13 (only the patch tests need 3.12). tests/test_pythons.py runs the
+# The CLI installs on Python 3.10-3.13 (only the patch tests need 3.12). scripts/test-pythons.sh runs the
 # CLI's own tests under every other such Python this machine has, each in a small venv holding the
 # locked runtime dependencies and the dev tools, built here once per lock.
 for version in 3.10 3.11 3.13; do

@@ -1,12 +1,9 @@
-"""What `make test` adds to a pytest run (`-p tests.make_test_plugin`): a private forkctl cache, and how the
-suite is spread over its xdist workers.
+"""What `make test` adds to a pytest run (`-p tests.make_test_plugin`): how the suite is spread over its
+xdist workers. (Each test's own HOME and forkctl cache are tests/conftest.py's, for every pytest run.)
 
 A plugin of its own, not a conftest hook: the GPU evidence covers the conftests of the GPU suites, and
-neither changes anything a GPU test does.
+none of this changes anything a GPU test does.
 
-- Every forkctl command keeps what it learned (parsed manifests, facts about patches, listings) under
-  $FORKCTL_CACHE, by default the user's ~/.cache/forkctl: the session gets a folder of its own, so the
-  suite writes nothing there. Tests that need a cache of their own still set one.
 - The tests under tests/patches/ import torch and the patched megatron into their worker (seconds of
   CPU for each process that does): they are one unit of work, so one worker pays for that, once. (xdist's
   own `--dist loadgroup` cannot do it under pytest 9, whose node ids xdist 3.8 can no longer suffix.)
@@ -15,8 +12,6 @@ neither changes anything a GPU test does.
 """
 
 from __future__ import annotations
-
-import os
 
 import pytest
 from xdist.scheduler import LoadScopeScheduling
@@ -37,8 +32,3 @@ def pytest_xdist_make_scheduler(config: pytest.Config, log: object) -> PatchTest
 
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
     items.sort(key=lambda item: item.get_closest_marker("slow") is None)
-
-
-@pytest.fixture(autouse=True, scope="session")
-def _private_forkctl_cache(tmp_path_factory: pytest.TempPathFactory) -> None:
-    os.environ["FORKCTL_CACHE"] = str(tmp_path_factory.mktemp("forkctl-cache"))

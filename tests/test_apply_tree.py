@@ -159,7 +159,7 @@ def test_sigkill_at_any_point_leaves_old_or_new_after_the_next_run(
     import sys
     import time
 
-    from forkctl.ops import patch_dir as treepatch
+    from forkctl.ops import patch_dir
 
     reference = _site(setup, tmp_path / "ref")
     assert _apply(setup, "--tree", str(reference))[0] == 0
@@ -179,10 +179,10 @@ def test_sigkill_at_any_point_leaves_old_or_new_after_the_next_run(
         proc.wait()
         time.sleep(0.2)
         now = _snapshot(site)
-        journaled = (site / treepatch.JOURNAL).is_file()
+        journaled = (site / patch_dir.JOURNAL).is_file()
         # Or killed while staging: staged files, and maybe the journal's own temp file (atomic writer).
         staging = all(
-            ".forkctl-new" in p or p.startswith(f".{treepatch.JOURNAL}.") for p in set(now) - set(old)
+            ".forkctl-new" in p or p.startswith(f".{patch_dir.JOURNAL}.") for p in set(now) - set(old)
         )
         assert journaled or now in (old, new) or staging
         assert _apply(setup, "--tree", str(site))[0] == 0
@@ -225,12 +225,12 @@ def test_options_of_the_other_mode_are_refused_not_ignored(
 def test_a_journal_half_written_by_a_killed_run_is_cleaned_up(setup: SeriesSetup, tmp_path: Path) -> None:
     """Killed while writing the journal (temp file + rename): staged files and the journal's temp file
     are left; the next run removes both and ends with the patched tree."""
-    from forkctl.ops import patch_dir as treepatch
+    from forkctl.ops import patch_dir
 
     reference = _site(setup, tmp_path / "ref")
     assert _apply(setup, "--tree", str(reference))[0] == 0
     site = _site(setup, tmp_path / "site")
-    (site / f".{treepatch.JOURNAL}.abcd1234.tmp").write_text('{"swaps": [')
+    (site / f".{patch_dir.JOURNAL}.abcd1234.tmp").write_text('{"swaps": [')
     (site / "megatron/core/.a.py.forkctl-new").write_text("half\n")
     result = CliRunner().invoke(cli, ["--manifest", str(setup.manifest), "apply", "--tree", str(site)])
     assert result.exit_code == 0, result.output

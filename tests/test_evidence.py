@@ -410,7 +410,7 @@ def test_validate_patches_a_copy_of_the_installed_package(
     monkeypatch.setenv("PYTHONPATH", str(tmp_path / "site-packages"))
     assert host.installed_megatron(sys.executable) == installed
     scratch = tmp_path / "scratch"
-    site, how = validate.patched_copy(series, installed, scratch)
+    site, how = validate.patched_copy(series, installed, scratch, load(toolkit).package.folder_name)
     assert "applied 2 patch(es)" in how
     assert (site / "megatron/core/a.py").read_text() == "def a():\n    return 2\n"
     assert (site / "megatron/core/new_2.py").read_text() == "X = 2\n"
@@ -426,4 +426,25 @@ def test_validate_refuses_a_package_the_series_does_not_fit(tmp_path: Path) -> N
     toolkit = gpu_toolkit(tmp_path)
     installed = fake_installed(tmp_path / "site-packages", a_text="def a():\n    return 'other'\n")
     with pytest.raises(BadInput, match="does not apply to the installed package"):
-        validate.patched_copy(load_series(load(toolkit)), installed, tmp_path / "scratch")
+        validate.patched_copy(load_series(load(toolkit)), installed, tmp_path / "scratch", "megatron")
+
+
+def test_validate_copies_the_package_into_the_folder_the_manifest_names(tmp_path: Path) -> None:
+    # Before: patched_copy always wrote site/megatron, whatever the manifest's package.name said.
+    toolkit = gpu_toolkit(tmp_path)
+    for patch_file in toolkit.patch_files:
+        patch_file.write_bytes(patch_file.read_bytes().replace(b"megatron/", b"widget/"))
+    toolkit.manifest.write_text(toolkit.manifest.read_text() + "package:\n  name: widget\n")
+    loaded = load(toolkit)
+    assert loaded.package.folder_name == "widget"
+    write_files(
+        tmp_path / "site-packages", {"widget/core/a.py": "def a():\n    return 1\n", "widget/core/b.py": ""}
+    )
+    installed = tmp_path / "site-packages" / "widget"
+    site, how = validate.patched_copy(
+        load_series(loaded), installed, tmp_path / "scratch", loaded.package.folder_name
+    )
+    assert "applied 2 patch(es)" in how
+    assert (site / "widget/core/a.py").read_text() == "def a():\n    return 2\n"
+    assert (site / "widget/core/new_2.py").read_text() == "X = 2\n"
+    assert sorted(p.name for p in site.iterdir()) == ["widget"]

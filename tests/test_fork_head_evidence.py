@@ -96,7 +96,7 @@ def test_the_tested_tree_is_the_fork_heads_tree(tmp_path: Path) -> None:
     series = load_series(load(toolkit))
     archive = base_archive(toolkit, tmp_path / "base.tgz")
     prepared = source.from_base_archive(
-        archive, series, installed_with_helper(tmp_path), tmp_path / "scratch"
+        archive, series, installed_with_helper(tmp_path), tmp_path / "scratch", "megatron"
     )
     assert prepared.tested.source == "upstream-base"
     assert prepared.tested.base_commit == toolkit.base
@@ -118,7 +118,7 @@ def test_an_archive_of_another_commit_is_refused(tmp_path: Path) -> None:
     archive = base_archive(toolkit, tmp_path / "later.tgz", later)
     with pytest.raises(BadInput, match="not the manifest's base") as raised:
         source.from_base_archive(
-            archive, load_series(load(toolkit)), installed_with_helper(tmp_path), tmp_path / "s"
+            archive, load_series(load(toolkit)), installed_with_helper(tmp_path), tmp_path / "s", "megatron"
         )
     assert toolkit.base in (raised.value.hint or "")
 
@@ -132,7 +132,7 @@ def test_an_archive_that_escapes_its_folder_is_refused(tmp_path: Path) -> None:
         tar.add(payload, arcname="../outside.py")
     with pytest.raises(BadInput, match="outside"):
         source.from_base_archive(
-            archive, load_series(load(toolkit)), installed_with_helper(tmp_path), tmp_path / "s"
+            archive, load_series(load(toolkit)), installed_with_helper(tmp_path), tmp_path / "s", "megatron"
         )
     assert not (tmp_path / "outside.py").exists()
 

@@ -143,3 +143,40 @@ def test_no_two_classes_of_a_package_share_a_name(package: str) -> None:
                     clashes.append(f"{node.name}: {seen[node.name]} and {where}")
                 seen.setdefault(node.name, where)
     assert not clashes, clashes
+
+
+def _class_names(paths: list[Path]) -> dict[str, str]:
+    return {
+        node.name: f"{path.relative_to(PACKAGE.parent)}:{node.lineno}"
+        for path in paths
+        for node in ast.walk(ast.parse(path.read_text()))
+        if isinstance(node, ast.ClassDef) and not node.name.startswith("_")
+    }
+
+
+def test_no_class_takes_the_name_of_one_in_the_layers_below_everything() -> None:
+    # ops/replay.Commits beside git/commits.Commits once made a reader take one for the other: the git
+    # layer's and the shared modules' class names are not used again above them.
+    below = sorted((PACKAGE / "git").rglob("*.py")) + sorted(PACKAGE.glob("*.py"))
+    taken = _class_names(below)
+    above = [path for path in _modules() if path not in below]
+    clashes = [
+        f"{name}: {taken[name]} and {where}" for name, where in _class_names(above).items() if name in taken
+    ]
+    assert not clashes, clashes
+
+
+def test_every_module_is_imported_under_one_name() -> None:
+    # `patch_dir` was `treepatch` in gpu/, `replay` was `build` in two places: a reader grepping for
+    # `patch_dir.plan` or `replay.build_series` missed them. An alias is fine where it is the only one.
+    local_names: dict[str, dict[str, str]] = {}
+    for path in _modules():
+        for node in ast.walk(ast.parse(path.read_text())):
+            if isinstance(node, ast.ImportFrom) and node.module and node.module.startswith("forkctl"):
+                for alias in node.names:
+                    where = f"{path.relative_to(PACKAGE.parent)}:{node.lineno}"
+                    local_names.setdefault(f"{node.module}.{alias.name}", {})[alias.asname or alias.name] = (
+                        where
+                    )
+    several = {module: names for module, names in local_names.items() if len(names) > 1}
+    assert not several, several

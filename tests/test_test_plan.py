@@ -5,7 +5,6 @@ from __future__ import annotations
 import os
 import shutil
 import subprocess
-import sys
 from pathlib import Path
 
 from tests.make_test_plugin import PATCH_TESTS, PatchTestsTogether
@@ -52,29 +51,3 @@ def test_the_patch_tests_are_one_unit_of_work_and_every_other_test_its_own() -> 
     }
     assert units == {PATCH_TESTS}
     assert plan._split_scope("tests/test_apply.py::test_a[1]") == "tests/test_apply.py::test_a[1]"
-
-
-def test_a_run_with_the_plugin_writes_nothing_into_the_users_cache(tmp_path: Path) -> None:
-    # A test that runs a forkctl command (which keeps its parsed manifest in the cache), run by a child
-    # pytest as make test runs it, with a home folder of its own.
-    (tmp_path / "test_lint.py").write_text(
-        "from click.testing import CliRunner\n"
-        "from forkctl.cli import cli\n\n"
-        f"def test_lint():\n    assert CliRunner().invoke(cli, ['--manifest', {str(ROOT / 'manifest.yaml')!r}, 'lint']).exit_code == 0\n"
-    )
-    home = tmp_path / "home"
-    home.mkdir()
-    env = {k: v for k, v in os.environ.items() if k not in ("FORKCTL_CACHE", "PYTEST_XDIST_WORKER")}
-    env |= {"HOME": str(home), "PYTHONPATH": str(ROOT)}
-    run = [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", "-p", "tests.make_test_plugin"]
-    done = subprocess.run(
-        [*run, str(tmp_path / "test_lint.py")], cwd=ROOT, env=env, capture_output=True, text=True
-    )
-    assert done.returncode == 0, done.stdout + done.stderr
-    assert not (home / ".cache" / "forkctl").exists()
-    # Without the plugin the same run keeps its entry in the home folder: the check above can fail.
-    done = subprocess.run(
-        [*run[:-2], str(tmp_path / "test_lint.py")], cwd=ROOT, env=env, capture_output=True, text=True
-    )
-    assert done.returncode == 0, done.stdout + done.stderr
-    assert any((home / ".cache" / "forkctl").rglob("*"))

@@ -18,7 +18,7 @@ from forkctl.errors import BadInput
 from forkctl.git import GitFailed, GitRepo, remote
 from forkctl.git import store as gitstore
 from forkctl.manifest import Manifest
-from forkctl.ops import replay as build
+from forkctl.ops import replay
 from forkctl.series import Patch, Series, load_series
 
 # + sha256(base, patch bytes): the fork head built from them. Named apart from the `built/` refs of a
@@ -124,7 +124,7 @@ def fork_context(
         at_base = store.tree_entries(base, touched)
         gitstore.fetch_objects(store, url, [e.sha for e in at_base.values() if e.kind == "blob"])
     progress(f"building the fork head: {manifest.upstream.repo}@{base[:12]} + {len(patches)} patches")
-    result = build.build_series(store, base, patches)
+    result = replay.build_series(store, base, patches)
     if result.conflict is None:
         store.set_ref(built_ref, result.head, "apply(series, base)")
     if result.conflict is not None:
@@ -133,7 +133,7 @@ def fork_context(
             f"the series is stale on its base {base[:12]}: {result.conflict.patch.path.name} does not "
             f"apply as written, so there is no fork head to check pins against: "
             f"{result.conflict.message.strip()}",
-            hint=build.stale_fix(base),
+            hint=replay.stale_fix(base),
         )
     return ForkContext(store, url, upstream_local, base, result.head, patches, own_files(manifest, base))
 

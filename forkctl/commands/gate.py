@@ -66,7 +66,7 @@ def command(ctx: Context, extra_required: tuple[str, ...], repo_path: Path | Non
         from forkctl.git import GitRepo
         from forkctl.ops import replay
 
-        package = manifest.package.name or "megatron"
+        package = manifest.package.folder_name
         fork_head_tree = replay.fork_head_entry(GitRepo(repo_path), series.base, series.patches, package)
         if fork_head_tree is None:
             raise BadInput(f"the fork head in {repo_path} has no {package}/ folder", hint="check --repo")

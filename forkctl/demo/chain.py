@@ -34,8 +34,7 @@ from forkctl.errors import BadInput
 from forkctl.files import atomic_write_text
 from forkctl.git import GitRepo, Identity, remote
 from forkctl.manifest import Manifest, plain
-from forkctl.ops import apply as applying
-from forkctl.ops import replay as build
+from forkctl.ops import apply, replay
 from forkctl.series import load_series
 
 # Fixed identities and dates: the demo's commits (bumps included) are the same on every machine.
@@ -220,7 +219,7 @@ def _build_fork(root: Path, manifest: Manifest, upstream: Path, base: str, packa
     series = load_series(manifest)
     work = _serve(root / "fork-work.git")
     remote.push_branch(GitRepo(upstream), _url(work.git_dir), base, "main")
-    failures = [(p, msg) for p, msg in build.check_series(work, base, series.patches) if msg is not None]
+    failures = [(p, msg) for p, msg in replay.check_series(work, base, series.patches) if msg is not None]
     if failures:
         patch, message = failures[0]
         first_line = message.splitlines()[0] if message else "does not apply"
@@ -231,7 +230,7 @@ def _build_fork(root: Path, manifest: Manifest, upstream: Path, base: str, packa
             hint=f"the demo needs the release the series targets ({manifest.package.requirement or 'see package: in the manifest'}, "
             "what make setup installs); or port the series (forkctl port) and try again",
         )
-    outcome = applying.start(work, manifest, series, base, manifest.fork.branch, force=False)
+    outcome = apply.start(work, manifest, series, base, manifest.fork.branch, force=False)
     if outcome.conflict is not None:  # check_series said it applies; a conflict here is a bug
         raise BadInput(f"the apply core stopped at {outcome.conflict}")
     head = outcome.state.head

@@ -20,15 +20,13 @@ would start with `-` where the caller said so (`data=`).
 
 from __future__ import annotations
 
-import contextlib
 import os
-import signal
-import subprocess
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 
 import msgspec
 
+from forkctl import process
 from forkctl.errors import BadInput
 
 # Settings that change bytes, SHAs or outcomes; pinned on every call (`git -c key=value`).
@@ -210,37 +208,24 @@ def execute(
     """Run `git <args>` hermetically and return its status and raw output; never raises on exit status.
 
     git runs in its own process group and the whole group (remote helpers, ssh) is killed when the time
-    is up: a silent server cannot hang forkctl. Every command is bounded, local ones too, because in a
+    is up or forkctl is stopped (forkctl.process): a silent server cannot hang forkctl. Every command is bounded, local ones too, because in a
     partial clone a local-looking read can turn into a lazy fetch (default: `network_timeout()`).
     """
     timeout = network_timeout() if timeout is None else timeout
     try:
-        proc = subprocess.Popen(
+        done = process.run(
             argv(args),
-            cwd=str(cwd) if cwd else None,
+            timeout=timeout,
+            input=stdin if stdin is not None else b"",
             env=hermetic_env(env),
-            stdin=subprocess.PIPE,
-            stdout=subprocess.PIPE,
-            stderr=subprocess.PIPE,
-            start_new_session=True,
+            cwd=cwd or None,
         )
     except FileNotFoundError:
         raise BadInput("git is not installed or not on PATH", hint="install git (2.39 or newer)") from None
-    try:
-        stdout, stderr = proc.communicate(stdin if stdin is not None else b"", timeout=timeout)
-    except subprocess.TimeoutExpired:
-        with contextlib.suppress(ProcessLookupError):
-            os.killpg(proc.pid, signal.SIGKILL)
-        proc.communicate()
+    except process.TimedOut:
         raise GitTimeout(f"git {_verb(args)} did not finish within {timeout:.0f} s") from None
-    except BaseException:
-        # Ctrl-C or SIGTERM (which the CLI turns into an exception) while git runs in its own session,
-        # where no terminal signal reaches it: end git's whole group rather than leave it running.
-        with contextlib.suppress(ProcessLookupError):
-            os.killpg(proc.pid, signal.SIGKILL)
-        proc.wait()
-        raise
-    return Completed(proc.returncode, stdout, stderr)
+    assert isinstance(done.stdout, bytes) and isinstance(done.stderr, bytes)
+    return Completed(done.returncode, done.stdout, done.stderr)
 
 
 def run(
@@ -264,8 +249,10 @@ def run_bytes(
     cwd: Path | None = None,
     env: Mapping[str, str] | None = None,
     stdin: bytes | None = None,
+    timeout: float | None = None,
 ) -> bytes:
-    done = execute(args, cwd, env, stdin)
+    """Run `git <args>` and return stdout's bytes; raise GitFailed with git's stderr on failure."""
+    done = execute(args, cwd, env, stdin, timeout)
     if done.status != 0:
         raise GitFailed(f"git {_verb(args)} failed", done.err.strip())
     return done.stdout

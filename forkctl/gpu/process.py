@@ -1,16 +1,14 @@
-"""Child processes of `forkctl validate`: each in its own process group, with a time limit that also
-ends whatever the child started (torchrun's ranks, a benchmark's workers)."""
+"""Child processes of `forkctl validate` (pytest, torchrun, the benchmark, interpreter probes): through
+forkctl.process, each in its own process group, with a time limit that also ends whatever the child
+started (torchrun's ranks, a benchmark's workers); stdout and stderr read as one text."""
 
 from __future__ import annotations
 
-import contextlib
-import os
-import signal
-import subprocess
 from pathlib import Path
 
 import msgspec
 
+from forkctl import process
 from forkctl.errors import BadInput
 
 
@@ -29,31 +27,11 @@ def run(
 ) -> Finished:
     """Run a child in its own process group, so a timeout also ends whatever it started."""
     try:
-        proc = subprocess.Popen(
-            args,
-            cwd=cwd,
-            env=env,
-            stdout=subprocess.PIPE,
-            stderr=subprocess.STDOUT,
-            text=True,
-            errors="replace",
-            start_new_session=True,
-        )
+        done = process.run(args, timeout=timeout, env=env, cwd=cwd, text=True, merge_stderr=True)
     except OSError as exc:
         raise BadInput(
             f"cannot run {args[0]}: {exc.strerror}", hint="pass --python PATH to a working interpreter"
         ) from None
-    try:
-        output, _ = proc.communicate(timeout=timeout)
-    except subprocess.TimeoutExpired:
-        os.killpg(proc.pid, signal.SIGKILL)
-        output, _ = proc.communicate()
-        return Finished(None, output or "")
-    except BaseException:
-        # Ctrl-C or SIGTERM (raised by the CLI) while the child runs in its own session, which no terminal
-        # signal reaches: end its whole group rather than leave it running.
-        with contextlib.suppress(ProcessLookupError):
-            os.killpg(proc.pid, signal.SIGKILL)
-        proc.wait()
-        raise
-    return Finished(proc.returncode, output or "")
+    except process.TimedOut as late:
+        return Finished(None, str(late.stdout))
+    return Finished(done.returncode, str(done.stdout))

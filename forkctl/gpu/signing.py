@@ -13,12 +13,12 @@ from __future__ import annotations
 
 import os
 import shutil
-import subprocess
 import tempfile
 from pathlib import Path
 
 import msgspec
 
+from forkctl import process
 from forkctl.errors import BadInput
 from forkctl.files import atomic_write
 
@@ -31,19 +31,29 @@ def signature_path(evidence: Path) -> Path:
     return evidence.with_name(evidence.name + SIGNATURE_SUFFIX)
 
 
-def _ssh_keygen(args: list[str], stdin: bytes) -> subprocess.CompletedProcess[bytes]:
+def _ssh_keygen(args: list[str], stdin: bytes) -> _SshKeygen:
     program = shutil.which("ssh-keygen")
     if program is None:
         raise BadInput("ssh-keygen is not installed", hint="install OpenSSH's client tools (8.2 or newer)")
     try:
-        return subprocess.run(
-            [program, *args], input=stdin, capture_output=True, timeout=TIMEOUT_S, check=False, env=_env()
-        )
-    except subprocess.TimeoutExpired:
+        done = process.run([program, *args], input=stdin, timeout=TIMEOUT_S, env=_env())
+    except OSError as exc:
+        raise BadInput(
+            f"cannot run {program}: {exc.strerror}", hint="check the OpenSSH installation"
+        ) from None
+    except process.TimedOut:
         raise BadInput(
             f"ssh-keygen {args[1]} did not finish within {TIMEOUT_S} s",
             hint="a key that asks for a passphrase cannot be used here: use a key without one",
         ) from None
+    assert isinstance(done.stdout, bytes) and isinstance(done.stderr, bytes)
+    return _SshKeygen(done.returncode, done.stdout, done.stderr)
+
+
+class _SshKeygen(msgspec.Struct, frozen=True):
+    returncode: int
+    stdout: bytes
+    stderr: bytes
 
 
 def _env() -> dict[str, str]:

@@ -24,12 +24,12 @@ import msgspec
 from forkctl.errors import BadInput
 from forkctl.git.treehash import folder_tree_id
 from forkctl.gpu.evidence import TestedTree
-from forkctl.ops import patch_dir as treepatch
+from forkctl.ops import patch_dir
 from forkctl.series import Series
 
 # Built at install time, never in the source: what may be overlaid from the installed distribution.
 COMPILED_SUFFIXES = (".so", ".pyd")
-ARCHIVE_HINT = "make it on any upstream clone: git archive --format=tar.gz -o base.tgz {base} megatron tests"
+ARCHIVE_HINT = "make it on any upstream clone: git archive --format=tar.gz -o base.tgz {base} {package} tests"
 
 
 class PreparedTrees(msgspec.Struct, frozen=True):
@@ -82,61 +82,66 @@ def extract(archive: Path, dest: Path) -> None:
 
 def _apply_series(root: Path, series: Series) -> None:
     """The series onto the copy of the base, as apply builds the fork head: all patches, git apply."""
-    plan = treepatch.plan(root, series.patches)
-    if plan.state != treepatch.TreeState.UNAPPLIED:
+    plan = patch_dir.plan(root, series.patches)
+    if plan.state != patch_dir.TreeState.UNAPPLIED:
         failing = [
             f"{v.patch.path.name}: {v.message or v.status}"
             for v in plan.verdicts
-            if v.status != treepatch.PatchStatus.NOT_APPLIED
+            if v.status != patch_dir.PatchStatus.NOT_APPLIED
         ]
         raise BadInput(
             "the series does not apply to the base archive as forkctl apply applies it: "
             + ("; ".join(failing) or str(plan.state)),
             hint="a patch that needs a 3-way merge on its own base is stale: port or re-export the series",
         )
-    treepatch.execute(plan)
+    patch_dir.execute(plan)
 
 
-def _overlay(installed: Path, roots: list[Path]) -> list[str]:
-    """Copy compiled files of the installed package that the source lacks into each tree's megatron/."""
+def _overlay(installed: Path, roots: list[Path], package: str) -> list[str]:
+    """Copy compiled files of the installed package that the source lacks into each tree's <package>/."""
     overlaid = []
     for path in sorted(installed.rglob("*")):
         rel = path.relative_to(installed)
         if not path.is_file() or path.suffix not in COMPILED_SUFFIXES or "__pycache__" in rel.parts:
             continue
-        if all((root / "megatron" / rel).exists() for root in roots):
+        if all((root / package / rel).exists() for root in roots):
             continue
         for root in roots:
-            target = root / "megatron" / rel
+            target = root / package / rel
             if not target.exists() and target.parent.is_dir():
                 shutil.copy2(path, target)
-        overlaid.append(f"megatron/{rel.as_posix()}")
+        overlaid.append(f"{package}/{rel.as_posix()}")
     return overlaid
 
 
-def from_base_archive(archive: Path, series: Series, installed: Path, scratch: Path) -> PreparedTrees:
-    """Extract the base, check it is the manifest's base, build the fork head beside it."""
+def from_base_archive(
+    archive: Path, series: Series, installed: Path, scratch: Path, package: str
+) -> PreparedTrees:
+    """Extract the base, check it is the manifest's base, build the fork head beside it; `package` is
+    the manifest's package.name, the folder tested."""
     commit = archive_commit(archive)
     if commit != series.base:
         what = f"commit {commit}" if commit else "no commit id (an archive of a tree, or not made by git)"
         raise BadInput(
             f"{archive} holds {what}, not the manifest's base {series.base}",
-            hint=ARCHIVE_HINT.format(base=series.base),
+            hint=ARCHIVE_HINT.format(base=series.base, package=package),
         )
     base_root, head_root = scratch / "base", scratch / "head"
     extract(archive, base_root)
-    if not (base_root / "megatron").is_dir():
-        raise BadInput(f"{archive} has no megatron/ folder", hint=ARCHIVE_HINT.format(base=series.base))
-    base_tree = folder_tree_id(base_root / "megatron")
+    if not (base_root / package).is_dir():
+        raise BadInput(
+            f"{archive} has no {package}/ folder", hint=ARCHIVE_HINT.format(base=series.base, package=package)
+        )
+    base_tree = folder_tree_id(base_root / package)
     shutil.copytree(base_root, head_root, symlinks=True)
     _apply_series(head_root, series)
-    head_tree = folder_tree_id(head_root / "megatron")
-    overlaid = _overlay(installed, [base_root, head_root])
-    # Only megatron/ goes on the suites' PYTHONPATH: upstream's `tests` package would shadow the
+    head_tree = folder_tree_id(head_root / package)
+    overlaid = _overlay(installed, [base_root, head_root], package)
+    # Only the package's folder goes on the suites' PYTHONPATH: upstream's `tests` package would shadow the
     # toolkit's. Copies, not links: the suites check that megatron is imported from inside the folder.
     site, plain = scratch / "site", scratch / "plain"
-    shutil.copytree(head_root / "megatron", site / "megatron", symlinks=True)
-    shutil.copytree(base_root / "megatron", plain / "megatron", symlinks=True)
+    shutil.copytree(head_root / package, site / package, symlinks=True)
+    shutil.copytree(base_root / package, plain / package, symlinks=True)
     tested = TestedTree(
         source="upstream-base",
         package_tree=head_tree,

@@ -1,7 +1,7 @@
 """A validate run: the GPU tests (and the benchmarks) on the patched package, recorded as evidence.
 
 The story: refuse without CUDA (at once on a host with no NVIDIA driver); copy the installed `megatron/`
-package into a scratch folder and apply the series to it (all or nothing, treepatch); capture the
+package into a scratch folder and apply the series to it (all or nothing, ops/patch_dir); capture the
 environment; run `pytest -m gpu` on the manifest's GPU suite with the patched copy first on PYTHONPATH;
 run bench/grouped_gemm.py; write the run into <evidence_dir>/<series-digest>.json. Torch is never
 imported here: every GPU step is a child process of the target interpreter (--python), so forkctl
@@ -41,7 +41,7 @@ from forkctl.gpu.evidence import (
 )
 from forkctl.gpu.junit import parse_junit, pytest_command, run_pytest, run_status
 from forkctl.manifest import Manifest
-from forkctl.ops import patch_dir as treepatch
+from forkctl.ops import patch_dir
 from forkctl.series import Series
 
 # The contract with tests/gpu: the folder that holds the patched `megatron/` package. The suite may
@@ -176,25 +176,26 @@ def select_suite(manifest: Manifest, ep: int | None, env_suffix: str | None) -> 
     return Suite(manifest.validation.multigpu_tests, "multigpu", ep), suffix
 
 
-def patched_copy(series: Series, installed: Path, scratch: Path) -> tuple[Path, str]:
-    """Copy the installed package to scratch/site/megatron and apply the series; (site, what happened)."""
+def patched_copy(series: Series, installed: Path, scratch: Path, package: str) -> tuple[Path, str]:
+    """Copy the installed package to scratch/site/<package> (the manifest's package.name) and apply the
+    series; (site, what happened)."""
     site = scratch / "site"
-    shutil.copytree(installed, site / "megatron", ignore=shutil.ignore_patterns("__pycache__", "*.pyc"))
-    plan = treepatch.plan(site, series.patches)
-    if plan.state == treepatch.TreeState.PARTIAL:
+    shutil.copytree(installed, site / package, ignore=shutil.ignore_patterns("__pycache__", "*.pyc"))
+    plan = patch_dir.plan(site, series.patches)
+    if plan.state == patch_dir.TreeState.PARTIAL:
         failing = [
             f"{v.patch.path.name}: {v.message or v.status}"
             for v in plan.verdicts
-            if v.status == treepatch.PatchStatus.CONFLICT
+            if v.status == patch_dir.PatchStatus.CONFLICT
         ]
         raise BadInput(
             f"the series does not apply to the installed package at {installed}: "
             + "; ".join(failing or ["partial"]),
             hint="install the megatron-core release cut from the manifest's upstream.base (or closest to it), or port the series",
         )
-    if plan.state == treepatch.TreeState.APPLIED:
+    if plan.state == patch_dir.TreeState.APPLIED:
         return site, f"{installed} already carries the series: copied as is"
-    applied = treepatch.execute(plan)
+    applied = patch_dir.execute(plan)
     return site, f"applied {len(applied)} patch(es) to a copy of {installed}"
 
 
@@ -244,16 +245,19 @@ def _probe(python: str, env: dict[str, str], tag_suffix: str | None) -> Environm
 
 def prepare_trees(job: _Job) -> source.PreparedTrees:
     """The package under test: the fork head from the base archive, or the installed release patched."""
+    package = job.manifest.package.folder_name
     if job.options.source is not None:
-        prepared = source.from_base_archive(job.options.source, job.series, job.installed, job.scratch)
+        prepared = source.from_base_archive(
+            job.options.source, job.series, job.installed, job.scratch, package
+        )
         job.progress(
             f"built the fork head from {job.options.source.name} (upstream {job.series.base[:12]}): "
-            f"megatron/ tree {prepared.tested.package_tree[:12]}"
+            f"{package}/ tree {prepared.tested.package_tree[:12]}"
         )
         return prepared
-    site, how = patched_copy(job.series, job.installed, job.scratch)
+    site, how = patched_copy(job.series, job.installed, job.scratch, package)
     job.progress(how + "; this is not the fork head: pass --source to test the tree consumers pin")
-    tested = TestedTree(source="installed", package_tree=folder_tree_id(site / "megatron"))
+    tested = TestedTree(source="installed", package_tree=folder_tree_id(site / package))
     return source.PreparedTrees(site=site, tested=tested)
 
 

@@ -233,6 +233,12 @@ class Package(_Model):
         if self.name is not None and not re.fullmatch(r"[A-Za-z_][A-Za-z0-9_]*", self.name):
             raise FieldError("name", f"{self.name!r} is not an importable package name (e.g. megatron)")
 
+    @property
+    def folder_name(self) -> str:
+        """The package's folder in a tree (what gate and validate look at): `name`; megatron for a
+        manifest from before `package:` existed, as those verbs assumed then."""
+        return self.name or "megatron"
+
 
 class Demo(_Model):
     # Submodules the last consumer of the demo chain also pins (a bump must leave them alone).

@@ -51,7 +51,7 @@ def unkept_in_clone(clone: Path, base_rev: str, patches: list[Patch]) -> list[re
 
 def rebuild(repo: GitRepo, base: str, patches: list[Patch]) -> list[str]:
     """The series' commits on `base` from the diffs alone (messages, authors and dates the patches')."""
-    commits = replay.Commits(repo)
+    batch = replay.CommitBatch(repo)
     made: list[str] = []
     head = base
     with repo.private_index(base) as index:
@@ -63,9 +63,9 @@ def rebuild(repo: GitRepo, base: str, patches: list[Patch]) -> list[str]:
                     f"patches before it, so it cannot be refreshed\n{message.strip()}",
                     hint=replay.stale_fix(base),
                 )
-            head = commits.make(head, index.write_tree(), patch)
+            head = batch.make(head, index.write_tree(), patch)
             made.append(head)
-    commits.flush()
+    batch.flush()
     return made
 
 

@@ -178,9 +178,10 @@ def verify_results(repo: GitRepo, steps: list[tuple[str, str, Patch]]) -> None:
         )
 
 
-class Commits:
+class CommitBatch:
     """The commits of a build, made in memory and written together (one git process, not one per
-    patch); an identity git must render itself is committed by commit-tree at once instead."""
+    patch); an identity git must render itself is committed by commit-tree at once instead.
+    (Not git.commits.Commits, which is the repository's commit-reading and -writing methods.)"""
 
     def __init__(self, repo: GitRepo) -> None:
         self.repo = repo
@@ -218,7 +219,7 @@ def build_series(
     head = parent or base
     head_tree = repo.commit_info(head).tree
     steps: list[tuple[str, str, Patch]] = []
-    commits = Commits(repo)
+    batch = CommitBatch(repo)
     with repo.private_index(head) as index:
         for position in range(start, len(patches)):
             patch = patches[position]
@@ -228,12 +229,12 @@ def build_series(
                 break
             tree = index.write_tree()
             steps.append((head_tree, tree, patch))
-            head, head_tree = commits.make(head, tree, patch), tree
+            head, head_tree = batch.make(head, tree, patch), tree
             result.applied.append(AppliedPatch(patch=patch, commit=head, tree=tree))
             if on_patch:
                 on_patch(patch.subject)
     verify_results(repo, steps)
-    commits.flush()
+    batch.flush()
     if result.complete and start == 0 and head_parent_is_base(parent, base):
         record.remember(base, [p.raw for p in patches], [(a.commit, a.tree) for a in result.applied])
     return result

@@ -72,7 +72,7 @@ def _walk(
     made: list[str] = []
     last = len(series.patches) if upto is None else upto + 1
     judge.know_series(series.patches[:last])
-    commits = replay.Commits(repo)
+    batch = replay.CommitBatch(repo)
     for position, patch in enumerate(series.patches[:last]):
         verdict = judge.judge(position, patch, head, head_tree)
         plain = False
@@ -84,8 +84,8 @@ def _walk(
             message = (
                 export.with_one_provenance(patch.message, old_commits[position]) if port_messages else None
             )
-            head, head_tree = commits.make(head, verdict.tree, patch, message), verdict.tree
+            head, head_tree = batch.make(head, verdict.tree, patch, message), verdict.tree
             made.append(head)
         entries.append(PreviewEntry(position=position, patch=patch, verdict=verdict, plain=plain))
-    commits.flush()
+    batch.flush()
     return entries, made

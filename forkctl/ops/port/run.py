@@ -62,7 +62,7 @@ def _run(
     judge = _judge(repo, state)
     judge.know_series(series.patches[start:])
     head, head_tree = state.head, None
-    commits = replay.Commits(repo)  # written together, before anything names them
+    batch = replay.CommitBatch(repo)  # written together, before anything names them
     for position in range(start, len(series.patches)):
         patch = series.patches[position]
         verdict = judge.judge(position, patch, head, head_tree)
@@ -74,16 +74,16 @@ def _run(
         if verdict.kind == "applied":
             assert verdict.tree is not None
             message = _message(patch, state.extra["old_commits"][position])
-            head, head_tree = commits.make(head, verdict.tree, patch, message), verdict.tree
+            head, head_tree = batch.make(head, verdict.tree, patch, message), verdict.tree
             partial = verdict.detail if verdict.reason == "partial" else None
             state.steps.append(session.Step(file=state.files[position], commit=head, partial=partial))
             continue
-        commits.flush()
+        batch.flush()
         stopped = session.open_conflict(repo, state, position, patch, head, verdict.merged)
         return msgspec.structs.replace(
             stopped, upstream_commit=verdict.upstream_commit, named_by=verdict.reason
         )
-    commits.flush()
+    batch.flush()
     return None
 
 

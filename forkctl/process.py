@@ -1,0 +1,134 @@
+"""The one way forkctl runs a child process (git, gh, ssh-keygen, pytest, torchrun, a probe).
+
+Each child runs as an argument list (never through a shell) in a session of its own, so a terminal's
+Ctrl-C reaches forkctl and not the child, and forkctl decides what ends: when the time is up, or when
+forkctl itself is told to stop (SIGINT, or SIGTERM, which the CLI raises as an exception), the child's
+whole process group is killed, grandchildren included (git's remote helpers and ssh, torchrun's ranks, a
+shell's background jobs). A group already gone is not an error. Where nothing turns SIGTERM into an
+exception (SIGTERM's default disposition), `run` does so while it waits, kills the group, and then dies of
+the signal as it would have.
+
+The caller says what a failure means: `run` returns the exit status (`check=True` raises `Failed`), raises
+`TimedOut` with what the child wrote before it was killed, and lets OSError (no such program) through.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import signal
+import subprocess
+import threading
+from collections.abc import Iterator, Mapping, Sequence
+from pathlib import Path
+
+import msgspec
+
+
+class Exited(msgspec.Struct, frozen=True):
+    """A child that exited: its status and output (text or bytes, as asked)."""
+
+    argv: list[str]
+    returncode: int
+    stdout: str | bytes
+    stderr: str | bytes  # empty when stderr went into stdout (`merge_stderr=True`)
+
+
+class TimedOut(Exception):
+    """The child ran past `timeout` seconds; its group was killed. What it wrote until then is kept."""
+
+    def __init__(self, argv: Sequence[str], timeout: float, stdout: str | bytes, stderr: str | bytes) -> None:
+        super().__init__(f"{argv[0]} did not finish within {timeout:.0f} s")
+        self.argv, self.timeout, self.stdout, self.stderr = list(argv), timeout, stdout, stderr
+
+
+class Failed(Exception):
+    """`check=True` and the child exited non-zero."""
+
+    def __init__(self, exited: Exited) -> None:
+        super().__init__(f"{exited.argv[0]} exited with status {exited.returncode}")
+        self.exited = exited
+
+
+class _Terminated(BaseException):
+    """SIGTERM under its default disposition, raised while `run` waits (see the module's docstring)."""
+
+
+def run(
+    argv: Sequence[str],
+    *,
+    timeout: float,
+    input: str | bytes | None = None,
+    env: Mapping[str, str] | None = None,
+    cwd: Path | str | None = None,
+    text: bool = False,
+    merge_stderr: bool = False,
+    check: bool = False,
+) -> Exited:
+    """Run `argv` in its own session and wait for it, at most `timeout` seconds.
+
+    stdin is `input` (EOF at once when None); stdout and stderr are read whole, decoded as UTF-8 with
+    replacement when `text`, stderr into stdout when `merge_stderr`.
+    """
+    proc = subprocess.Popen(
+        list(argv),
+        cwd=str(cwd) if cwd is not None else None,
+        env=dict(env) if env is not None else None,
+        stdin=subprocess.DEVNULL if input is None else subprocess.PIPE,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT if merge_stderr else subprocess.PIPE,
+        start_new_session=True,
+    )
+    data = input.encode() if isinstance(input, str) else input
+    try:
+        with _sigterm_raises():
+            stdout, stderr = proc.communicate(data, timeout=timeout)
+    except subprocess.TimeoutExpired:
+        kill_group(proc)
+        stdout, stderr = proc.communicate()
+        raise TimedOut(argv, timeout, _decoded(stdout, text), _decoded(stderr, text)) from None
+    except _Terminated:
+        kill_group(proc)
+        proc.wait()
+        signal.signal(signal.SIGTERM, signal.SIG_DFL)
+        os.kill(os.getpid(), signal.SIGTERM)
+        raise  # not reached: the default disposition ends the process
+    except BaseException:
+        kill_group(proc)
+        proc.wait()
+        raise
+    done = Exited(list(argv), proc.returncode, _decoded(stdout, text), _decoded(stderr, text))
+    if check and done.returncode != 0:
+        raise Failed(done)
+    return done
+
+
+def kill_group(proc: subprocess.Popen) -> None:
+    """SIGKILL the child's process group (its session's); a group that already ended is no error."""
+    with contextlib.suppress(ProcessLookupError):
+        os.killpg(proc.pid, signal.SIGKILL)
+
+
+@contextlib.contextmanager
+def _sigterm_raises() -> Iterator[None]:
+    # Only the main thread may set a handler, and a handler someone installed (the CLI's) is theirs.
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
+    if signal.getsignal(signal.SIGTERM) is not signal.SIG_DFL:
+        yield
+        return
+
+    def _raise(signum: int, frame: object) -> None:
+        raise _Terminated
+
+    signal.signal(signal.SIGTERM, _raise)
+    try:
+        yield
+    finally:
+        signal.signal(signal.SIGTERM, signal.SIG_DFL)
+
+
+def _decoded(output: bytes | None, text: bool) -> str | bytes:
+    output = output or b""
+    return output.decode("utf-8", errors="replace") if text else output
