@@ -19,9 +19,10 @@ import msgspec
 
 from forkctl import contentcache, digests, mail
 from forkctl.errors import BadInput
+from forkctl.git.sha import COMMIT_NAME_PATTERN, FULL_NAME_PATTERN
 from forkctl.manifest import Manifest
 
-PROVENANCE_RE = re.compile(r"^\(cherry picked from commit ([0-9a-f]{7,40})\)\s*$", re.MULTILINE)
+PROVENANCE_RE = re.compile(rf"^\(cherry picked from commit ({COMMIT_NAME_PATTERN})\)\s*$", re.MULTILINE)
 TRAILER_RE = re.compile(r"^([A-Za-z0-9][A-Za-z0-9-]*): (.+)$")
 SUBJECT_PREFIX_RE = re.compile(r"^\[PATCH[^\]]*\]\s*")
 NAME_RE = re.compile(r"^(\d{4})-([A-Za-z0-9][A-Za-z0-9._-]*)\.patch$")
@@ -228,7 +229,7 @@ def parse_patches(paths: list[Path]) -> list[Patch]:
 # Cache entries of git's answers about a series' diffs: [(paths, patch-id)] per diff, in order. Both
 # are functions of the diff's bytes alone (`patch-id --stable` is stable across git versions).
 _FACTS = "patch-facts"
-_PATCH_ID_RE = re.compile(r"(?:[0-9a-f]{40}|[0-9a-f]{64})?")
+_PATCH_ID_RE = re.compile(rf"{FULL_NAME_PATTERN}?")
 
 
 def _cached_facts(key: str, count: int) -> list[tuple[list[str], str]] | None:

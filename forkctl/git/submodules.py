@@ -10,9 +10,10 @@ from pathlib import Path
 import msgspec
 
 from forkctl.git.gitdir import GitDir
-from forkctl.git.objects import FULL_OBJECT_NAME, ObjectReads, write_blob
+from forkctl.git.objects import ObjectReads, write_blob
 from forkctl.git.runmemo import memo
 from forkctl.git.runner import GitFailed, run, run_bytes
+from forkctl.git.sha import is_full_sha
 
 
 class SubmoduleEntry(msgspec.Struct, frozen=True):
@@ -45,7 +46,7 @@ def parse_gitmodules(repo: GitDir, blob: str) -> list[SubmoduleEntry]:
     if status != 0:
         raise GitFailed(f"cannot parse .gitmodules ({blob})", err, hint="fix the .gitmodules syntax")
     entries = _remember(blob, out)
-    if repo.facts is not None and FULL_OBJECT_NAME.fullmatch(blob):
+    if repo.facts is not None and is_full_sha(blob):
         repo.facts.put(_FACT.format(blob), out)
     return entries
 
@@ -62,7 +63,7 @@ def recorded_gitmodules(repo: GitDir, blob: str) -> list[SubmoduleEntry] | None:
 def _remember(blob: str, listing: str) -> list[SubmoduleEntry]:
     """The sections of `config --null --list` output, remembered for `blob` when that is an object name."""
     entries = resolve_sections(listing)
-    if FULL_OBJECT_NAME.fullmatch(blob):
+    if is_full_sha(blob):
         _PARSED[blob] = entries
     return list(entries)
 
