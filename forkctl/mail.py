@@ -1,7 +1,9 @@
 """The mail headers of a `git format-patch` file, read without the email package.
 
 The email package costs a start about 15 ms (its parser, `email.utils` with socket and calendar) to read
-three headers that git writes in one fixed shape. These functions read exactly that shape and answer
+three headers that git writes in one fixed shape. Measured again for issue 25 (median of 15, the real
+series of 3 patches): reading every file with the email package instead made `lint` 26 ms and a
+re-apply 27 ms slower; `git mailinfo` (one process per patch) 30 and 33 ms, and 460 ms at 100 patches. These functions read exactly that shape and answer
 None for anything else, and the caller then asks the email package (`forkctl.series`), so every file
 reads as the email package reads it:
 

@@ -1,7 +1,8 @@
 """The patch series: `git format-patch` files parsed into typed `Patch` objects.
 
 A format-patch file is one mbox message: `From <sha> <date>` line, mail headers (From, Date, Subject),
-the commit message body, a `---` separator, an optional diffstat, and the diff. The paths a diff
+the commit message body, a `---` separator (the message ends at the first one, or at another patch
+break, as `git am` ends it), an optional diffstat, and the diff. The paths a diff
 names and its patch-id are git's own answers (`git apply --numstat`, `git patch-id --stable`, through
 `git.patchtext`), kept in the cache by the diffs' content so that a series read before spawns no git.
 """
@@ -19,11 +20,15 @@ import msgspec
 
 from forkctl import contentcache, digests, mail
 from forkctl.errors import BadInput
+from forkctl.git.sha import COMMIT_NAME_PATTERN, FULL_NAME_PATTERN
 from forkctl.manifest import Manifest
 
-PROVENANCE_RE = re.compile(r"^\(cherry picked from commit ([0-9a-f]{7,40})\)\s*$", re.MULTILINE)
+PROVENANCE_RE = re.compile(rf"^\(cherry picked from commit ({COMMIT_NAME_PATTERN})\)\s*$", re.MULTILINE)
 TRAILER_RE = re.compile(r"^([A-Za-z0-9][A-Za-z0-9-]*): (.+)$")
 SUBJECT_PREFIX_RE = re.compile(r"^\[PATCH[^\]]*\]\s*")
+# git mailinfo's patch break, the first of which ends a mail's commit message: `---` and nothing but
+# whitespace, `--- ` and a name, a `diff -` header, a CVS `Index: ` line.
+MESSAGE_END_RE = re.compile(r"^(?:---[ \t\v\f\r]*$|--- \S|diff -|Index: )", re.MULTILINE)
 NAME_RE = re.compile(r"^(\d{4})-([A-Za-z0-9][A-Za-z0-9._-]*)\.patch$")
 
 
@@ -131,9 +136,9 @@ def _split_message_and_diff(payload: str, path: Path) -> tuple[str, str]:
         if diff_start == 0:
             raise BadInput(f"{path}: no 'diff --git' section: this is not a git format-patch file")
     head = payload[:diff_start]
-    # The message ends at the last '---' line before the diff (a diffstat may sit in between).
-    separators = list(re.finditer(r"^---\s*$", head, re.MULTILINE))
-    message = head[: separators[-1].start()] if separators else head
+    # The message ends where `git am` ends it: at the first patch break (a diffstat may follow it).
+    separator = MESSAGE_END_RE.search(head)
+    message = head[: separator.start()] if separator else head
     diff = payload[diff_start:]
     # format-patch ends with a version signature ("-- \n2.39.5\n") unless --no-signature was used.
     signature = re.search(r"^-- \n[^\n]*\n*\Z", diff, re.MULTILINE)
@@ -228,7 +233,7 @@ def parse_patches(paths: list[Path]) -> list[Patch]:
 # Cache entries of git's answers about a series' diffs: [(paths, patch-id)] per diff, in order. Both
 # are functions of the diff's bytes alone (`patch-id --stable` is stable across git versions).
 _FACTS = "patch-facts"
-_PATCH_ID_RE = re.compile(r"(?:[0-9a-f]{40}|[0-9a-f]{64})?")
+_PATCH_ID_RE = re.compile(rf"{FULL_NAME_PATTERN}?")
 
 
 def _cached_facts(key: str, count: int) -> list[tuple[list[str], str]] | None:

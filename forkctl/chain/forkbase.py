@@ -18,8 +18,9 @@ import msgspec
 
 from forkctl.errors import BadInput
 from forkctl.files import atomic_write
+from forkctl.git.sha import require_full_sha
 from forkctl.git.worktree import has_uncommitted_changes, is_tracked
-from forkctl.manifest import FULL_SHA_RE, Manifest
+from forkctl.manifest import Manifest
 from forkctl.manifest.schema import FORK_BASE_FILE
 
 KEYS = ("schema", "fork_repo", "upstream_repo", "upstream_branch", "upstream_base")
@@ -60,8 +61,7 @@ def parse(raw: bytes, where: str) -> ForkBase:
     for key in KEYS[1:]:
         if not isinstance(data[key], str) or not data[key]:
             raise BadInput(f"{where}: {key} must be a non-empty string")
-    if not FULL_SHA_RE.match(data["upstream_base"]):
-        raise BadInput(f"{where}: upstream_base {data['upstream_base']!r} is not a full 40-hex commit SHA")
+    require_full_sha(data["upstream_base"], f"{where}: upstream_base")
     return ForkBase(
         fork_repo=data["fork_repo"],
         upstream_repo=data["upstream_repo"],
@@ -172,11 +172,11 @@ class FileState(msgspec.Struct, frozen=True):
 
 def inspect(worktree: Path, manifest: Manifest) -> FileState:
     """Read and judge the file (BadInput when it exists but is not schema 1: --write then replaces it)."""
-    if not FULL_SHA_RE.match(manifest.upstream.base):
-        raise BadInput(
-            f"the manifest base {manifest.upstream.base!r} is not a full 40-hex commit SHA",
-            hint=f"write the full SHA in upstream.base: {FORK_BASE_FILE} records it whole",
-        )
+    require_full_sha(
+        manifest.upstream.base,
+        "the manifest base",
+        hint=f"write the full SHA in upstream.base: {FORK_BASE_FILE} records it whole",
+    )
     path = worktree / FORK_BASE_FILE
     if path.is_symlink() or (path.exists() and not path.is_file()):
         raise BadInput(

@@ -17,6 +17,7 @@ from forkctl.chain.sources import local_branch_tip, parse_location
 from forkctl.errors import BadInput
 from forkctl.git import GitFailed, GitRepo, remote
 from forkctl.git import store as gitstore
+from forkctl.git.sha import is_full_sha
 from forkctl.manifest import Manifest
 from forkctl.ops import replay
 from forkctl.series import Patch, Series, load_series
@@ -72,7 +73,7 @@ def _base_and_built_head(
     alone (and the built ref later, from the resolved base)."""
     base_query = f"{given}^{{commit}}"
     built = BUILT_REFS + Series(base=given, patches=series.patches).digest if series else None
-    queries = [base_query, *([built] if built and len(given) == 40 else [])]
+    queries = [base_query, *([built] if built and is_full_sha(given) else [])]
     found = store.resolve_commits(queries)
     base = found[base_query]
     asked = len(queries) == 2 and base == given
@@ -105,7 +106,7 @@ def fork_context(
     why = ""
     if base is None:
         progress(f"fetching the base {manifest.upstream.base[:12]} from {url}")
-        if len(manifest.upstream.base) == 40:
+        if is_full_sha(manifest.upstream.base):
             why = gitstore.fetch_sha_why(store, url, manifest.upstream.base) or ""
             base = None if why else manifest.upstream.base
     if base is None:

@@ -19,6 +19,7 @@ from forkctl.chain.model import Progress
 from forkctl.errors import BadInput
 from forkctl.git import GitRepo, remote
 from forkctl.git import store as gitstore
+from forkctl.git.sha import is_full_sha
 from forkctl.manifest import Consumer, Manifest
 
 
@@ -163,7 +164,7 @@ def planned_commit(source: Source, store: Store, remotes: Remotes) -> str | None
     else the branch tip as listed), without fetching it; None for a local clone or an unlisted branch."""
     if store.local is not None:
         return None
-    if source.rev and len(source.rev) == 40:
+    if is_full_sha(source.rev):
         return source.rev
     return remotes.refs(source.fetch_url).get(f"refs/heads/{source.rev or source.consumer.branch}")
 
@@ -179,7 +180,7 @@ def commit_to_check(source: Source, store: Store, remotes: Remotes) -> tuple[str
                 f"{source.local}: {rev!r} is not a commit", hint="give PATH@REV with an existing rev"
             )
         return sha, source.label or f"{rev} of {source.local}"
-    if source.rev and len(source.rev) == 40 and store.repo_with(source.rev):
+    if is_full_sha(source.rev) and store.repo_with(source.rev):
         return source.rev, source.label or source.rev[:12]
     branch = source.rev or source.consumer.branch
     sha = _fetched_tip(store, remotes.refs(source.fetch_url), branch)

@@ -17,8 +17,8 @@ from forkctl.chain.model import Progress
 from forkctl.errors import BadInput
 from forkctl.git import remote
 from forkctl.git import store as gitstore
+from forkctl.git.sha import is_commit_name, is_full_sha
 from forkctl.manifest import Manifest
-from forkctl.manifest.schema import FULL_SHA_RE, SHA_RE
 
 RULE_CONSUMER = "consumer-upstream"
 RULE_TIP = "upstream-tip"
@@ -52,10 +52,10 @@ def choose_target(manifest: Manifest, fork: ForkContext, onto: str | None, progr
             )
         because = f"--onto upstream: the tip of {manifest.upstream.repo} {manifest.upstream.branch}"
         return _relate(manifest, fork, SyncTarget(tip, RULE_TIP, because))
-    if not SHA_RE.match(onto):
+    if not is_commit_name(onto):
         raise BadInput(
             f"--onto {onto!r} is neither `upstream` nor a commit SHA",
-            hint="pass --onto upstream, or 7 to 40 lowercase hex digits of an upstream commit",
+            hint="pass --onto upstream, or 7 to 40 lowercase hex digits (or a full SHA) of an upstream commit",
         )
     commit = _upstream_commit(manifest, fork, onto)
     return _relate(manifest, fork, SyncTarget(commit, RULE_GIVEN, f"--onto {onto}: the commit given"))
@@ -66,7 +66,7 @@ def _upstream_commit(manifest: Manifest, fork: ForkContext, sha: str) -> str:
     fork.upstream_tip(manifest.upstream.branch)
     found = fork.store.resolve_commit(sha)
     why = ""
-    if found is None and FULL_SHA_RE.match(sha):
+    if found is None and is_full_sha(sha):
         why = gitstore.fetch_sha_why(fork.store, fork.upstream_url, sha, depth=None) or ""
         found = None if why else fork.store.resolve_commit(sha)
     if found is None:

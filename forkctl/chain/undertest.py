@@ -19,7 +19,7 @@ from forkctl import git
 from forkctl.chain.sources import Source, parse_location
 from forkctl.errors import BadInput
 from forkctl.git import GitRepo, remote
-from forkctl.git.objects import FULL_OBJECT_NAME
+from forkctl.git.sha import is_full_sha
 from forkctl.manifest import Manifest
 
 HERE = "HERE"  # the repository containing the current directory
@@ -124,7 +124,7 @@ def consumer_here(manifest: Manifest, cwd: Path, as_name: str | None, pushed: st
 
 def _pushed_commit(repo: GitRepo, pushed: str) -> str:
     """The commit being pushed, as pre-commit names it ($PRE_COMMIT_TO_REF): a full SHA this clone holds."""
-    commit = repo.resolve_commit(pushed) if FULL_OBJECT_NAME.fullmatch(pushed) else None
+    commit = repo.resolve_commit(pushed) if is_full_sha(pushed) else None
     if commit is None:
         raise BadInput(
             f"the commit being pushed ({pushed!r}, from $PRE_COMMIT_TO_REF) is not a commit of {repo.path}",

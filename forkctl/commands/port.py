@@ -66,7 +66,7 @@ def _report(outcome: port.PortOutcome) -> Report:
     result = Report(command="port")
     rows = [_step_row(step) for step in state.steps]
     result.data = {
-        "old_base": state.extra["old_base"],
+        "old_base": state.port_data.old_base,
         "new_base": state.base,
         "branch": state.branch,
         "steps": [
@@ -79,7 +79,7 @@ def _report(outcome: port.PortOutcome) -> Report:
             }
             for s in state.steps
         ],
-        "backport": bool(state.extra.get("backport")),
+        "backport": state.port_data.backport,
     }
     if outcome.conflict is not None:
         _stopped(result, state, outcome.conflict, rows)

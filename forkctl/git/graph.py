@@ -21,10 +21,11 @@ from __future__ import annotations
 from collections.abc import Callable
 from pathlib import Path
 
-from forkctl.git.objects import FULL_OBJECT_NAME, NO_LAZY_FETCH
+from forkctl.git.objects import NO_LAZY_FETCH
 from forkctl.git.remote import talk
 from forkctl.git.repo import GitRepo
 from forkctl.git.runmemo import memo
+from forkctl.git.sha import is_full_sha
 
 FETCHED_REFS = "refs/forkctl/fetched/"  # single commits fetched by SHA; never a URL's branch or tag
 BOUND_MARGIN_S = 30 * 86400  # how far before the base's commit date a bounded graph starts
@@ -86,11 +87,7 @@ class CommitGraph(GitRepo):
         if isinstance(recorded, list) and len(recorded) == 2 and all(isinstance(n, int) for n in recorded):
             return recorded[0], recorded[1]
         counts = self._exact_ahead_behind(base, commit)
-        if (
-            counts is not None
-            and self.facts is not None
-            and all(map(FULL_OBJECT_NAME.fullmatch, (base, commit)))
-        ):
+        if counts is not None and self.facts is not None and is_full_sha(base) and is_full_sha(commit):
             self.facts.put(fact, list(counts))
         return counts
 

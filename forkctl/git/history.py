@@ -5,8 +5,9 @@ from __future__ import annotations
 from collections.abc import Mapping
 
 from forkctl.git.gitdir import GitDir
-from forkctl.git.objects import FULL_OBJECT_NAME, NO_LAZY_FETCH
+from forkctl.git.objects import NO_LAZY_FETCH
 from forkctl.git.runmemo import memo
+from forkctl.git.sha import is_full_sha
 
 _ANCESTRY: set[tuple[str, str, str]] = memo(set())  # (git dir, older, newer) known to be ancestry
 
@@ -31,7 +32,7 @@ class History(GitDir):
     def known_ancestor(self, older: str, newer: str) -> bool:
         """A yes to `is_ancestor(older, newer)` given before (this run, or recorded by an earlier one in
         this cache repository), without asking git: False means only "not known"."""
-        full = FULL_OBJECT_NAME.fullmatch(older) is not None and FULL_OBJECT_NAME.fullmatch(newer) is not None
+        full = is_full_sha(older) and is_full_sha(newer)
         if (str(self.git_dir), older, newer) in _ANCESTRY:
             return True
         return full and self.facts is not None and self.facts.get(f"ancestor {older} {newer}") is True
@@ -42,7 +43,7 @@ class History(GitDir):
             _ANCESTRY.add(key)
             return True
         yes = self.try_git(["merge-base", "--is-ancestor", "--end-of-options", older, newer], env=env)[0] == 0
-        if yes and FULL_OBJECT_NAME.fullmatch(older) and FULL_OBJECT_NAME.fullmatch(newer):
+        if yes and is_full_sha(older) and is_full_sha(newer):
             _ANCESTRY.add(key)
             if self.facts is not None:
                 self.facts.put(f"ancestor {older} {newer}", True)

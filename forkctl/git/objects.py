@@ -8,13 +8,12 @@ entries) are remembered per repository.
 
 from __future__ import annotations
 
-import re
-
 import msgspec
 
 from forkctl.git.gitdir import GitDir
 from forkctl.git.runmemo import memo
 from forkctl.git.runner import run_bytes
+from forkctl.git.sha import Sha, is_full_sha, parse_full_sha
 
 EMPTY_TREE = "4b825dc642cb6eb9a060e54bf8d69288fbee4904"
 # Existence questions must not turn into fetches from a partial clone's promisor remote: git >= 2.44
@@ -24,7 +23,6 @@ EMPTY_TREE = "4b825dc642cb6eb9a060e54bf8d69288fbee4904"
 # without touching the network, and the object reads as missing. The explicit fetches (store.py)
 # stay the only downloads.
 NO_LAZY_FETCH = {"GIT_NO_LAZY_FETCH": "1", "GIT_ALLOW_PROTOCOL": "forkctl-no-lazy-fetch"}
-FULL_OBJECT_NAME = re.compile(r"[0-9a-f]{40}|[0-9a-f]{64}")
 
 
 class TreeEntry(msgspec.Struct, frozen=True):
@@ -43,21 +41,21 @@ _TREE_ENTRIES: dict[tuple[str, str, tuple[str, ...]], dict[str, TreeEntry]] = me
 class ObjectReads(GitDir):
     """Existence, resolution and contents of objects."""
 
-    def resolve_commit(self, rev: str) -> str | None:
+    def resolve_commit(self, rev: str) -> Sha | None:
         """Full SHA of the commit `rev` names, or None when there is none (or it is ambiguous)."""
         status, out, _ = self.try_git(
             ["rev-parse", "--verify", "--quiet", "--end-of-options", f"{rev}^{{commit}}"], env=NO_LAZY_FETCH
         )
-        return out.strip() if status == 0 and out.strip() else None
+        return parse_full_sha(out.strip()) if status == 0 else None
 
-    def resolve_commits(self, revs: list[str]) -> dict[str, str | None]:
+    def resolve_commits(self, revs: list[str]) -> dict[str, Sha | None]:
         """{rev: full SHA of the commit it names, or None}, for SHAs and abbreviations, in one process."""
         wanted = [rev for rev in dict.fromkeys(revs) if rev and "\n" not in rev and not rev.startswith("-")]
-        found: dict[str, str | None] = dict.fromkeys(revs)
+        found: dict[str, Sha | None] = dict.fromkeys(revs)
         answers = self._batch_check(wanted, "%(objectname) %(objecttype)")
         for rev, answer in zip(wanted, answers, strict=True):
             name, _, kind = (answer or "").partition(" ")
-            found[rev] = name if kind == "commit" else None
+            found[rev] = parse_full_sha(name) if kind == "commit" else None
         return found
 
     def _batch_check(self, queries: list[str], fmt: str = "%(objectname)") -> list[str | None]:
@@ -136,7 +134,7 @@ class ObjectReads(GitDir):
         key = (str(self.git_dir), commit, tuple(paths))
         if key in _TREE_ENTRIES:
             return dict(_TREE_ENTRIES[key])
-        full = FULL_OBJECT_NAME.fullmatch(commit) is not None
+        full = is_full_sha(commit)
         fact = "tree " + "\x00".join([commit, *paths])  # a commit's tree never changes: a later run reads it
         found = self._recorded_entries(fact) if full else None
         if found is None:

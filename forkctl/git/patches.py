@@ -7,14 +7,11 @@ depend on anyone's configuration. Patch-ids of bytes alone are `patchtext`'s.
 
 from __future__ import annotations
 
-import re
-
 from forkctl.errors import BadInput
 from forkctl.git.gitdir import GitDir
 from forkctl.git.patchtext import patch_id
 from forkctl.git.runner import DIFF_FLAGS, run, run_bytes
-
-_FULL_SHA = re.compile(r"[0-9a-f]{40}")
+from forkctl.git.sha import is_full_sha
 
 FORMAT_PATCH = [
     "format-patch",
@@ -95,7 +92,7 @@ def series_range_diff(repo: GitDir, old: tuple[str, str], new: tuple[str, str]) 
     """`git range-diff` of (base, head) `old` against `new`, or None when git cannot compute it. The four
     must be full SHAs (each one read from a commit, never an option)."""
     shas = [*old, *new]
-    if not all(_FULL_SHA.fullmatch(sha) for sha in shas):
+    if not all(map(is_full_sha, shas)):
         raise BadInput(f"range-diff needs full commit SHAs, got {shas}")
     status, out, _ = repo.try_git(["range-diff", "--no-color", f"{old[0]}..{old[1]}", f"{new[0]}..{new[1]}"])
     return out if status == 0 else None
@@ -104,7 +101,7 @@ def series_range_diff(repo: GitDir, old: tuple[str, str], new: tuple[str, str]) 
 def blobs_in_range(repo: GitDir, base: str, head: str) -> list[str]:
     """The blob ids (both sides) every non-merge commit of base..head changes: what a range-diff reads.
     Trees only are read, so a partial clone can fetch the blobs first, in one request."""
-    if not (_FULL_SHA.fullmatch(base) and _FULL_SHA.fullmatch(head)):
+    if not (is_full_sha(base) and is_full_sha(head)):
         raise BadInput(f"blobs_in_range needs full commit SHAs, got {base!r}, {head!r}")
     out = repo.git(
         ["log", "--no-merges", "--raw", "--no-abbrev", "--no-renames", "--format=", f"{base}..{head}"]

@@ -8,6 +8,7 @@ import re
 from forkctl.errors import BadInput
 from forkctl.git.gitdir import GitDir
 from forkctl.git.runner import try_run
+from forkctl.git.sha import Sha, parse_full_sha
 
 ZERO_SHA = "0" * 40
 # A name git's ref rules certainly accept as a branch (check-ref-format --branch), with no git process:
@@ -45,11 +46,11 @@ def check_branch_name(name: str) -> str:
 class Refs(GitDir):
     """Reading and moving refs."""
 
-    def ref_sha(self, ref: str) -> str | None:
+    def ref_sha(self, ref: str) -> Sha | None:
         status, out, _ = self.try_git(["rev-parse", "--verify", "--quiet", "--end-of-options", ref])
-        return out.strip() if status == 0 and out.strip() else None
+        return parse_full_sha(out.strip()) if status == 0 else None
 
-    def branch_sha(self, branch: str) -> str | None:
+    def branch_sha(self, branch: str) -> Sha | None:
         return self.ref_sha(f"refs/heads/{branch}")
 
     def update_ref(self, ref: str, new: str, old: str | None, reason: str) -> None:

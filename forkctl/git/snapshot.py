@@ -9,16 +9,13 @@ A commit the cache already holds is never fetched again.
 
 from __future__ import annotations
 
-import re
-
 import msgspec
 
 from forkctl.errors import BadInput
 from forkctl.git.remote import listed_refs, talk
 from forkctl.git.repo import GitRepo
+from forkctl.git.sha import is_full_sha
 from forkctl.git.store import FETCHED_REFS, cache_repo_for, fetch_objects
-
-FULL_SHA = re.compile(r"[0-9a-f]{40}")
 
 
 class ResolvedRef(msgspec.Struct, frozen=True):
@@ -35,7 +32,7 @@ def resolve_ref(url: str, ref: str) -> ResolvedRef:
     A full SHA is its own answer (no network). A name that is both a branch and a tag is refused
     rather than guessed: spell it `refs/heads/NAME` or `refs/tags/NAME`.
     """
-    if FULL_SHA.fullmatch(ref):
+    if is_full_sha(ref):
         return ResolvedRef(ref)
     listing = listed_refs(url)
     names = [ref] if ref.startswith("refs/") else [f"refs/heads/{ref}", f"refs/tags/{ref}"]
@@ -48,7 +45,7 @@ def resolve_ref(url: str, ref: str) -> ResolvedRef:
     if not found:
         raise BadInput(
             f"{url} has no branch or tag {ref!r}",
-            hint="name a branch, a tag or a full 40-character commit SHA after the '@'",
+            hint="name a branch, a tag or a full commit SHA after the '@'",
         )
     return ResolvedRef(listing.refs[found[0]], listing.recorded_at, listing.why)
 

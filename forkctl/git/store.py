@@ -41,6 +41,7 @@ from forkctl.git.remote import (
 )
 from forkctl.git.repo import GitRepo
 from forkctl.git.runner import run
+from forkctl.git.sha import is_full_sha
 from forkctl.redact import without_credentials
 
 # --- the cache of partial clones --------------------------------------------------------------
@@ -147,8 +148,6 @@ def _configure(path: Path, url: str) -> None:
 
 # --- fetches: one SHA, a batch of objects, a URL's branches and tags, commit graphs ------------
 
-FULL_SHA = re.compile(r"[0-9a-f]{40}")
-
 
 def fetch_sha(cache_repo: GitRepo, url: str, sha: str, depth: int | None = 1) -> bool:
     """Fetch one commit by SHA (default depth 1, blobs on demand) into the cache; True when it arrived.
@@ -170,7 +169,7 @@ def fetch_sha_why(cache_repo: GitRepo, url: str, sha: str, depth: int | None = 1
         args.append(f"--depth={depth}")
     # Kept under a ref, the commit is a "have" for every later fetch into this cache (or from a cache
     # that borrows its objects), so its trees are not sent again with the next commit's.
-    refspec = f"{sha}:{FETCHED_REFS}{sha}" if FULL_SHA.fullmatch(sha) else sha
+    refspec = f"{sha}:{FETCHED_REFS}{sha}" if is_full_sha(sha) else sha
     status, _, err = talk(args, url, [refspec], repo=cache_repo, fetch=True)
     if status == 0 and cache_repo.has_object(f"{sha}^{{commit}}"):
         return None
@@ -182,7 +181,7 @@ def fetch_commits(cache_repo: GitRepo, url: str, shas: list[str]) -> None:
     trees: one pack, so a tree two of them share arrives once (fetched one at a time, the server sends
     the second commit's trees again even though the first is a "have": its shallow pack ignores it).
     A commit the server refuses is left out; `fetch_sha_why` then says why, one at a time."""
-    wanted = [sha for sha in dict.fromkeys(shas) if FULL_SHA.fullmatch(sha)]
+    wanted = [sha for sha in dict.fromkeys(shas) if is_full_sha(sha)]
     # One question for them all; a yes is remembered for the run (the check asks about each again).
     missing = cache_repo.missing_commits(wanted)
     if not missing:
@@ -260,7 +259,7 @@ def fetch_graph_of(graph: GitRepo, url: str, sha: str) -> bool:
     """The commit graph of one commit (commits only, full depth), kept under a ref; True when here."""
     if graph.has_object(f"{sha}^{{commit}}"):
         return True
-    if not FULL_SHA.fullmatch(sha):
+    if not is_full_sha(sha):
         return False
     status = graph_fetch(graph, url, [f"{sha}:{FETCHED_REFS}{sha}"])
     return status == 0 and graph.has_object(f"{sha}^{{commit}}")
@@ -345,7 +344,7 @@ def ensure_commits(cache_repo: GitRepo, url: str, revs: list[str]) -> None:
         return
     fetch_history(cache_repo, url)
     for rev in missing:
-        if cache_repo.resolve_commit(rev) is None and FULL_SHA.fullmatch(rev):
+        if cache_repo.resolve_commit(rev) is None and is_full_sha(rev):
             fetch_sha(cache_repo, url, rev, depth=None)
 
 

@@ -10,9 +10,10 @@ from pathlib import Path
 import msgspec
 
 from forkctl.git.gitdir import GitDir
-from forkctl.git.objects import FULL_OBJECT_NAME, ObjectReads, write_blob
+from forkctl.git.objects import ObjectReads, write_blob
 from forkctl.git.runmemo import memo
 from forkctl.git.runner import GitFailed, run, run_bytes
+from forkctl.git.sha import is_full_sha
 
 
 class SubmoduleEntry(msgspec.Struct, frozen=True):
@@ -55,7 +56,7 @@ def parse_gitmodules(repo: GitDir, blob: str) -> list[SubmoduleEntry]:
             )
     if status != 0:
         raise GitFailed(f"cannot read .gitmodules ({blob})", err, hint="check that the repository has it")
-    if repo.facts is not None and FULL_OBJECT_NAME.fullmatch(blob):
+    if repo.facts is not None and is_full_sha(blob):
         repo.facts.put(_FACT.format(blob), out)
     return _remember(blob, out)
 
@@ -128,11 +129,11 @@ def _remember(blob: str, listing: str) -> list[SubmoduleEntry]:
     name; GitmodulesSyntax when git's submodule code would die on them."""
     refused = refusal(listing)
     if refused is not None:
-        if FULL_OBJECT_NAME.fullmatch(blob):
+        if is_full_sha(blob):
             _REFUSED[blob] = refused
         raise GitmodulesSyntax(blob, refused)
     entries = resolve_sections(listing)
-    if FULL_OBJECT_NAME.fullmatch(blob):
+    if is_full_sha(blob):
         _PARSED[blob] = entries
     return list(entries)
 

@@ -13,10 +13,9 @@ from forkctl.manifest.loader import MANIFEST_NAME, find_manifest, load
 
 # Binds the function over the submodule of the same name: `manifest_mod.rewrite(path, updates)`.
 from forkctl.manifest.rewrite import rewrite
-from forkctl.manifest.schema import FULL_SHA_RE, PATCHES_ROOT, Consumer, Manifest, plain
+from forkctl.manifest.schema import PATCHES_ROOT, Consumer, Manifest, plain
 
 __all__ = [
-    "FULL_SHA_RE",
     "MANIFEST_NAME",
     "PATCHES_ROOT",
     "Consumer",

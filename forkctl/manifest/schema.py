@@ -13,11 +13,10 @@ from typing import Any, Literal
 
 import msgspec
 
+from forkctl.git.sha import is_commit_name
 from forkctl.schema import FieldError
 
 PATCHES_ROOT = "patches"
-SHA_RE = re.compile(r"^[0-9a-f]{7,40}$")
-FULL_SHA_RE = re.compile(r"^[0-9a-f]{40}$")
 # git's allowed-signers lines (`gpg.ssh.allowedSignersFile`), as `forkctl gate` hands them to ssh-keygen.
 # Checked here, not in gpu.signing: every lint and status validates the manifest, and must not import
 # the signing code (subprocess, tempfile) to do it.
@@ -27,8 +26,10 @@ ALLOWED_SIGNER_RE = re.compile(
 
 
 def _check_sha(key: str, value: str | None) -> None:
-    if value is not None and not SHA_RE.match(value):
-        raise FieldError(key, f"{value!r} is not a commit SHA (7 to 40 lowercase hex digits)")
+    if value is not None and not is_commit_name(value):
+        raise FieldError(
+            key, f"{value!r} is not a commit SHA (7 to 40 lowercase hex digits, or a full 64-digit SHA-256)"
+        )
 
 
 def check_allowed_signers(lines: list[str]) -> list[str]:

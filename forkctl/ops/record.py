@@ -21,9 +21,9 @@ from __future__ import annotations
 import msgspec
 
 from forkctl import contentcache
-from forkctl.git.objects import FULL_OBJECT_NAME
 from forkctl.git.repo import commit_object
 from forkctl.git.runner import git_identity
+from forkctl.git.sha import is_full_sha
 from forkctl.series import Patch
 
 APPLIED = "applied"
@@ -64,7 +64,7 @@ def recall(base: str, patches: list[Patch], tip: str, kind: str = APPLIED) -> li
         return None
     parent = base
     for commit, tree, patch in zip(record.commits, record.trees, patches, strict=True):
-        if not FULL_OBJECT_NAME.fullmatch(tree):
+        if not is_full_sha(tree):
             return None
         made = commit_object(tree, [parent], patch.message, patch.author_name, patch.author_email, patch.date)
         if made is None or made[0] != commit:

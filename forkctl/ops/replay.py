@@ -22,6 +22,7 @@ import msgspec
 from forkctl.errors import BadInput
 from forkctl.git import GitRepo, Identity
 from forkctl.git.repo import commit_object
+from forkctl.git.sha import FULL_NAME_PATTERN
 from forkctl.ops import record
 from forkctl.series import Patch
 
@@ -75,7 +76,9 @@ def identity_of(patch: Patch) -> Identity:
 
 
 _SECTION_RE = re.compile(rb"^diff --git ", re.MULTILINE)
-_INDEX_RE = re.compile(rb"^index ([0-9a-f]{40})\.\.([0-9a-f]{40})(?: [0-7]{6})?$", re.MULTILINE)
+_INDEX_RE = re.compile(
+    rf"^index ({FULL_NAME_PATTERN})\.\.({FULL_NAME_PATTERN})(?: [0-7]{{6}})?$".encode(), re.MULTILINE
+)
 _OLD_RE = re.compile(rb"^--- (?:a/(.+)|/dev/null)$", re.MULTILINE)
 _NEW_RE = re.compile(rb"^\+\+\+ (?:b/(.+)|/dev/null)$", re.MULTILINE)
 ZERO = "0" * 40

@@ -14,7 +14,7 @@ No ref is created or moved until the whole series is built, so `--abort` only ha
 from __future__ import annotations
 
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Literal
 
 import msgspec
 
@@ -22,6 +22,7 @@ from forkctl import git
 from forkctl.errors import BadInput
 from forkctl.files import atomic_write_text, remove_temporaries
 from forkctl.git import GitRepo
+from forkctl.git.sha import FULL_SHA_WORDS, FullShaText, is_full_sha
 from forkctl.ops import markers, progress
 from forkctl.ops.markers import CONFLICT_MARKER_RE
 from forkctl.ops.replay import identity_of
@@ -39,7 +40,7 @@ class Step(msgspec.Struct):
     """One patch handled: its commit, or why it has none (port: absorbed upstream)."""
 
     file: str
-    commit: str | None
+    commit: FullShaText | None
     # A commit made from a person's conflict resolution is not a pure function of (base, series).
     resolved: bool = False
     absorbed: dict[str, Any] | None = None
@@ -47,21 +48,54 @@ class Step(msgspec.Struct):
     partial: dict[str, Any] | None = None
 
 
+class PortData(msgspec.Struct, forbid_unknown_fields=True):
+    """What only a port keeps, typed like the rest: a hand-edited value that is not a SHA (or the
+    wrong type) makes the state unreadable, never a commit message or a patch file."""
+
+    old_base: FullShaText
+    # The commit each patch was built as on the old base (None: not built there), for its provenance.
+    old_commits: list[FullShaText | None]
+    old_head: FullShaText | None
+    backport: bool
+    # Set together once the files may be half written (transaction.finish): the manifest's `dropped:`
+    # as it was, and {original path: its backup copy, None for a file the port creates}.
+    finishing: bool = False
+    dropped_before: list[dict[str, Any]] = msgspec.field(default_factory=list)
+    backup: dict[str, str | None] = msgspec.field(default_factory=dict)
+
+
 class State(msgspec.Struct):
-    operation: str  # "apply" or "port"
+    operation: Literal["apply", "port"]
     manifest: str
-    base: str  # the base the series is being built on
+    base: FullShaText  # the base the series is being built on
     series_digest: str
     files: list[str]  # the series, in order, relative to the manifest's folder
     branch: str
     force: bool
-    old_tip: str | None  # the branch's tip when we started (compare-and-swap on finish)
+    old_tip: FullShaText | None  # the branch's tip when we started (compare-and-swap on finish)
     worktree: str
     steps: list[Step] = msgspec.field(default_factory=list)
     conflict_index: int = -1
-    conflict_parent: str = ""
+    conflict_parent: str = ""  # a full SHA while stopped at a conflict
     conflict_paths: list[str] = msgspec.field(default_factory=list)
-    extra: dict[str, Any] = msgspec.field(default_factory=dict)  # what only one operation needs (port)
+    port: PortData | None = None  # a port's own data (None for apply)
+
+    def __post_init__(self) -> None:
+        # Checked on decode (msgspec calls this): a port without its data, or a stop at no commit, is
+        # a state forkctl did not write. A port state from before the typed `port` field kept that data
+        # in `extra`: it is refused the same way, not read by guessing.
+        if (self.operation == "port") != (self.port is not None):
+            raise ValueError(
+                f"a {self.operation} state {'without' if self.port is None else 'with'} `port` data"
+                + (" (written by an older forkctl?)" if self.port is None else "")
+            )
+        if self.conflict_parent and not is_full_sha(self.conflict_parent):
+            raise ValueError(f"conflict_parent {self.conflict_parent!r} is not {FULL_SHA_WORDS}")
+
+    @property
+    def port_data(self) -> PortData:
+        assert self.port is not None, "a port state always has its data (checked on load)"
+        return self.port
 
     @property
     def head(self) -> str:

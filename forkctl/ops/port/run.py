@@ -53,7 +53,7 @@ def _absorbed(state: session.State, position: int, patch: Patch, verdict: Verdic
 
 
 def _judge(repo: GitRepo, state: session.State) -> Judge:
-    return Judge(repo, state.extra["old_base"], state.base, state.extra["old_commits"])
+    return Judge(repo, state.port_data.old_base, state.base, state.port_data.old_commits)
 
 
 def _run(
@@ -73,7 +73,7 @@ def _run(
             continue
         if verdict.kind == "applied":
             assert verdict.tree is not None
-            message = _message(patch, state.extra["old_commits"][position])
+            message = _message(patch, state.port_data.old_commits[position])
             head, head_tree = batch.make(head, verdict.tree, patch, message), verdict.tree
             partial = verdict.detail if verdict.reason == "partial" else None
             state.steps.append(session.Step(file=state.files[position], commit=head, partial=partial))
@@ -125,12 +125,9 @@ def start(
         force=True,
         old_tip=old_tip,
         worktree=str(session.worktree_path(repo)),
-        extra={
-            "old_base": old_base,
-            "old_commits": old_commits,
-            "old_head": old_head,
-            "backport": not descends,
-        },
+        port=session.PortData(
+            old_base=old_base, old_commits=old_commits, old_head=old_head, backport=not descends
+        ),
     )
     conflict = _run(repo, series, state, 0, on_patch)
     if conflict is not None:
@@ -156,7 +153,7 @@ def resume(repo: GitRepo, manifest: Manifest, load_series: Callable[[], Series])
     state = _resumable(repo, manifest, series)
     index = state.conflict_index
     patch = series.patches[index]
-    message = _message(patch, state.extra["old_commits"][index])
+    message = _message(patch, state.port_data.old_commits[index])
     commit = session.commit_resolution(repo, state, patch, message)
     state.steps.append(session.Step(file=state.files[index], commit=commit, resolved=True))
     return _go_on(repo, manifest, series, state, index)

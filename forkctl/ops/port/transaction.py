@@ -16,16 +16,14 @@ from forkctl.manifest import Manifest, plain
 from forkctl.ops import export
 from forkctl.ops import state as session
 
-FINISHING = "finishing"  # state.extra["phase"] once the files may be half written
-
 
 def is_finishing(state: session.State) -> bool:
-    return state.extra.get("phase") == FINISHING
+    return state.port_data.finishing
 
 
 def _dropped_entries(state: session.State) -> list[dict[str, Any]]:
     """The manifest's `dropped:` as it was when the port started, plus this port's drops."""
-    dropped = list(state.extra["dropped_before"])
+    dropped = list(state.port_data.dropped_before)
     dropped += [
         {k: v for k, v in step.absorbed.items() if v is not None} for step in state.steps if step.absorbed
     ]
@@ -49,11 +47,11 @@ def _backup(repo: GitRepo, manifest: Manifest, state: session.State, written: li
             saved[str(path)] = str(copy)
         else:
             saved[str(path)] = None
-    state.extra["backup"] = saved
+    state.port_data.backup = saved
 
 
 def _backed_up(state: session.State) -> dict[str, str | None]:
-    return state.extra.get("backup") or {}
+    return state.port_data.backup
 
 
 def _restore_backup(state: session.State) -> None:
@@ -74,8 +72,8 @@ def finish(repo: GitRepo, manifest: Manifest, state: session.State) -> tuple[lis
     exported = export.render(repo, manifest, commits)
     resumed = is_finishing(state)
     if not resumed:
-        state.extra["phase"] = FINISHING
-        state.extra["dropped_before"] = [plain(d, drop_none=True) for d in manifest.model.dropped]
+        state.port_data.finishing = True
+        state.port_data.dropped_before = [plain(d, drop_none=True) for d in manifest.model.dropped]
         _backup(repo, manifest, state, [patch.file for patch in exported])
         session.save(repo, state)
     else:
@@ -95,10 +93,10 @@ def finish(repo: GitRepo, manifest: Manifest, state: session.State) -> tuple[lis
                 Path(original).unlink(missing_ok=True)
     if repo.branch_sha(state.branch) != state.head:
         session.set_branch(repo, state.branch, state.head, state.old_tip)
-    old_head = state.extra.get("old_head")
+    old_head = state.port_data.old_head
     shown = ""
     if old_head:
-        shown = git.range_diff(repo, f"{state.extra['old_base']}..{old_head}", f"{state.base}..{state.head}")
+        shown = git.range_diff(repo, f"{state.port_data.old_base}..{old_head}", f"{state.base}..{state.head}")
     session.clear(repo)
     return exported, shown
 

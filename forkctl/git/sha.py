@@ -1,0 +1,52 @@
+"""Full git object names, checked once: the one pattern the project uses for "a full SHA".
+
+git names an object by 40 lowercase hex digits (SHA-1) or 64 (SHA-256, `--object-format=sha256`) and
+prints them that way. A `Sha` is a string that was checked against that pattern: it is made only by
+`parse_full_sha` / `require_full_sha` (and by the functions that read names from git's own output), so
+a signature that takes a `Sha` says that nobody has to look again. Pure: no git runs here, and a
+command that only reads patch text (lint, status) can import it.
+"""
+
+from __future__ import annotations
+
+import re
+from typing import Annotated, NewType
+
+import msgspec
+
+from forkctl.errors import BadInput
+
+Sha = NewType("Sha", str)
+
+# One alternative per object format; no anchors, so that other patterns can embed it.
+FULL_NAME_PATTERN = r"(?:[0-9a-f]{40}|[0-9a-f]{64})"
+# A commit as a person writes it: an abbreviation of 7 to 40 digits, or a full name of either format.
+COMMIT_NAME_PATTERN = r"(?:[0-9a-f]{7,40}|[0-9a-f]{64})"
+FULL_OBJECT_NAME = re.compile(FULL_NAME_PATTERN)  # always with fullmatch
+COMMIT_NAME = re.compile(COMMIT_NAME_PATTERN)  # always with fullmatch
+# The same check for a msgspec field (msgspec searches: \A and \Z, since `$` would let a newline end it).
+FullShaText = Annotated[str, msgspec.Meta(pattern=rf"\A{FULL_NAME_PATTERN}\Z")]
+
+FULL_SHA_WORDS = "a full commit SHA (40 or 64 lowercase hex digits)"
+
+
+def parse_full_sha(text: object) -> Sha | None:
+    """`text` as a `Sha` when it is a full object name exactly (no whitespace, lowercase), else None."""
+    return Sha(text) if isinstance(text, str) and FULL_OBJECT_NAME.fullmatch(text) else None
+
+
+def is_full_sha(text: object) -> bool:
+    return parse_full_sha(text) is not None
+
+
+def require_full_sha(text: object, what: str, hint: str | None = None) -> Sha:
+    """`text` as a `Sha`, or BadInput naming `what` (e.g. "upstream_base of .fork-base.json")."""
+    sha = parse_full_sha(text)
+    if sha is None:
+        raise BadInput(f"{what} {text!r} is not {FULL_SHA_WORDS}", hint=hint)
+    return sha
+
+
+def is_commit_name(text: object) -> bool:
+    """An abbreviated or full commit name as the manifest and `--onto` accept it (lowercase hex)."""
+    return isinstance(text, str) and COMMIT_NAME.fullmatch(text) is not None
