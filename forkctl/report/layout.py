@@ -134,15 +134,16 @@ def _fix_lines(indent: str, fix: str, width: int) -> list[Line]:
 
 def _fit(natural: list[int], floors: list[int], room: int) -> list[int]:
     """Column widths that sum to at most `room`: the widest column gives way first, none below its
-    floor. A table that cannot fit even so (a word, such as a long URL, wider than the room) keeps its
-    other columns at their floors and wraps the widest one at the room left: only a line holding such a
-    word runs past the width, alone on its line, and every other line fits."""
+    floor. A table that cannot fit even so (a word, such as a long URL, wider than the room): when that
+    word is in the last column, the others keep their floors and the last wraps at the room left (only
+    a line holding such a word runs past the width, and nothing after it is pushed out of line);
+    elsewhere the table is left as it is, every cell whole on its row and the columns aligned."""
     widths = list(natural)
     if sum(floors) > room:
-        widths = list(floors)
-        widest = max(range(len(widths)), key=lambda i: widths[i])
-        widths[widest] = max(MIN_COLUMN, room - (sum(widths) - widths[widest]))
-        return widths
+        last = len(widths) - 1
+        if floors[last] <= max(floors[:last], default=0) or room - sum(floors[:last]) < MIN_COLUMN:
+            return widths
+        return [*floors[:last], room - sum(floors[:last])]
     while sum(widths) > room:
         shrinkable = [i for i, w in enumerate(widths) if w > floors[i]]
         if not shrinkable:
