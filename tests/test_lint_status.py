@@ -12,7 +12,7 @@ from forkctl.cli import cli
 from forkctl.series import parse_patch
 from tests.gitrepos import git
 from tests.seriesrepo import clone, make_stale_series, shallow_clone
-from tests.toolkit import make_toolkit
+from tests.toolkit import flat, make_toolkit
 
 
 def _run(manifest: Path, *args: str) -> tuple[int, str]:
@@ -167,7 +167,7 @@ def test_status_with_clone_lacking_base(tmp_path: Path) -> None:
     toolkit.write_manifest(data)
     code, output = _run(toolkit.manifest, "status", "--repo", str(toolkit.upstream.path))
     assert code == 2
-    assert "does not have the base commit" in output
+    assert "does not have the base commit" in flat(output)
 
 
 def test_lint_checks_the_authors_sign_off_when_the_manifest_asks(tmp_path: Path) -> None:

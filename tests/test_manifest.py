@@ -111,7 +111,7 @@ def test_manifest_errors_name_file_line_and_exit_2(
     path = _write(tmp_path, VALID.replace(old, new, 1))
     code, output = _lint(path)
     assert code == 2, output
-    assert f"{path}:{line}:" in output
+    assert f"{path}:{line}:" in flat(output)
     assert expected in flat(output)
 
 
@@ -119,14 +119,14 @@ def test_invalid_yaml_names_line(tmp_path: Path) -> None:
     path = _write(tmp_path, VALID.replace("  branch: farai/main\n", "  branch: [farai/main\n"))
     code, output = _lint(path)
     assert code == 2
-    assert f"{path}:" in output and "not valid YAML" in output
+    assert f"{path}:" in flat(output) and "not valid YAML" in flat(output)
 
 
 def test_unsafe_yaml_tags_are_refused(tmp_path: Path) -> None:
     path = _write(tmp_path, VALID.replace("schema: 1", "schema: !!python/object/apply:os.system ['true']"))
     code, output = _lint(path)
     assert code == 2
-    assert "not valid YAML" in output or "could not determine a constructor" in output
+    assert "not valid YAML" in flat(output) or "could not determine a constructor" in flat(output)
 
 
 def test_empty_manifest(tmp_path: Path) -> None:
