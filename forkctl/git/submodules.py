@@ -5,6 +5,7 @@ changed and every other byte kept."""
 from __future__ import annotations
 
 import re
+from collections.abc import Iterator
 from pathlib import Path
 
 import msgspec
@@ -87,20 +88,25 @@ _UPDATES = ("checkout", "rebase", "merge", "none")
 _BOOL = re.compile(r"(?i)(true|false|yes|no|on|off|[-+]?[0-9]+[kmg]?)?")
 
 
+def _settings(listing: str) -> Iterator[tuple[str, str, bool, str]]:
+    """(section name, variable in lower case, has a value, value) for each `submodule.<name>.<var>` of a
+    `config --null --list` listing whose section name git accepts, in file order."""
+    for item in listing.split("\x00"):
+        key, has_value, value = item.partition("\n")
+        if not key.startswith("submodule.") or key.count(".") < 2:
+            continue
+        name, variable = key[len("submodule.") :].rsplit(".", 1)
+        if _acceptable_name(name):
+            yield name, variable.lower(), bool(has_value), value
+
+
 def refusal(listing: str) -> str | None:
     """Why `git submodule update` (git 2.39) dies on `.gitmodules` with this `config --null --list`
     listing, or None: git's submodule code reads every occurrence of every key of every section with
     an acceptable name, and stops the whole command at a path, url, branch, ignore or update without
     a value, an update that is no strategy (`!command` included), a shallow that is no boolean or a
     fetchRecurseSubmodules that is neither a boolean nor on-demand, whichever submodule it is in."""
-    for item in listing.split("\x00"):
-        key, has_value, value = item.partition("\n")
-        if not key.startswith("submodule.") or key.count(".") < 2:
-            continue
-        name, variable = key[len("submodule.") :].rsplit(".", 1)
-        variable = variable.lower()
-        if not _acceptable_name(name):
-            continue
+    for name, variable, has_value, value in _settings(listing):
         if variable in _NEEDS_A_VALUE and not has_value:
             return f"missing value for 'submodule.{name}.{variable}'"
         if variable == "update" and value not in _UPDATES:
@@ -145,13 +151,8 @@ def resolve_sections(listing: str) -> list[SubmoduleEntry]:
     values that look like options are ignored, as git ignores them."""
     sections: dict[str, dict[str, str]] = {}
     owner: dict[str, str] = {}  # path -> the section that set it last
-    for item in listing.split("\x00"):
-        key, has_value, value = item.partition("\n")
-        if not key.startswith("submodule.") or key.count(".") < 2:
-            continue
-        name, variable = key[len("submodule.") :].rsplit(".", 1)
-        variable = variable.lower()
-        if not _acceptable_name(name) or not has_value:
+    for name, variable, has_value, value in _settings(listing):
+        if not has_value:
             continue
         options = sections.setdefault(name, {})
         if variable in ("path", "url") and value.startswith("-"):

@@ -30,13 +30,7 @@ class Refreshed(msgspec.Struct, frozen=True):
 def unkept_in_clone(clone: Path, base_rev: str, patches: list[Patch]) -> list[replay.Unkept]:
     """Each file of a patch that applies on the base (plus the earlier patches) but does not come out
     as its index line promises. A patch that does not apply is skipped (it is stale: another check)."""
-    repo = GitRepo(clone)
-    base = repo.resolve_commit(base_rev)
-    if base is None:
-        raise BadInput(
-            f"{clone} does not have the base commit {base_rev}",
-            hint="fetch upstream into that clone first (git fetch origin)",
-        )
+    repo, base = replay.base_in_clone(clone, base_rev)
     steps: list[tuple[str, str, Patch]] = []
     tree = repo.commit_info(base).tree
     with repo.private_index(base) as index:

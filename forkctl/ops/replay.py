@@ -299,8 +299,8 @@ def check_series(repo: GitRepo, base: str, patches: list[Patch]) -> list[tuple[P
     return verdicts
 
 
-def check_in_clone(clone: Path, base_rev: str, patches: list[Patch]) -> list[str | None]:
-    """check_series in a clone of upstream that must have the base: per patch None or git's message."""
+def base_in_clone(clone: Path, base_rev: str) -> tuple[GitRepo, str]:
+    """The clone and its base commit; BadInput when the clone lacks the base."""
     repo = GitRepo(clone)
     base = repo.resolve_commit(base_rev)
     if base is None:
@@ -308,6 +308,12 @@ def check_in_clone(clone: Path, base_rev: str, patches: list[Patch]) -> list[str
             f"{clone} does not have the base commit {base_rev}",
             hint="fetch upstream into that clone first (git fetch origin)",
         )
+    return repo, base
+
+
+def check_in_clone(clone: Path, base_rev: str, patches: list[Patch]) -> list[str | None]:
+    """check_series in a clone of upstream that must have the base: per patch None or git's message."""
+    repo, base = base_in_clone(clone, base_rev)
     return [message for _, message in check_series(repo, base, patches)]
 
 
