@@ -65,7 +65,7 @@ run_under() {  # run_under VERSION TESTS...: the tests, then which Python and wh
     local -a clean=(env -u PYTHONDONTWRITEBYTECODE)
     local name
     for name in $(compgen -e | grep -E '^(PYTEST_|GIT_)' || true); do clean+=(-u "$name"); done
-    clean+=(PYTHONPATH="$root" ${tmp:+TMPDIR="$tmp"})
+    clean+=(PYTHONPATH="$root" FORKCTL_LOG_WIDTH=100000 ${tmp:+TMPDIR="$tmp"})  # see tests/make_test_plugin.py
     "${clean[@]}" "$python" -m pytest -q -p no:cacheprovider -x "$@" || return 1
     local seen
     seen=$("${clean[@]}" "$python" -c "import sys, forkctl; print('%d.%d' % sys.version_info[:2], forkctl.__file__)")

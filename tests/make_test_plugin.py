@@ -9,9 +9,15 @@ none of this changes anything a GPU test does.
   own `--dist loadgroup` cannot do it under pytest 9, whose node ids xdist 3.8 can no longer suffix.)
 - Every other test is a unit of its own, handed out as a worker frees up, slow ones first: a 20 s test
   handed out last would keep one worker busy after the others are done.
+- Text forkctl writes to a log is laid out for 120 columns, so a message that names a temp path wraps
+  at a column that depends on where the checkout and the temp folder are: the run sets
+  $FORKCTL_LOG_WIDTH wide, and the tests of the layout itself (tests/test_output_width.py and the few
+  that read wrapped lines) set the width they check.
 """
 
 from __future__ import annotations
+
+import os
 
 import pytest
 from xdist.scheduler import LoadScopeScheduling
@@ -24,6 +30,10 @@ class PatchTestsTogether(LoadScopeScheduling):
 
     def _split_scope(self, nodeid: str) -> str:
         return PATCH_TESTS if nodeid.startswith(PATCH_TESTS) else nodeid
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    os.environ.setdefault("FORKCTL_LOG_WIDTH", "100000")
 
 
 def pytest_xdist_make_scheduler(config: pytest.Config, log: object) -> PatchTestsTogether:

@@ -34,6 +34,13 @@ def _cache(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.chdir(tmp_path)
 
 
+@pytest.fixture(autouse=True)
+def _log_width(monkeypatch: pytest.MonkeyPatch) -> None:
+    """These tests check the layout for a log's default width: `make test` sets $FORKCTL_LOG_WIDTH wide
+    for every other test (tests/make_test_plugin.py)."""
+    monkeypatch.delenv("FORKCTL_LOG_WIDTH", raising=False)
+
+
 def _too_wide(text: str, width: int) -> list[str]:
     """Lines wider than `width` that could have been broken: a line may run past the width only when
     what it holds past its indent (and its `fix:` label) is one word or one command."""
@@ -162,3 +169,17 @@ def test_an_error_on_stderr_fits_a_log_with_its_url_and_gits_words_whole(tmp_pat
     assert any(line.startswith("forkctl: error: could not reach") for line in lines), result.stderr
     assert any(long_url in line for line in lines), result.stderr
     assert "unable to access" in _flat(result.stderr)
+
+
+def test_a_log_width_can_be_set_and_a_nonsense_one_is_ignored(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """$FORKCTL_LOG_WIDTH sets the width of text written to a log or a pipe (40 columns or more)."""
+    manifest = tmp_path / "missing" / ("a folder with spaces " * 12).strip() / "manifest.yaml"
+    widths = {}
+    for value in ("", "300", "7", "wide"):
+        monkeypatch.setenv("FORKCTL_LOG_WIDTH", value)
+        result = CliRunner().invoke(cli, ["--manifest", str(manifest), "lint"])
+        assert result.exit_code == 2, result.output
+        widths[value] = max(len(line) for line in result.stderr.splitlines())
+    assert widths["300"] > 120 >= widths[""] == widths["7"] == widths["wide"], widths

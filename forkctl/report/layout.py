@@ -34,9 +34,11 @@ _COMMAND_TAIL = re.compile(
 
 
 def width_of(stream: TextIO, terminal: bool) -> int:
-    """The terminal's columns ($COLUMNS first, as shutil reads them), or LOG_WIDTH for a log or a pipe."""
+    """The terminal's columns ($COLUMNS first, as shutil reads them), or for a log or a pipe
+    $FORKCTL_LOG_WIDTH (40 or more; default LOG_WIDTH)."""
     if not terminal:
-        return LOG_WIDTH
+        given = os.environ.get("FORKCTL_LOG_WIDTH", "")
+        return int(given) if given.isdigit() and int(given) >= 40 else LOG_WIDTH
     given = os.environ.get("COLUMNS", "")
     if given.isdigit() and int(given) > 0:
         return max(40, int(given))
