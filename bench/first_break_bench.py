@@ -34,6 +34,8 @@ import tempfile
 import time
 from pathlib import Path
 
+from forkctl.files import atomic_write_text  # a kill leaves the old results or the new ones
+
 ROOT = Path(__file__).resolve().parent.parent
 REAL = Path("/work/real/NVIDIA+Megatron-LM.git")
 BASE = "d12f6c8c9aff51e166d872fd70151687a8e3f375"
@@ -195,7 +197,7 @@ def main() -> None:
         shutil.rmtree(folder, ignore_errors=True)
     print(json.dumps(results, indent=2))
     if args.json:
-        args.json.write_text(json.dumps(results, indent=2) + "\n")
+        atomic_write_text(args.json, json.dumps(results, indent=2) + "\n")
 
 
 def run(folder: Path, args: argparse.Namespace) -> dict:

@@ -38,6 +38,8 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 from apply_bench import fast_import_stream, file_paths  # noqa: E402
 
+from forkctl.files import atomic_write_text  # noqa: E402  (a kill leaves old or new results)
+
 IDENT = "Bench <bench@example.com>"
 GIT_ID = ["-c", "user.name=Bench", "-c", "user.email=bench@example.com"]
 TARGETS = {"apply-2": 0.33, "apply-N": 0.5, "reapply-2": 2.0, "export-check-N": 2.0, "port-N": 1.0}
@@ -304,7 +306,8 @@ def main() -> None:
         }
         print(f"{name:<16} {mine:>10.3f} {alt:>14.3f} {ratio:>7.2f} {TARGETS[name]:>7.2f}  {verdict}")
     if args.json:
-        args.json.write_text(
+        atomic_write_text(
+            args.json,
             json.dumps(
                 {
                     "measured_at": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
@@ -316,7 +319,7 @@ def main() -> None:
                 },
                 indent=2,
             )
-            + "\n"
+            + "\n",
         )
 
 

@@ -23,6 +23,8 @@ import tempfile
 import time
 from pathlib import Path
 
+from forkctl.files import atomic_write_text  # a kill leaves the old results or the new ones
+
 ROOT = Path(__file__).resolve().parent.parent
 FORKCTL = [sys.executable, "-m", "forkctl"]
 # Issue 11's targets (seconds of wall time on the 2-core development machine).
@@ -87,8 +89,9 @@ def main() -> None:
         print(f"{name:<16} {cached:>9.3f} {uncached:>11.3f} {target_text:>9}  {verdict}")
     if args.json:
         stamp = {"measured_at": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()), "load": os.getloadavg()}
-        args.json.write_text(
-            json.dumps({**stamp, "runs": args.runs, "targets": TARGETS, **results}, indent=2) + "\n"
+        atomic_write_text(
+            args.json,
+            json.dumps({**stamp, "runs": args.runs, "targets": TARGETS, **results}, indent=2) + "\n",
         )
 
 

@@ -7,6 +7,8 @@ import sys
 from collections.abc import Callable
 from pathlib import Path
 
+from forkctl.files import atomic_write_text
+
 README = Path(__file__).resolve().parent.parent / "README.md"
 
 
@@ -28,5 +30,5 @@ def main(description: str, begin: str, end: str, block: Callable[[], str], sourc
             print(f"{args.readme.name} differs from {source}: run python scripts/{Path(sys.argv[0]).name}")
             return 1
         return 0
-    args.readme.write_text(updated, encoding="utf-8")
+    atomic_write_text(args.readme, updated)  # a kill leaves the old README or the new one
     return 0
