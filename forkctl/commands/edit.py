@@ -54,10 +54,10 @@ def command(ctx: Context, repo_path: Path | None, branch: str | None, worktree: 
     editing = edit.start(repo, series, base, branch or DEFAULT_BRANCH, worktree)
     where = f" --repo {shlex.quote(str(repo_path))}" if repo_path is not None else ""
     commands = {
-        "export": f"forkctl export --branch {editing.branch}{where}",
+        "export": f"forkctl export --branch {shlex.quote(editing.branch)}{where}",
         # Run from anywhere: git -C names the repository (the worktree cannot remove itself).
         "remove": f"git -C {shlex.quote(str(repo.path))} worktree remove {shlex.quote(str(editing.worktree))}"
-        f" && git -C {shlex.quote(str(repo.path))} branch -D {editing.branch}",
+        f" && git -C {shlex.quote(str(repo.path))} branch -D {shlex.quote(editing.branch)}",
     }
     result = Report(command="edit")
     result.data = {

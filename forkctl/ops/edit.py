@@ -12,6 +12,7 @@ existing branch or a path that holds files is refused, never reused.
 from __future__ import annotations
 
 import re
+import shlex
 from pathlib import Path
 
 import msgspec
@@ -47,8 +48,9 @@ def _refuse_existing(repo: GitRepo, branch: str, worktree: Path) -> None:
         where = f", checked out in {holder}" if holder else ""
         raise BadInput(
             f"branch {branch} already exists at {tip[:12]}{where}: forkctl edit never reuses a branch",
-            hint=f"if you edited it, write it back with forkctl export --branch {branch}; then remove it "
-            f"(git worktree remove {holder or 'PATH'}; git branch -D {branch}), or pass --branch OTHER",
+            hint=f"if you edited it, write it back with forkctl export --branch {shlex.quote(branch)}; then "
+            f"remove it (git worktree remove {shlex.quote(str(holder)) if holder else 'PATH'}; git branch -D "
+            f"{shlex.quote(branch)}), or pass --branch OTHER",
         )
     if worktree.exists() and (not worktree.is_dir() or any(worktree.iterdir())):
         raise BadInput(
