@@ -24,7 +24,7 @@ from forkctl.errors import Unexpected
 from forkctl.files import atomic_write
 from forkctl.manifest import Manifest
 from forkctl.ops import export, replay
-from forkctl.ops.port import FirstBreak, PreviewEntry, first_break, port_objects, preview
+from forkctl.ops.port import FirstBreak, FirstBreaks, PreviewEntry, port_objects, preview
 from forkctl.series import Patch, Series, parse_patches
 
 
@@ -76,11 +76,12 @@ def plan_sync(manifest: Manifest, fork: ForkContext, target: SyncTarget, progres
     progress(f"porting {len(fork.patches)} patches onto {target.commit[:12]} (objects only)")
     ported = port_objects(store, series, fork.base, target.commit)
     plan = SyncPlan(target=target, base=fork.base, old_head=fork.head, entries=ported.entries)
+    search = _breaks_on(store, series, fork.base, target.commit, ported.entries)
     for entry in plan.conflicts:
         progress(
             f"bisecting {fork.base[:12]}..{target.commit[:12]} for what first breaks {entry.patch.subject}"
         )
-        found = first_break(store, series, fork.base, target.commit, entry.position)
+        found = search.find(entry.position)
         if found is not None:
             plan.breaks[entry.position] = found
     if not plan.conflicts:
@@ -134,11 +135,22 @@ def preview_tip(
     entries = preview(store, series, fork.base, tip)
     on_target = {entry.position for entry in plan.conflicts}
     warnings = []
+    search = _breaks_on(store, series, fork.base, tip, entries)
     for entry in entries:
         if entry.verdict.kind != "conflict" or entry.position in on_target:
             continue
-        found = first_break(store, series, fork.base, tip, entry.position)
+        found = search.find(entry.position)
         if found is not None:
             ahead = store.count(f"{target}..{found.commit}")
             warnings.append(TipBreak(entry.position, entry.patch.subject, found, ahead))
     return TipPreview(tip=tip, ahead=store.count(f"{target}..{tip}"), entries=entries, warnings=warnings)
+
+
+def _breaks_on(
+    store: git.GitRepo, series: Series, base: str, target: str, entries: list[PreviewEntry]
+) -> FirstBreaks:
+    """One bisection of base..target for every conflicting patch, seeded with the merges already made
+    on the target (as `status --onto --first-break` does): no candidate is merged twice."""
+    search = FirstBreaks(store, series, base, target)
+    search.know_target(entries)
+    return search

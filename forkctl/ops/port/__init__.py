@@ -30,7 +30,7 @@ names the upstream commit that first breaks a patch there (`--first-break`).
 
 from __future__ import annotations
 
-from forkctl.ops.port.bisect import FirstBreak, FirstBreaks, first_break
+from forkctl.ops.port.bisect import FirstBreak, FirstBreaks
 from forkctl.ops.port.judge import resolve_endpoints, upstream_hint
 from forkctl.ops.port.preview import ObjectPort, PreviewEntry, port_objects, preview
 from forkctl.ops.port.run import PortOutcome, abort, resume, skip, start
@@ -42,7 +42,6 @@ __all__ = [
     "PortOutcome",
     "PreviewEntry",
     "abort",
-    "first_break",
     "port_objects",
     "preview",
     "resolve_endpoints",

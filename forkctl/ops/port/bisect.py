@@ -109,10 +109,3 @@ class FirstBreaks:
             files=self.repo.changed_paths(parent, culprit.sha),
             tested=len(tested),
         )
-
-
-def first_break(
-    repo: GitRepo, series: Series, old_base: str, target: str, position: int
-) -> FirstBreak | None:
-    """The first upstream commit in old_base..target on which patch `position` conflicts (one patch)."""
-    return FirstBreaks(repo, series, old_base, target).find(position)
