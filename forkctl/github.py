@@ -25,6 +25,16 @@ GH_TIMEOUT_S = 120.0
 REPO_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]*/[A-Za-z0-9_.][A-Za-z0-9_.-]*$")
 
 
+def _checked(repo: str, hint: str, whose: str, **one_line: str) -> None:
+    """BadInput unless `repo` is a GitHub OWNER/NAME and each named value is one non-empty line (a value
+    gh gets as one argument)."""
+    if not REPO_RE.match(repo):
+        raise BadInput(f"{repo!r} is not a GitHub OWNER/NAME", hint=hint)
+    for name, value in one_line.items():
+        if not value.strip() or "\n" in value:
+            raise BadInput(f"the {whose} {name} {value!r} is empty or spans lines")
+
+
 class PullRequestSpec(msgspec.Struct, frozen=True):
     """One pull request: from `head` to `base` in `repo` (OWNER/NAME), with this title and body file."""
 
@@ -35,13 +45,14 @@ class PullRequestSpec(msgspec.Struct, frozen=True):
     body_file: Path
 
     def __post_init__(self) -> None:
-        if not REPO_RE.match(self.repo):
-            raise BadInput(
-                f"{self.repo!r} is not a GitHub OWNER/NAME", hint="fix consumers[].fork in the manifest"
-            )
-        for name, value in (("base", self.base), ("head", self.head), ("title", self.title)):
-            if not value.strip() or "\n" in value:
-                raise BadInput(f"the pull request's {name} {value!r} is empty or spans lines")
+        _checked(
+            self.repo,
+            "fix consumers[].fork in the manifest",
+            "pull request's",
+            base=self.base,
+            head=self.head,
+            title=self.title,
+        )
 
 
 class Opened(msgspec.Struct, frozen=True):
@@ -152,8 +163,7 @@ class IssueSpec(msgspec.Struct, frozen=True):
     marker: str
 
     def __post_init__(self) -> None:
-        if not REPO_RE.match(self.repo):
-            raise BadInput(f"{self.repo!r} is not a GitHub OWNER/NAME", hint="fix fork.repo in the manifest")
+        _checked(self.repo, "fix fork.repo in the manifest", "issue's", title=self.title)
 
 
 def issue_create_command(spec: IssueSpec) -> list[str]:
