@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 
 from tests.seriesrepo import clone, make_series, run_json
-from tests.toolkit import flat, make_toolkit
+from tests.toolkit import flat, make_toolkit, many_consumers
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -57,17 +57,7 @@ def test_a_deeply_nested_state_file_is_unreadable_not_a_crash(
 def test_a_600_consumer_chain_is_refused_by_the_manifest_check(tmp_path: Path) -> None:
     toolkit = make_toolkit(tmp_path)
     data = toolkit.manifest_data()
-    data["consumers"] = [
-        {
-            "name": f"consumer-{number}",
-            "upstream": f"org/upstream-{number}",
-            "fork": f"org/fork-{number}",
-            "url": f"https://example.com/org/fork-{number}.git",
-            "branch": "main",
-            "gitlink": f"3rdparty/link-{number}",
-        }
-        for number in range(600)
-    ]
+    data["consumers"] = many_consumers(600)
     toolkit.write_manifest(data)
     for verb in ("lint", "check-pins"):
         done = forkctl("--manifest", str(toolkit.manifest), verb, env={"FORKCTL_CACHE": str(tmp_path / "c")})

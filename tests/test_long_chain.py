@@ -16,7 +16,7 @@ from forkctl.cli import cli
 from forkctl.manifest.schema import MAX_CONSUMERS
 from tests.chain import Chain, _consumer_repo, bare_clone, commit_index, make_fixed_chain, url
 from tests.gitrepos import git
-from tests.toolkit import make_toolkit
+from tests.toolkit import make_toolkit, many_consumers
 
 
 @pytest.fixture(autouse=True)
@@ -48,17 +48,7 @@ def test_600_consumers_are_bad_input_for_every_verb_and_a_remote_manifest(tmp_pa
     """Coverage (passes before and after this round): the limit is applied where the manifest loads."""
     toolkit = make_toolkit(tmp_path)
     data = toolkit.manifest_data()
-    data["consumers"] = [
-        {
-            "name": f"consumer-{number}",
-            "upstream": f"org/upstream-{number}",
-            "fork": f"org/fork-{number}",
-            "url": f"https://example.com/org/fork-{number}.git",
-            "branch": "main",
-            "gitlink": f"3rdparty/link-{number}",
-        }
-        for number in range(600)
-    ]
+    data["consumers"] = many_consumers(600)
     toolkit.write_manifest(data)
     git(toolkit.root, "init", "-q", "-b", "main")
     git(toolkit.root, "add", "-A")

@@ -97,3 +97,18 @@ def flat(text: str) -> str:
     """Output as one line: what wrapping between words for the width (forkctl/report/layout.py) changes is
     gone, so a message can be looked for whole."""
     return " ".join(text.split())
+
+
+def many_consumers(count: int) -> list[dict[str, str]]:
+    """`count` well-formed manifest consumers, each its own fork and gitlink (a chain longer than any real one)."""
+    return [
+        {
+            "name": f"consumer-{number}",
+            "upstream": f"org/upstream-{number}",
+            "fork": f"org/fork-{number}",
+            "url": f"https://example.com/org/fork-{number}.git",
+            "branch": "main",
+            "gitlink": f"3rdparty/link-{number}",
+        }
+        for number in range(count)
+    ]
