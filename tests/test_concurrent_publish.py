@@ -62,15 +62,6 @@ def reset_fork(chain: Chain) -> None:
     git(chain.fork, "update-ref", "refs/heads/farai/main", chain.head)
 
 
-RACE = pytest.mark.xfail(
-    reason="known race, open in issue 23: in 1 to 3 of 6 runs a concurrent publish judges the old tip "
-    "against an upstream history that another fetch into the shared cache has just changed, and refuses "
-    "with a false 'foreign' (exit 1, nothing pushed)",
-    strict=False,
-)
-
-
-@RACE
 def test_the_same_publish_four_times_at_once_into_a_fresh_cache(tmp_path: Path) -> None:
     """After a port (merge mode: upstream's history and the fork tip are fetched into the cache), four
     identical publishes at once: each says merged or already published, and the branch holds the one
@@ -95,7 +86,6 @@ def test_the_same_publish_four_times_at_once_into_a_fresh_cache(tmp_path: Path) 
     assert len(merges) == 1  # the same inputs made the same merge every round
 
 
-@RACE
 def test_two_different_series_published_at_once_one_wins_the_other_is_told_it_moved(tmp_path: Path) -> None:
     """Two toolkits (another base each) publish into the same fork branch through one cache: one
     pushes, the other finds the branch moved (exit 1, 'moved meanwhile') or already holding its

@@ -12,7 +12,7 @@ from __future__ import annotations
 import os
 import re
 from pathlib import Path
-from urllib.parse import unquote, urlsplit
+from urllib.parse import urlsplit
 
 import msgspec
 
@@ -20,6 +20,7 @@ from forkctl import locking
 from forkctl.digests import sha256_hex
 from forkctl.errors import BadInput
 from forkctl.git import listings
+from forkctl.git.credentials import lent_credentials
 from forkctl.git.repo import GitRepo
 from forkctl.git.runmemo import NAMED_BY_USER, memo
 from forkctl.git.runner import GitTimeout, network_args, network_timeout, try_run
@@ -209,33 +210,22 @@ def _fetch(
         lend = ["-c", f"url.{public}.insteadOf={without_credentials(public)}"]
     if "--unshallow" in verb_args and not (repo.git_dir / "shallow").is_file():
         verb_args = [arg for arg in verb_args if arg != "--unshallow"]
+    if any(arg.startswith("--depth=") for arg in verb_args) and _holds_history(repo):
+        # A depth-limited fetch into a repository that holds full history would graft the commit it
+        # brings (git records it in `shallow`): every ancestry answer through it, this process's and
+        # any other's reading the cache at the same time, would be cut there until the next unshallow.
+        verb_args = [arg for arg in verb_args if not arg.startswith("--depth=")]
     args = [*network_args(), *lend, *verb_args, "--", name, *after_url]
     return repo.try_git(args, env=env or None, timeout=network_timeout())
 
 
-# The helper answers git's `get` with what the environment of this one git process holds; `store` and
-# `erase` are ignored. The empty value first drops the user's helpers for this command, so that none of
-# them stores the lent token.
-_HELPER = (
-    '!f() { test "$1" = get || exit 0; printf "username=%s\\npassword=%s\\n" '
-    '"$FORKCTL_LENT_USERNAME" "$FORKCTL_LENT_PASSWORD"; }; f'
-)
-
-
-def lent_credentials(url: str) -> tuple[list[str], dict[str, str]]:
-    """How git is given the user name and password of an https `url`: `-c` settings naming a
-    credential helper (no secret in them) and the environment of the git child that holds the secret.
-    ([], {}) for a URL without credentials, or not https (an ssh login name is no secret)."""
-    if "://" not in url or url.split("://", 1)[0].lower() != "https":
-        return [], {}
-    parts = urlsplit(url)
-    if parts.username is None and parts.password is None:
-        return [], {}
-    env = {
-        "FORKCTL_LENT_USERNAME": unquote(parts.username or ""),
-        "FORKCTL_LENT_PASSWORD": unquote(parts.password or ""),
-    }
-    return ["-c", "credential.helper=", "-c", f"credential.helper={_HELPER}"], env
+def _holds_history(repo: GitRepo) -> bool:
+    """A full history fetch (`store.fetch_history`) has filled the repository and nothing made it
+    shallow since."""
+    if (repo.git_dir / "shallow").is_file():
+        return False
+    status, out, _ = repo.try_git(["for-each-ref", "--count=1", "--format=%(refname)", "refs/forkctl/heads/"])
+    return status == 0 and bool(out.strip())
 
 
 def promisor_remote_name(public_url: str) -> str:
