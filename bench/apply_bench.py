@@ -25,7 +25,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
-from forkctl.git import GitRepo  # noqa: E402
+from forkctl.git.repo import GitRepo  # noqa: E402
 from forkctl.ops import replay as build  # noqa: E402
 from forkctl.series import parse_patch  # noqa: E402
 

@@ -45,7 +45,8 @@ sys.path.insert(0, str(ROOT))
 from forkctl import manifest as manifest_mod  # noqa: E402
 from forkctl.chain.checks import check_chain  # noqa: E402
 from forkctl.chain.sources import Source  # noqa: E402
-from forkctl.git import GitRepo, runmemo, runner  # noqa: E402
+from forkctl.git import locations, runner  # noqa: E402
+from forkctl.git.repo import GitRepo  # noqa: E402
 from forkctl.ops import replay as build  # noqa: E402
 from forkctl.series import parse_patch  # noqa: E402
 
@@ -228,12 +229,11 @@ def reset(chain: BenchChain) -> None:
 
 
 def forkctl_core(chain: BenchChain) -> bool:
-    runmemo.start_run()  # what a command does around its work: fresh memos, and the facts kept at its end
-    manifest = manifest_mod.load(chain.manifest)
-    try:
+    # What a command does around its work: a scope for the locations its manifest names; its repository
+    # objects (and what they answered) are dropped when it returns, writing the caches' facts.
+    with locations.named_by_user():
+        manifest = manifest_mod.load(chain.manifest)
         return check_chain(manifest, [Source(c) for c in manifest.consumers]).ok
-    finally:
-        runmemo.end_run()
 
 
 def forkctl_cli(chain: BenchChain) -> bool:

@@ -103,6 +103,20 @@ def run(
     return done
 
 
+def start(argv: Sequence[str], *, env: Mapping[str, str] | None = None) -> subprocess.Popen[bytes]:
+    """Start `argv` in its own session with pipes to its stdin and stdout (stderr discarded), for a
+    child that answers many requests (`git cat-file --batch`). Its owner bounds every answer and ends
+    it with `kill_group`; a child whose owner is killed outright sees EOF on its stdin and exits."""
+    return subprocess.Popen(
+        list(argv),
+        env=dict(env) if env is not None else None,
+        stdin=subprocess.PIPE,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.DEVNULL,
+        start_new_session=True,
+    )
+
+
 def kill_group(proc: subprocess.Popen) -> None:
     """SIGKILL the child's process group (its session's); a group that already ended is no error."""
     with contextlib.suppress(ProcessLookupError):

@@ -17,7 +17,7 @@ from pathlib import Path
 
 import yaml
 
-from forkctl.git import GitRepo
+from forkctl.git.repo import GitRepo
 from forkctl.ops import replay as build
 from forkctl.series import parse_patch
 from tests.gitrepos import Repo, built_once, git, init_repo

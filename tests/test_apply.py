@@ -10,7 +10,7 @@ import pytest
 from click.testing import CliRunner
 
 from forkctl.cli import cli
-from forkctl.git import GitRepo
+from forkctl.git.repo import GitRepo
 from forkctl.manifest import load as load_manifest
 from forkctl.ops import replay
 from forkctl.ops import state as session

@@ -9,8 +9,8 @@ from pathlib import Path
 
 import pytest
 
-from forkctl.git import GitRepo
 from forkctl.git import store as gitstore
+from forkctl.git.repo import GitRepo
 from tests.gitrepos import Repo
 from tests.seriesrepo import SeriesSetup, clone, run_json
 from tests.test_apply import BRANCH, add_conflicting_patch, make_series, stop_left_by_an_earlier_forkctl

@@ -10,8 +10,8 @@ from pathlib import Path
 
 import pytest
 
-from forkctl.git import GitRepo, Identity
-from forkctl.git.commits import commit_object
+from forkctl.git.commits import Identity, commit_object
+from forkctl.git.repo import GitRepo
 from forkctl.ops import replay as build
 from forkctl.series import parse_patches
 from tests.gitrepos import FORMAT_PATCH, git, init_repo

@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from forkctl.git import remote
+from forkctl.git import locations
 from forkctl.git import store as gitstore
 from tests.gitrepos import git, init_repo
 
@@ -23,12 +23,12 @@ def test_a_one_commit_fetch_into_a_cache_with_history_grafts_nothing(
     upstream = init_repo(tmp_path / "upstream", {"a.txt": "1\n"})
     upstream.commit("second", {"a.txt": "2\n"})
     url = (tmp_path / "upstream").as_uri()
-    remote.allow_local(url)  # the test is the user who names this local repository
-    cache = gitstore.cache_repo_for(url)
-    gitstore.fetch_history(cache, url)
-    assert not (cache.git_dir / "shallow").exists()
-    newer = upstream.commit("third", {"a.txt": "3\n"})  # not in the cache yet
-    parent = git(tmp_path / "upstream", "rev-parse", f"{newer}~1")
-    assert gitstore.fetch_sha_why(cache, url, newer) is None  # depth 1 by default
-    assert not (cache.git_dir / "shallow").exists()
-    assert cache.git(["rev-list", "--parents", "-1", newer]).split() == [newer, parent]
+    with locations.named_by_user([url]):  # the test is the user who names this local repository
+        cache = gitstore.cache_repo_for(url)
+        gitstore.fetch_history(cache, url)
+        assert not (cache.git_dir / "shallow").exists()
+        newer = upstream.commit("third", {"a.txt": "3\n"})  # not in the cache yet
+        parent = git(tmp_path / "upstream", "rev-parse", f"{newer}~1")
+        assert gitstore.fetch_sha_why(cache, url, newer) is None  # depth 1 by default
+        assert not (cache.git_dir / "shallow").exists()
+        assert cache.git(["rev-list", "--parents", "-1", newer]).split() == [newer, parent]

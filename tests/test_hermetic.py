@@ -172,7 +172,8 @@ def test_absorbed_detection_holds_under_color_always(tmp_path: Path, hostile, mo
 def test_a_url_is_data_never_an_option_or_a_command(tmp_path: Path, hostile_url: str) -> None:
     """A URL from a manifest or a consumer's .gitmodules reaches git only as a repository location."""
     from forkctl.errors import BadInput
-    from forkctl.git import GitRepo, remote, store
+    from forkctl.git import remote, store
+    from forkctl.git.repo import GitRepo
 
     marker = tmp_path / "PWNED"
     url = hostile_url.format(marker=marker)
@@ -197,7 +198,8 @@ def test_a_silent_server_does_not_hang_forkctl(tmp_path: Path, monkeypatch: pyte
     import time
 
     from forkctl.errors import BadInput
-    from forkctl.git import GitRepo, remote, store
+    from forkctl.git import remote, store
+    from forkctl.git.repo import GitRepo
 
     server = socket.socket()
     server.bind(("127.0.0.1", 0))
@@ -270,7 +272,8 @@ def test_cache_entries_differ_by_scheme_port_and_path_not_by_credentials() -> No
 def test_a_revision_that_looks_like_an_option_is_a_revision(tmp_path: Path, ask) -> None:
     # `git rev-list --count --output=FILE` writes FILE (then fails): every revision forkctl hands git
     # comes after --end-of-options, so such a name can only be a bad revision.
-    from forkctl.git import GitFailed, GitRepo
+    from forkctl.git.repo import GitRepo
+    from forkctl.git.runner import GitFailed
     from tests.gitrepos import init_repo
 
     repo = GitRepo(init_repo(tmp_path / "repo", {"README.md": "x\n"}).path)

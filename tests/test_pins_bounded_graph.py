@@ -146,6 +146,7 @@ def test_a_count_reaching_below_the_bound_is_exact(tmp_path: Path) -> None:
 def test_a_count_the_bound_cuts_is_not_recorded_when_the_graph_cannot_deepen(tmp_path: Path) -> None:
     """Recorded counts are facts every later run trusts: a count the bound cuts, in a graph that cannot
     be deepened (the server is gone), is no answer, and nothing is recorded."""
+    from forkctl.git import locations
     from forkctl.git.graph import fetch_graph
     from forkctl.git.store import graph_for
 
@@ -154,9 +155,11 @@ def test_a_count_the_bound_cuts_is_not_recorded_when_the_graph_cannot_deepen(tmp
     side = side_branch(work, chain, LATER + 2 * DAY)
     merge = dated(work, LATER + 3 * DAY, "merge", "-q", "--no-ff", "-m", "merge side", side)
     git(work, "push", "-q", "origin", "HEAD:refs/heads/main")
-    graph = graph_for(url(chain.upstream))
-    assert fetch_graph(graph, url(chain.upstream), {"refs/heads/main": merge}, since=lambda: LATER - 30 * DAY)
-    assert graph.bounded()
-    chain.upstream.rename(tmp_path / "server-gone")
-    assert graph.ahead_behind(base, merge) is None
+    with locations.named_by_user([url(chain.upstream)]):  # called directly: the test names the upstream
+        graph = graph_for(url(chain.upstream))
+        since = lambda: LATER - 30 * DAY  # noqa: E731
+        assert fetch_graph(graph, url(chain.upstream), {"refs/heads/main": merge}, since=since)
+        assert graph.bounded()
+        chain.upstream.rename(tmp_path / "server-gone")
+        assert graph.ahead_behind(base, merge) is None
     assert graph.facts is not None and graph.facts.get(f"ahead-behind {base} {merge}") is None

@@ -7,7 +7,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from forkctl.chain.forkhead import _relation, _relation_asked_apart
-from forkctl.git import GitRepo
+from forkctl.git.repo import GitRepo
 from tests.gitrepos import init_repo
 
 

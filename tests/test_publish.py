@@ -17,7 +17,9 @@ from forkctl.chain import publish as core
 from forkctl.chain.forkhead import fork_context
 from forkctl.cli import cli
 from forkctl.errors import BadInput
-from forkctl.git import GitRepo, Identity, remote
+from forkctl.git import locations, remote
+from forkctl.git.commits import Identity
+from forkctl.git.repo import GitRepo
 from forkctl.ops import replay
 from forkctl.series import parse_patch
 from tests.chain import Chain, make_chain, url
@@ -212,25 +214,27 @@ def test_remote_moving_between_read_and_push_is_refused(tmp_path: Path) -> None:
 
 def test_compare_and_swap_refuses_a_rewound_or_deleted_branch(tmp_path: Path) -> None:
     chain = make_chain(tmp_path)
-    remote.allow_local(url(chain.fork))  # called directly: the test is the user who names the fork
-    store = GitRepo(chain.fork)
-    tree = commit(chain.fork, chain.head)[0]
-    child = store.commit_tree(tree, [chain.head], "child\n", WHO)
-    # Rewound behind the expected tip: a plain push would fast-forward it; the swap must not.
-    git(chain.fork, "update-ref", "refs/heads/farai/main", chain.base)
-    with pytest.raises(BadInput, match="moved"):
+    with locations.named_by_user(
+        [url(chain.fork)]
+    ):  # called directly: the test is the user who names the fork
+        store = GitRepo(chain.fork)
+        tree = commit(chain.fork, chain.head)[0]
+        child = store.commit_tree(tree, [chain.head], "child\n", WHO)
+        # Rewound behind the expected tip: a plain push would fast-forward it; the swap must not.
+        git(chain.fork, "update-ref", "refs/heads/farai/main", chain.base)
+        with pytest.raises(BadInput, match="moved"):
+            remote.push_fast_forward(store, url(chain.fork), child, "farai/main", chain.head)
+        assert tip(chain) == chain.base
+        git(chain.fork, "update-ref", "-d", "refs/heads/farai/main")
+        with pytest.raises(BadInput, match="moved"):
+            remote.push_fast_forward(store, url(chain.fork), child, "farai/main", chain.head)
+        assert tip(chain) is None
+        # A new commit that does not descend from the expected tip is never sent.
+        git(chain.fork, "update-ref", "refs/heads/farai/main", chain.head)
+        with pytest.raises(BadInput, match="fast-forward"):
+            remote.push_fast_forward(store, url(chain.fork), chain.base, "farai/main", chain.head)
         remote.push_fast_forward(store, url(chain.fork), child, "farai/main", chain.head)
-    assert tip(chain) == chain.base
-    git(chain.fork, "update-ref", "-d", "refs/heads/farai/main")
-    with pytest.raises(BadInput, match="moved"):
-        remote.push_fast_forward(store, url(chain.fork), child, "farai/main", chain.head)
-    assert tip(chain) is None
-    # A new commit that does not descend from the expected tip is never sent.
-    git(chain.fork, "update-ref", "refs/heads/farai/main", chain.head)
-    with pytest.raises(BadInput, match="fast-forward"):
-        remote.push_fast_forward(store, url(chain.fork), chain.base, "farai/main", chain.head)
-    remote.push_fast_forward(store, url(chain.fork), child, "farai/main", chain.head)
-    assert tip(chain) == child
+        assert tip(chain) == child
 
 
 def test_publish_mode_is_checked_with_its_line(tmp_path: Path) -> None:

@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from forkctl.git import GitRepo
+from forkctl.git.repo import GitRepo
 from tests.chain import BRIDGE_GITLINK, Chain, make_chain, url
 from tests.gitrepos import git
 from tests.test_publish import (

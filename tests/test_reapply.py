@@ -164,7 +164,7 @@ def test_a_branch_moved_away_is_not_taken_for_the_series(scene, tmp_path: Path) 
 def test_a_plain_branch_name_is_one_git_accepts(name: str, tmp_path: Path, monkeypatch) -> None:
     """Names accepted without a git process are exactly ones git accepts; git decides the others."""
     from forkctl.errors import BadInput
-    from forkctl.git import check_branch_name
+    from forkctl.git.refs import check_branch_name
 
     shim = make_git_shim(tmp_path)
     monkeypatch.setenv("PATH", shim.env()["PATH"])

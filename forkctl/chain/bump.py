@@ -21,7 +21,6 @@ from pathlib import Path
 
 import msgspec
 
-from forkctl import git
 from forkctl.chain import forward
 from forkctl.chain.checks import check_chain
 from forkctl.chain.forkhead import ForkContext
@@ -29,8 +28,13 @@ from forkctl.chain.model import ChainResult, Progress
 from forkctl.chain.reachable import CommitGraphs
 from forkctl.chain.sources import Remotes, Source, branch_to_bump
 from forkctl.errors import BadInput
-from forkctl.git import GitRepo, SubmoduleEntry, remote
+from forkctl.git import remote
 from forkctl.git import store as gitstore
+from forkctl.git.commits import Identity
+from forkctl.git.index import index_set_entry
+from forkctl.git.objects import TreeEntry
+from forkctl.git.repo import GitRepo
+from forkctl.git.submodules import SubmoduleEntry, gitmodules_with, parse_gitmodules
 from forkctl.manifest import Consumer, Manifest
 from forkctl.redact import without_credentials
 
@@ -69,7 +73,7 @@ class BumpPlan(msgspec.Struct):
 
 def _gitlink_and_module(
     source: Source, repo: GitRepo, parent: str
-) -> tuple[git.TreeEntry, git.TreeEntry, SubmoduleEntry]:
+) -> tuple[TreeEntry, TreeEntry, SubmoduleEntry]:
     """(gitlink entry, .gitmodules entry, its submodule for the gitlink) at the consumer's `parent`."""
     consumer = source.consumer
     entries = repo.tree_entries(parent, [consumer.gitlink, ".gitmodules"])
@@ -85,7 +89,7 @@ def _gitlink_and_module(
     if modules_entry is not None and source.local is None:
         # The cache's .gitmodules: the one file a bump reads, fetched explicitly (no lazy fetch).
         gitstore.fetch_objects(repo, source.fetch_url, [modules_entry.sha])
-    modules = git.parse_gitmodules(repo, modules_entry.sha) if modules_entry else []
+    modules = parse_gitmodules(repo, modules_entry.sha) if modules_entry else []
     module = next((m for m in modules if m.path == consumer.gitlink), None)
     if module is None or modules_entry is None:
         raise BadInput(f"{consumer.name}@{parent[:12]}: .gitmodules has no entry for {consumer.gitlink}")
@@ -111,7 +115,7 @@ def bump_step(
     info = repo.commit_info(parent)
     tree_sha = info.tree
     with repo.private_index(tree_sha) as index:
-        git.index_set_entry(index, "160000", new, consumer.gitlink)
+        index_set_entry(index, "160000", new, consumer.gitlink)
         if (
             module.url
             and target_upstream
@@ -119,8 +123,8 @@ def bump_step(
         ):
             # Credentials in a manifest URL are for fetching; they never go into a consumer's history.
             public_url = without_credentials(target_url)
-            blob = git.gitmodules_with(repo, modules_entry.sha, module.name, "url", public_url)
-            git.index_set_entry(index, modules_entry.mode, blob, ".gitmodules")
+            blob = gitmodules_with(repo, modules_entry.sha, module.name, "url", public_url)
+            index_set_entry(index, modules_entry.mode, blob, ".gitmodules")
             url_changed = (without_credentials(module.url), public_url)
         tree = index.write_tree()
     old = entry.sha
@@ -132,7 +136,7 @@ def bump_step(
     existing = repo.ref_sha(f"refs/heads/{branch}")
     date = later((info.committer or info.author).date, new_date)
     commit = _same_commit(repo, existing, tree, parent, message) or repo.commit_tree(
-        tree, [parent], message, git.Identity(BUMP_NAME, BUMP_EMAIL, date)
+        tree, [parent], message, Identity(BUMP_NAME, BUMP_EMAIL, date)
     )
     old_url = remote.resolve_relative_url(module.url, consumer.url) if module.url else None
     return BumpStep(

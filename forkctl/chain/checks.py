@@ -24,7 +24,8 @@ from forkctl.chain.model import ChainFinding, ChainResult, LinkResult, Progress,
 from forkctl.chain.reachable import CommitGraphs, check_reachable, recorded_branch_finding
 from forkctl.chain.sources import Remotes, Source, Store, commit_to_check, planned_commit
 from forkctl.errors import BadInput
-from forkctl.git import GitRepo, remote
+from forkctl.git import remote
+from forkctl.git.repo import GitRepo
 from forkctl.manifest import Manifest
 
 

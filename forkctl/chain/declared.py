@@ -10,10 +10,12 @@ import shlex
 
 import msgspec
 
-from forkctl import git
 from forkctl.chain.model import LinkResult, Status
 from forkctl.chain.sources import Source, Store
-from forkctl.git import GitRepo, SubmoduleEntry, remote
+from forkctl.git import remote
+from forkctl.git.objects import TreeEntry
+from forkctl.git.repo import GitRepo
+from forkctl.git.submodules import GitmodulesSyntax, SubmoduleEntry, gitmodules_key_lines, parse_gitmodules
 from forkctl.manifest import Consumer, Manifest
 
 
@@ -35,7 +37,7 @@ def pin_target(manifest: Manifest, sources: list[Source], index: int) -> PinTarg
 
 
 def declared_modules(
-    store: Store, repo: GitRepo, entry: git.TreeEntry | None, link: LinkResult
+    store: Store, repo: GitRepo, entry: TreeEntry | None, link: LinkResult
 ) -> list[SubmoduleEntry] | None:
     """The sections of the commit's `.gitmodules` (its tree `entry`; None: it has none), or None with
     a finding when a fresh recursive clone fails on the file itself: git refuses to check out a
@@ -55,7 +57,7 @@ def declared_modules(
         return None
     try:
         return store.gitmodules(repo, entry.sha)
-    except git.GitmodulesSyntax as exc:
+    except GitmodulesSyntax as exc:
         link.add(
             "gitmodules",
             Status.MISMATCH,
@@ -81,7 +83,7 @@ def locate_gitlink(
     modules: list[SubmoduleEntry],
     target: PinTarget,
     link: LinkResult,
-    entries: dict[str, git.TreeEntry],
+    entries: dict[str, TreeEntry],
 ) -> tuple[str | None, SubmoduleEntry | None]:
     """The gitlink at the manifest's path and the `.gitmodules` section git uses for it. The declared
     path is what the consumer's code imports: a tree or file there, or nothing, is a finding, whatever
@@ -199,13 +201,13 @@ def point_at_gitmodules(repo: GitRepo | None, commit: str, link: LinkResult) -> 
     if repo is None or entry is None or entry.kind != "blob" or entry.mode == SYMLINK_MODE:
         return
     try:
-        modules = git.parse_gitmodules(repo, entry.sha)
-    except git.GitmodulesSyntax as exc:  # the finding names git's line: point there
+        modules = parse_gitmodules(repo, entry.sha)
+    except GitmodulesSyntax as exc:  # the finding names git's line: point there
         number = re.search(r"line (\d+)", exc.reason)
         lines = {"syntax": int(number.group(1))} if number else {}
     else:
         module = next((m for m in modules if m.path == link.gitlink), None)
-        lines = git.gitmodules_key_lines(repo.blob_bytes(entry.sha), module.name) if module else {}
+        lines = gitmodules_key_lines(repo.blob_bytes(entry.sha), module.name) if module else {}
     key = {"url": "url", "gitlink": "path", "update": "update", "gitmodules": "syntax"}
     link.findings = [
         msgspec.structs.replace(f, file=".gitmodules", line=lines.get(key[f.check]))

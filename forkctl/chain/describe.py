@@ -10,12 +10,13 @@ from __future__ import annotations
 
 import msgspec
 
-from forkctl import git
 from forkctl.chain.bump import BumpPlan, plan_bump
 from forkctl.chain.forkhead import ForkContext, fork_context
 from forkctl.chain.model import Progress
 from forkctl.errors import ForkctlError
 from forkctl.git import store as gitstore
+from forkctl.git.patches import blobs_in_range, series_range_diff
+from forkctl.git.repo import GitRepo
 from forkctl.manifest import Manifest
 from forkctl.manifest.schema import DroppedEntry
 from forkctl.series import Patch, load_series
@@ -149,16 +150,14 @@ def _previous_series(
         return
     facts.previous_base = previous_base
     facts.dropped, facts.dropped_since = _dropped_since(store, facts.dropped, previous_base), previous_base
-    blobs = git.blobs_in_range(store, previous_base, previous) + git.blobs_in_range(
-        store, fork.base, fork.head
-    )
+    blobs = blobs_in_range(store, previous_base, previous) + blobs_in_range(store, fork.base, fork.head)
     gitstore.fetch_objects(store, manifest.fork.url, blobs)
-    facts.range_diff = git.series_range_diff(store, (previous_base, previous), (fork.base, fork.head))
+    facts.range_diff = series_range_diff(store, (previous_base, previous), (fork.base, fork.head))
     if facts.range_diff is None:
         facts.missing.append("the range-diff is not available: git range-diff failed")
 
 
-def _dropped_since(store: git.GitRepo, dropped: list[DroppedEntry], previous_base: str) -> list[DroppedEntry]:
+def _dropped_since(store: GitRepo, dropped: list[DroppedEntry], previous_base: str) -> list[DroppedEntry]:
     """The entries dropped after the previous pin's base: those whose base is not at or before it (an
     entry whose base this store does not know is kept)."""
     kept = []

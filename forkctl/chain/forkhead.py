@@ -15,8 +15,10 @@ from forkctl.chain.ownfiles import OwnFiles, named, own_files, unpublished_paths
 from forkctl.chain.reachable import base_unfetched
 from forkctl.chain.sources import local_branch_tip, parse_location
 from forkctl.errors import BadInput
-from forkctl.git import GitFailed, GitRepo, remote
+from forkctl.git import remote
 from forkctl.git import store as gitstore
+from forkctl.git.repo import GitRepo
+from forkctl.git.runner import GitFailed
 from forkctl.git.sha import is_full_sha
 from forkctl.manifest import Manifest
 from forkctl.ops import replay

@@ -16,9 +16,10 @@ from forkctl.chain.model import ChainFinding, LinkResult, Status
 from forkctl.chain.reachable import CommitGraphs
 from forkctl.chain.sources import Remotes, Store, local_branch_tip, parse_location
 from forkctl.errors import BadInput
-from forkctl.git import GitRepo, remote
 from forkctl.git import graph as gitgraph
+from forkctl.git import remote
 from forkctl.git import store as gitstore
+from forkctl.git.repo import GitRepo
 from forkctl.manifest import Manifest
 
 

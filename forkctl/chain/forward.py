@@ -18,9 +18,9 @@ from forkctl.chain.forklink import check_fork_pin
 from forkctl.chain.model import LinkResult, WantedBase
 from forkctl.chain.reachable import CommitGraphs
 from forkctl.errors import BadInput
-from forkctl.git import GitRepo
 from forkctl.git import graph as gitgraph
 from forkctl.git import store as gitstore
+from forkctl.git.repo import GitRepo
 from forkctl.manifest import Consumer
 
 

@@ -19,7 +19,10 @@ import fnmatch
 import msgspec
 
 from forkctl.chain import forkbase
-from forkctl.git import GitRepo, TreeEntry, blob_id, changed_paths_between, index_replace_entries, write_blob
+from forkctl.git.index import index_replace_entries
+from forkctl.git.objects import TreeEntry, blob_id, write_blob
+from forkctl.git.patches import changed_paths_between
+from forkctl.git.repo import GitRepo
 from forkctl.manifest import Manifest
 from forkctl.manifest.schema import FORK_BASE_FILE
 from forkctl.series import Patch

@@ -24,9 +24,12 @@ from forkctl.chain.forkhead import ForkContext, publish_merge_finding
 from forkctl.chain.model import Progress, Status
 from forkctl.chain.ownfiles import Foreign, foreign_changes, own_files, published_tree, series_claims
 from forkctl.errors import BadInput
-from forkctl.git import GitRepo, Identity, changed_paths_between, remote
+from forkctl.git import remote
 from forkctl.git import store as gitstore
+from forkctl.git.commits import Identity
 from forkctl.git.merge import SYNTHETIC_EMAIL, SYNTHETIC_NAME
+from forkctl.git.patches import changed_paths_between
+from forkctl.git.repo import GitRepo
 from forkctl.manifest import Manifest
 from forkctl.series import Patch, Series
 

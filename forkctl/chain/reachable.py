@@ -13,10 +13,11 @@ import msgspec
 from forkctl.chain.model import LinkResult, Status
 from forkctl.chain.sources import Remotes, Source
 from forkctl.errors import BadInput
-from forkctl.git import GitRepo, remote
 from forkctl.git import graph as gitgraph
+from forkctl.git import remote
 from forkctl.git import store as gitstore
 from forkctl.git.graph import CommitGraph
+from forkctl.git.repo import GitRepo
 from forkctl.manifest import Manifest
 
 

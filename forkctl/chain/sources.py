@@ -14,12 +14,13 @@ from pathlib import Path
 
 import msgspec
 
-from forkctl import git
 from forkctl.chain.model import Progress
 from forkctl.errors import BadInput
-from forkctl.git import GitRepo, remote
+from forkctl.git import remote
 from forkctl.git import store as gitstore
+from forkctl.git.repo import GitRepo
 from forkctl.git.sha import is_full_sha
+from forkctl.git.submodules import SubmoduleEntry, parse_gitmodules, recorded_gitmodules
 from forkctl.manifest import Consumer, Manifest
 
 
@@ -43,14 +44,14 @@ class Store(msgspec.Struct):
         if blobs and repo is self._cache:
             gitstore.fetch_objects(repo, self.url, blobs)
 
-    def gitmodules(self, repo: GitRepo, blob: str) -> list[git.SubmoduleEntry]:
+    def gitmodules(self, repo: GitRepo, blob: str) -> list[SubmoduleEntry]:
         """The sections of the `.gitmodules` blob `blob` of `repo`: as parsed before (this run, or
         recorded by an earlier one), else parsed, the cache's blob fetched first when it lacks it."""
-        recorded = git.recorded_gitmodules(repo, blob)
+        recorded = recorded_gitmodules(repo, blob)
         if recorded is not None:
             return recorded
         self.ensure_blobs(repo, [blob])
-        return git.parse_gitmodules(repo, blob)
+        return parse_gitmodules(repo, blob)
 
     def prefetch(self, shas: list[str]) -> None:
         """Fetch those of the commits `shas` that neither the local clone nor the cache holds, in one

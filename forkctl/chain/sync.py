@@ -14,7 +14,6 @@ from pathlib import Path
 
 import msgspec
 
-from forkctl import git
 from forkctl.chain.forkhead import ForkContext
 from forkctl.chain.model import Progress
 from forkctl.chain.ownfiles import own_files
@@ -22,6 +21,8 @@ from forkctl.chain.publish import PublishPlan, plan_publish
 from forkctl.chain.synctarget import SyncTarget
 from forkctl.errors import Unexpected
 from forkctl.files import atomic_write
+from forkctl.git.patches import series_range_diff
+from forkctl.git.repo import GitRepo
 from forkctl.manifest import Manifest
 from forkctl.ops import export, replay
 from forkctl.ops.port import FirstBreak, FirstBreaks, PreviewEntry, port_objects, preview
@@ -99,7 +100,7 @@ def plan_sync(manifest: Manifest, fork: ForkContext, target: SyncTarget, progres
             manifest, head_fork, manifest.fork.branch, manifest.fork.url, progress, True, fork.patches
         )
         if plan.head != fork.head and plan.ported:
-            plan.range_diff = git.series_range_diff(store, (fork.base, fork.head), (target.commit, plan.head))
+            plan.range_diff = series_range_diff(store, (fork.base, fork.head), (target.commit, plan.head))
     return plan
 
 
@@ -147,7 +148,7 @@ def preview_tip(
 
 
 def _breaks_on(
-    store: git.GitRepo, series: Series, base: str, target: str, entries: list[PreviewEntry]
+    store: GitRepo, series: Series, base: str, target: str, entries: list[PreviewEntry]
 ) -> FirstBreaks:
     """One bisection of base..target for every conflicting patch, seeded with the merges already made
     on the target (as `status --onto --first-break` does): no candidate is merged twice."""

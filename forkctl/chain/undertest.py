@@ -15,11 +15,12 @@ from pathlib import Path
 
 import msgspec
 
-from forkctl import git
 from forkctl.chain.sources import Source, parse_location
 from forkctl.errors import BadInput
-from forkctl.git import GitRepo, remote
+from forkctl.git import remote
+from forkctl.git.repo import GitRepo, checkout_at, toplevel
 from forkctl.git.sha import is_full_sha
+from forkctl.git.submodules import sections_for_recognising
 from forkctl.manifest import Manifest
 
 HERE = "HERE"  # the repository containing the current directory
@@ -56,7 +57,7 @@ def under_test_sources(
     (only ever read at the commits pinned), and the commit under test from the local clone."""
     _need_consumers(manifest)
     path, rev = split_under_test(value, cwd)
-    root = git.toplevel(path.resolve())
+    root = toplevel(path.resolve())
     if root is None:
         raise BadInput(
             f"{path} is not inside a git working tree", hint="run it in a clone, or give --under-test PATH"
@@ -87,7 +88,7 @@ def consumer_here(manifest: Manifest, cwd: Path, as_name: str | None, pushed: st
     BadInput, since guessing one could judge the wrong chain. The commit is HEAD, or `pushed` (the
     full SHA a pre-push hook is given) when that is set."""
     _need_consumers(manifest)
-    found = git.checkout_at(cwd)
+    found = checkout_at(cwd)
     repo, head = found if found is not None else (None, None)
     if repo is not None and pushed is not None:
         head = _pushed_commit(repo, pushed)
@@ -160,7 +161,7 @@ def _recognised(manifest: Manifest, repo: GitRepo, commit: str) -> tuple[set[int
     """(consumers whose gitlink `commit` holds, consumers whose url or upstream_url a remote names)."""
     consumers = manifest.consumers
     entries = repo.tree_entries(commit, [c.gitlink for c in consumers])
-    modules = git.sections_for_recognising(repo, commit)
+    modules = sections_for_recognising(repo, commit)
     paths = {m.path for m in modules} | {p for p, e in entries.items() if e.kind == "commit"}
     by_gitlink = {i for i, c in enumerate(consumers) if c.gitlink in paths}
     urls = repo.remote_urls()

@@ -163,15 +163,10 @@ def forkctl_command(func: Callable[..., report.Report]) -> Callable[..., None]:
         command = click.get_current_context().info_name
         fmt = report.Format.JSON if as_json else report.Format.GITHUB if as_github else report.Format.TEXT
         try:
-            from forkctl import git
+            from forkctl.git import locations
 
-            with _sigterm_unwinds():
-                git.start_run()  # a command in a process that ran others starts from the disk, as a new one
-                _allow_command_line_locations(kwargs)
-                try:
-                    result = func(ctx, *args, **kwargs)
-                finally:
-                    git.end_run()  # what the cache answered about objects that cannot change, for the next run
+            with _sigterm_unwinds(), locations.named_by_user(_command_line_locations(kwargs)):
+                result = func(ctx, *args, **kwargs)
             code = report.emit(result, fmt)
         except ForkctlError as exc:
             code = report.error(exc, fmt, command)
@@ -197,18 +192,19 @@ def closed_pipe() -> int:
     return EXIT_BROKEN_PIPE
 
 
-def _allow_command_line_locations(options: dict[str, Any]) -> None:
-    """A local repository named on the command line (`--to file:///...`, `--consumer PATH@REV`) was
-    named by the user: it may be contacted. One only a repository's `.gitmodules` names may not."""
-    from forkctl.git.runmemo import NAMED_BY_USER  # git.remote reads them only if it runs
-
+def _command_line_locations(options: dict[str, Any]) -> list[str]:
+    """What the command line names (`--to file:///...`, `--consumer PATH@REV`): a local repository among
+    them was named by the user and may be contacted; one only a repository's `.gitmodules` names may not
+    (git/locations.py)."""
+    named: list[str] = []
     for value in options.values():
         for item in value if isinstance(value, (list, tuple)) else [value]:
             if isinstance(item, (str, Path)):
                 text = str(item)
-                NAMED_BY_USER.append(text)
+                named.append(text)
                 if "@" in text:
-                    NAMED_BY_USER.append(text.rpartition("@")[0])  # PATH@REV, URL@REV
+                    named.append(text.rpartition("@")[0])  # PATH@REV, URL@REV
+    return named
 
 
 def unexpected_error(command: str, exc: Exception) -> Unexpected:

@@ -20,7 +20,7 @@ from forkctl import report
 from forkctl.cli import options, verbs
 from forkctl.cli.kit import Context, forkctl_command, output_options, toolkit_locked
 from forkctl.errors import EXIT_CHECK_FAILED, BadInput
-from forkctl.git import GitRepo
+from forkctl.git.repo import GitRepo
 from forkctl.manifest import Manifest
 from forkctl.ops import apply, replay
 from forkctl.ops.state import ConflictReport, State

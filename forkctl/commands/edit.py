@@ -9,7 +9,7 @@ import click
 
 from forkctl.cli import options, verbs
 from forkctl.cli.kit import Context, forkctl_command, output_options
-from forkctl.git import GitRepo
+from forkctl.git.repo import GitRepo
 from forkctl.manifest import Manifest
 from forkctl.report import Report, Table
 from forkctl.series import load_series

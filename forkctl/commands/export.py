@@ -9,7 +9,7 @@ import click
 from forkctl.cli import options, verbs
 from forkctl.cli.kit import Context, forkctl_command, output_options, toolkit_locked
 from forkctl.errors import EXIT_CHECK_FAILED
-from forkctl.git import GitRepo
+from forkctl.git.repo import GitRepo
 from forkctl.ops import export
 from forkctl.ops.export import Difference, ExportedPatch
 from forkctl.report import Problem, Report, Table

@@ -63,7 +63,7 @@ def command(ctx: Context, extra_required: tuple[str, ...], repo_path: Path | Non
     pending = {tag: why for tag, why in manifest.validation.pending.items() if tag not in extra_required}
     fork_head_tree = None
     if repo_path is not None:
-        from forkctl.git import GitRepo
+        from forkctl.git.repo import GitRepo
         from forkctl.ops import replay
 
         package = manifest.package.folder_name

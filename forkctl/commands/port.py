@@ -10,8 +10,8 @@ from forkctl import report
 from forkctl.cli import options, verbs
 from forkctl.cli.kit import Context, forkctl_command, output_options, toolkit_locked
 from forkctl.errors import EXIT_CHECK_FAILED, BadInput
-from forkctl.git import GitRepo
 from forkctl.git import store as gitstore
+from forkctl.git.repo import GitRepo
 from forkctl.ops import port
 from forkctl.ops.state import ConflictReport, State, Step
 from forkctl.report import Problem, Report, Table

@@ -21,7 +21,7 @@ from forkctl.chain.ownfiles import named
 from forkctl.chain.publish import PublishPlan, plan_publish, push_plan
 from forkctl.cli import options, verbs
 from forkctl.cli.kit import Context, forkctl_command, output_options
-from forkctl.git import check_branch_name
+from forkctl.git.refs import check_branch_name
 from forkctl.git.remote import RemoteMoved
 from forkctl.report import Problem, Report
 

@@ -22,7 +22,6 @@ from typing import Any
 import msgspec
 import yaml
 
-from forkctl import git
 from forkctl import manifest as manifest_mod
 from forkctl.chain.bump import BumpPlan, BumpStep, apply_step, plan_bump, push_steps
 from forkctl.chain.checks import check_chain
@@ -32,7 +31,10 @@ from forkctl.chain.sources import Source
 from forkctl.demo.package import Installed
 from forkctl.errors import BadInput
 from forkctl.files import atomic_write_text
-from forkctl.git import GitRepo, Identity, remote
+from forkctl.git import remote
+from forkctl.git.commits import Identity
+from forkctl.git.index import index_set_entry, tree_from_directory
+from forkctl.git.repo import GitRepo
 from forkctl.manifest import Manifest, plain
 from forkctl.ops import apply, replay
 from forkctl.series import load_series
@@ -136,13 +138,13 @@ def _snapshot(repo: GitRepo, files: dict[str, str], scratch: Path) -> str:
         target = scratch / rel
         target.parent.mkdir(parents=True, exist_ok=True)
         target.write_text(text)
-    return git.tree_from_directory(repo, scratch)
+    return tree_from_directory(repo, scratch)
 
 
 def _with_gitlinks(repo: GitRepo, tree: str, gitlinks: dict[str, str]) -> str:
     with repo.private_index(tree) as index:
         for path, sha in gitlinks.items():
-            git.index_set_entry(index, "160000", sha, path)
+            index_set_entry(index, "160000", sha, path)
         return index.write_tree()
 
 
@@ -170,7 +172,7 @@ def _make_upstream(root: Path, package: Installed, progress: Progress) -> tuple[
     )
     path = root / "upstream.git"
     repo = _serve(path)
-    tree = git.tree_from_directory(repo, source)
+    tree = tree_from_directory(repo, source)
     shutil.rmtree(source)
     version = package.version or "unknown version"
     message = f"{package.distribution or package.name} {version}, as installed (forkctl demo base)\n"

@@ -3,9 +3,10 @@
 A commit's tree entries, the sections of a `.gitmodules` blob, "A is an ancestor of B" and the counts of
 `base...commit` in a commit graph are functions of object names alone: asked once, they hold for every
 later run. Each cache repository (never a user's clone) keeps them in one file in its git dir, read at
-most once a run and written once at its end (`save_facts`, when the command ends), atomically. A file that does not parse, has
-another schema or whose digest does not match its facts is ignored and rewritten: a miss, never a
-wrong answer. Only exact answers are recorded (the callers say which).
+most once by the repository object that uses them (`GitRepo.cache_at`) and written once, atomically,
+when that object is dropped (or at exit). A file that does not parse, has another schema or whose
+digest does not match its facts is ignored and rewritten: a miss, never a wrong answer. Only exact
+answers are recorded (the callers say which).
 """
 
 from __future__ import annotations
@@ -16,20 +17,17 @@ from typing import Any
 
 from forkctl.digests import sha256_hex
 from forkctl.files import atomic_write_text
-from forkctl.git.runmemo import at_end, memo
 
 SCHEMA = 1  # raise it when what a key means changes: files of another schema are ignored
 FILE = "forkctl-facts.json"
 MAX_FACTS = 4096  # the oldest are dropped beyond this: a cache checked for years stays small
 
-_OPEN: dict[Path, Facts] = memo({})  # git dir -> its facts, this run
-
 
 class Facts:
-    """One cache repository's recorded answers: {key: JSON value}."""
+    """One cache repository's recorded answers: {key: JSON value}, in `FILE` of its git dir."""
 
-    def __init__(self, path: Path) -> None:
-        self.path = path
+    def __init__(self, git_dir: Path) -> None:
+        self.path = git_dir / FILE
         self._facts: dict[str, Any] | None = None
         self._dirty = False
 
@@ -45,7 +43,7 @@ class Facts:
             self._dirty = True
 
     def save(self) -> None:
-        """Write the facts when this run added any (temp file and rename: a reader sees old or new)."""
+        """Write the facts when this object added any (temp file and rename: a reader sees old or new)."""
         if not self._dirty or self._facts is None or not self.path.parent.is_dir():
             return  # nothing new, or the repository was removed since (a demo's scratch cache)
         facts = dict(list(self._facts.items())[-MAX_FACTS:])
@@ -78,19 +76,3 @@ def _read(path: Path) -> dict[str, Any]:
     if not isinstance(facts, dict) or document.get("digest") != _digest(facts):
         return {}
     return facts
-
-
-def facts_of(git_dir: Path) -> Facts:
-    """The facts of the cache repository at `git_dir` (one object a run)."""
-    if git_dir not in _OPEN:
-        _OPEN[git_dir] = Facts(git_dir / FILE)
-    return _OPEN[git_dir]
-
-
-def save_facts() -> None:
-    """Write what this run learnt, every cache repository's at once (called when a check ends)."""
-    for facts in _OPEN.values():
-        facts.save()
-
-
-at_end(save_facts)  # every command that used a cache repository keeps what it learnt

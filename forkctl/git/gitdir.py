@@ -1,8 +1,15 @@
-"""A repository's git dir and the two ways to run git in it: what every part of `GitRepo` builds on.
+"""A repository's git dir, the way to run git in it, and what it has answered: what every part of
+`GitRepo` builds on.
 
-The per-concern parts of `GitRepo` (objects, commits, history, refs, index, worktree, patches) derive
-from `GitDir`, and the functions that take a repository ask for the narrowest part they use. How a
-`GitDir` is found or made (rev-parse, init) is `repo.GitRepo`'s business.
+The per-concern parts of `GitRepo` (objects, commits, history, refs, index, worktree, patches,
+submodules) derive from `GitDir`, and the functions that take a repository ask for the narrowest part
+they use. How a `GitDir` is found or made (rev-parse, init) is `repo.GitRepo`'s business.
+
+A repository object owns its answers. What cannot change while it is open (an object is here, a full
+commit's tree entries, "A is an ancestor of B" between full SHAs, the sections of a `.gitmodules`
+blob) is kept on it, so a command that holds it asks git once; a later command opens the repository
+again and asks again (or reads what a cache repository recorded on disk, `facts.py`). Nothing in the
+git layer remembers anything at module level: there is no per-run state to clear.
 """
 
 from __future__ import annotations
@@ -14,7 +21,10 @@ from typing import TYPE_CHECKING
 from forkctl.git.runner import run, try_run
 
 if TYPE_CHECKING:
+    from forkctl.git.batch import ObjectReader
     from forkctl.git.facts import Facts
+    from forkctl.git.objects import TreeEntry
+    from forkctl.git.submodules import SubmoduleEntry
 
 
 class GitDir:
@@ -23,9 +33,24 @@ class GitDir:
     git_dir: Path
     path: Path  # the working tree's root; the git dir itself for a bare repository
     # git says so (core.bare): no main working tree, so no branch is checked out but in a linked one.
-    bare: bool = False
+    bare: bool
     # A cache repository's answers recorded for later runs (git/facts.py); None for a user's clone.
-    facts: Facts | None = None
+    facts: Facts | None
+
+    def __init__(self, git_dir: Path, path: Path | None = None, bare: bool = False) -> None:
+        self.git_dir = git_dir
+        self.path = git_dir if path is None else path
+        self.bare = bare
+        self.facts = None
+        # Answers that cannot change while forkctl runs (objects are added, never taken away):
+        self.present: set[str] = set()  # object names (and `<sha>^{commit}`) known to be here
+        self.entries_of: dict[tuple[str, tuple[str, ...]], dict[str, TreeEntry]] = {}  # (full sha, paths)
+        self.ancestry: set[tuple[str, str]] = set()  # (older, newer) full SHAs known to be ancestry
+        self.sections_of: dict[str, list[SubmoduleEntry]] = {}  # `.gitmodules` blob -> its sections
+        self.refused: dict[str, str] = {}  # `.gitmodules` blobs git's submodule code dies on -> why
+        # Settings only forkctl writes (a cache's promisor remotes), once read or written.
+        self.configured_remotes: set[str] = set()
+        self.reader: ObjectReader | None = None  # one `cat-file --batch` for every object read
 
     def git(
         self,

@@ -21,15 +21,13 @@ from __future__ import annotations
 from collections.abc import Callable
 from pathlib import Path
 
-from forkctl.git.objects import NO_LAZY_FETCH
 from forkctl.git.remote import talk
 from forkctl.git.repo import GitRepo
-from forkctl.git.runmemo import memo
+from forkctl.git.runner import NO_LAZY_FETCH
 from forkctl.git.sha import is_full_sha
 
 FETCHED_REFS = "refs/forkctl/fetched/"  # single commits fetched by SHA; never a URL's branch or tag
 BOUND_MARGIN_S = 30 * 86400  # how far before the base's commit date a bounded graph starts
-_HELD: dict[tuple[str, str], str | None] = memo({})  # (graph, branch ref): its tip there, as read this run
 
 Since = Callable[[], "int | None"]  # the bound (a Unix time) for a new graph, asked only when fetching
 
@@ -39,12 +37,20 @@ class CommitGraph(GitRepo):
     the bound could make them wrong (see the module docstring)."""
 
     url: str
+    # {URL's branch ref: the graph's copy's tip}, read once while this object is open, again after a
+    # fetch into it (forkctl alone writes a cache's refs).
+    held_tips: dict[str, str | None]
 
     @classmethod
     def at(cls, git_dir: Path, url: str) -> CommitGraph:
-        graph = cls.known_bare(git_dir)
-        assert isinstance(graph, CommitGraph)
+        graph = cls.cache_at(git_dir)
         graph.url = url
+        return graph
+
+    @classmethod
+    def addressed(cls, git_dir: Path, path: Path | None = None, bare: bool = False) -> CommitGraph:
+        graph = super().addressed(git_dir, path, bare)
+        graph.held_tips = {}
         return graph
 
     def bounded(self) -> bool:
@@ -128,9 +134,9 @@ def bound_before(repo: GitRepo, commit: str) -> int | None:
 
 
 def forget_tips(graph: GitRepo) -> None:
-    """After a fetch into `graph`: every branch tip read this run may have moved (or gone)."""
-    for key in [key for key in _HELD if key[0] == str(graph.git_dir)]:
-        del _HELD[key]
+    """After a fetch into `graph`: every branch tip read before may have moved (or gone)."""
+    if isinstance(graph, CommitGraph):
+        graph.held_tips.clear()
 
 
 def _new_or_bounded(graph: GitRepo) -> bool:
@@ -176,9 +182,10 @@ def fetch_graph(graph: GitRepo, url: str, wanted: dict[str, str], since: Since |
 
 
 def held_branch_tip(graph: GitRepo, ref: str, again: bool = False) -> str | None:
-    """The graph's copy of the URL's branch `ref` (refs/forkctl/...), read once a run unless `again`
-    (after a fetch into it): a check asks about the same branch for every pin on it."""
-    key = (str(graph.git_dir), ref)
-    if again or key not in _HELD:
-        _HELD[key] = graph.ref_sha(ref.replace("refs/", "refs/forkctl/", 1))
-    return _HELD[key]
+    """The graph's copy of the URL's branch `ref` (refs/forkctl/...), read once while the graph object is
+    open unless `again` (after a fetch into it): a check asks about the same branch for every pin on it."""
+    if not isinstance(graph, CommitGraph):
+        return graph.ref_sha(ref.replace("refs/", "refs/forkctl/", 1))
+    if again or ref not in graph.held_tips:
+        graph.held_tips[ref] = graph.ref_sha(ref.replace("refs/", "refs/forkctl/", 1))
+    return graph.held_tips[ref]

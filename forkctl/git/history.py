@@ -5,11 +5,8 @@ from __future__ import annotations
 from collections.abc import Mapping
 
 from forkctl.git.gitdir import GitDir
-from forkctl.git.objects import NO_LAZY_FETCH
-from forkctl.git.runmemo import memo
+from forkctl.git.runner import NO_LAZY_FETCH
 from forkctl.git.sha import is_full_sha
-
-_ANCESTRY: set[tuple[str, str, str]] = memo(set())  # (git dir, older, newer) known to be ancestry
 
 
 class History(GitDir):
@@ -25,26 +22,26 @@ class History(GitDir):
         return {sha for sha in commits if sha not in unreachable}
 
     def is_ancestor(self, older: str, newer: str) -> bool:
-        """Is `older` an ancestor of (or equal to) `newer`? A yes between two full SHAs is remembered
-        for the run: history is only ever added to while forkctl runs, so it stays a yes."""
+        """Is `older` an ancestor of (or equal to) `newer`? A yes between two full SHAs is kept on
+        this repository object: history is only ever added to while forkctl runs, so it stays a yes."""
         return self._ask_ancestry(older, newer)
 
     def known_ancestor(self, older: str, newer: str) -> bool:
-        """A yes to `is_ancestor(older, newer)` given before (this run, or recorded by an earlier one in
+        """A yes to `is_ancestor(older, newer)` given before (to this object, or recorded by an earlier one in
         this cache repository), without asking git: False means only "not known"."""
         full = is_full_sha(older) and is_full_sha(newer)
-        if (str(self.git_dir), older, newer) in _ANCESTRY:
+        if (older, newer) in self.ancestry:
             return True
         return full and self.facts is not None and self.facts.get(f"ancestor {older} {newer}") is True
 
     def _ask_ancestry(self, older: str, newer: str, env: Mapping[str, str] | None = None) -> bool:
-        key = (str(self.git_dir), older, newer)
+        key = (older, newer)
         if self.known_ancestor(older, newer):  # a yes is a fact of the history: it holds for every later run
-            _ANCESTRY.add(key)
+            self.ancestry.add(key)
             return True
         yes = self.try_git(["merge-base", "--is-ancestor", "--end-of-options", older, newer], env=env)[0] == 0
         if yes and is_full_sha(older) and is_full_sha(newer):
-            _ANCESTRY.add(key)
+            self.ancestry.add(key)
             if self.facts is not None:
                 self.facts.put(f"ancestor {older} {newer}", True)
         return yes

@@ -8,21 +8,15 @@ entries) are remembered per repository.
 
 from __future__ import annotations
 
+import weakref
+
 import msgspec
 
 from forkctl.git.gitdir import GitDir
-from forkctl.git.runmemo import memo
-from forkctl.git.runner import run_bytes
+from forkctl.git.runner import NO_LAZY_FETCH, GitFailed
 from forkctl.git.sha import Sha, is_full_sha, parse_full_sha
 
 EMPTY_TREE = "4b825dc642cb6eb9a060e54bf8d69288fbee4904"
-# Existence questions must not turn into fetches from a partial clone's promisor remote: git >= 2.44
-# honours GIT_NO_LAZY_FETCH; git 2.39 (this project's floor) ignores it and would lazily fetch a missing
-# object (a commit with its whole history, without negotiation), so every transport is also refused
-# for the command (GIT_ALLOW_PROTOCOL wins over any protocol.* setting): the lazy fetch fails at once,
-# without touching the network, and the object reads as missing. The explicit fetches (store.py)
-# stay the only downloads.
-NO_LAZY_FETCH = {"GIT_NO_LAZY_FETCH": "1", "GIT_ALLOW_PROTOCOL": "forkctl-no-lazy-fetch"}
 
 
 class TreeEntry(msgspec.Struct, frozen=True):
@@ -30,12 +24,6 @@ class TreeEntry(msgspec.Struct, frozen=True):
     kind: str  # blob, tree, commit (a gitlink)
     sha: str
     path: str
-
-
-# Facts about objects that cannot change while forkctl runs, remembered per repository (see has_object,
-# tree_entries): a check asks about the same pinned commits several times.
-_PRESENT: set[tuple[str, str]] = memo(set())
-_TREE_ENTRIES: dict[tuple[str, str, tuple[str, ...]], dict[str, TreeEntry]] = memo({})
 
 
 class ObjectReads(GitDir):
@@ -83,25 +71,23 @@ class ObjectReads(GitDir):
 
     def has_object(self, sha: str) -> bool:
         """Is the object here? A question, never a download (where git can be told: see NO_LAZY_FETCH).
-        A yes is remembered for the rest of the run: objects are added, never taken away, while forkctl
+        A yes is kept on this repository object: objects are added, never taken away, while forkctl
         runs (a check asks about the same pinned commits several times)."""
-        key = (str(self.git_dir), sha)
-        if key in _PRESENT:
+        if sha in self.present:
             return True
         present = self.try_git(["cat-file", "-e", "--end-of-options", sha], env=NO_LAZY_FETCH)[0] == 0
         if present:
-            _PRESENT.add(key)
+            self.present.add(sha)
         return present
 
     def missing_objects(self, shas: list[str]) -> list[str]:
         """Those of `shas` (object names) that are not here: a question, never a download, in one
         process, none when every one is already known to be here (a yes is remembered, as in
         `has_object`: the same blob or commit is asked about for every link that holds it)."""
-        where = str(self.git_dir)
-        unknown = list(dict.fromkeys(sha for sha in shas if (where, sha) not in _PRESENT))
+        unknown = list(dict.fromkeys(sha for sha in shas if sha not in self.present))
         answers = dict(zip(unknown, self._batch_check(unknown), strict=True))
-        _PRESENT.update((where, sha) for sha, answer in answers.items() if answer is not None)
-        return [sha for sha in shas if (where, sha) not in _PRESENT]
+        self.present.update(sha for sha, answer in answers.items() if answer is not None)
+        return [sha for sha in shas if sha not in self.present]
 
     def missing_commits(self, shas: list[str]) -> list[str]:
         """Those of the commits `shas` that are not here (as `has_object(f"{sha}^{{commit}}")` asks,
@@ -128,12 +114,12 @@ class ObjectReads(GitDir):
     def tree_entries(self, commit: str, paths: list[str]) -> dict[str, TreeEntry]:
         """{path: entry} for those of `paths` that `commit`'s tree has, in one `ls-tree -z` (names exact,
         whatever characters they hold). Asked by full object name, the answer cannot change: it is
-        remembered for the rest of the run."""
+        kept on this repository object."""
         if not paths:
             return {}
-        key = (str(self.git_dir), commit, tuple(paths))
-        if key in _TREE_ENTRIES:
-            return dict(_TREE_ENTRIES[key])
+        key = (commit, tuple(paths))
+        if key in self.entries_of:
+            return dict(self.entries_of[key])
         full = is_full_sha(commit)
         fact = "tree " + "\x00".join([commit, *paths])  # a commit's tree never changes: a later run reads it
         found = self._recorded_entries(fact) if full else None
@@ -148,7 +134,7 @@ class ObjectReads(GitDir):
             if full and self.facts is not None:
                 self.facts.put(fact, [[e.mode, e.kind, e.sha, e.path] for e in found.values()])
         if full:
-            _TREE_ENTRIES[key] = dict(found)
+            self.entries_of[key] = dict(found)
         return found
 
     def _recorded_entries(self, fact: str) -> dict[str, TreeEntry] | None:
@@ -173,14 +159,24 @@ class ObjectReads(GitDir):
         return entries
 
     def read_blob(self, commit: str, path: str) -> bytes | None:
+        """The contents of the file at `path` in `commit`, or None when it is no file there."""
         entry = self.tree_entry(commit, path)
         if entry is None or entry.kind != "blob":
             return None
-        return run_bytes(["--git-dir", str(self.git_dir), "cat-file", "blob", entry.sha])
+        return self.blob_bytes(entry.sha)
 
     def blob_bytes(self, blob: str) -> bytes:
-        """The contents of the blob object `blob`."""
-        return run_bytes(["--git-dir", str(self.git_dir), "cat-file", "blob", blob])
+        """The contents of the blob object `blob`, read through this repository's one `cat-file
+        --batch` (git/batch.py); GitFailed when it is no blob here."""
+        if self.reader is None:
+            from forkctl.git.batch import ObjectReader
+
+            self.reader = ObjectReader(self.git_dir)
+            weakref.finalize(self, self.reader.close)
+        found = self.reader.read(blob) if blob and "\n" not in blob else None
+        if found is None or found[0] != "blob":
+            raise GitFailed(f"git cat-file failed: no blob {blob} in {self.git_dir}", "")
+        return found[1]
 
 
 def write_blob(repo: GitDir, data: bytes) -> str:

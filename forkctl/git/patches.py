@@ -13,7 +13,7 @@ from forkctl.git.patchtext import patch_id
 from forkctl.git.runner import DIFF_FLAGS, run, run_bytes
 from forkctl.git.sha import is_full_sha
 
-FORMAT_PATCH = [
+FORMAT_PATCH = (
     "format-patch",
     *DIFF_FLAGS,
     "--no-to",
@@ -33,7 +33,7 @@ FORMAT_PATCH = [
     "--binary",
     "--no-renames",
     "--encode-email-headers",
-]
+)
 
 
 class Patches(GitDir):

@@ -19,10 +19,9 @@ import msgspec
 from forkctl import locking
 from forkctl.digests import sha256_hex
 from forkctl.errors import BadInput
-from forkctl.git import listings
+from forkctl.git import listings, locations
 from forkctl.git.credentials import lent_credentials
 from forkctl.git.repo import GitRepo
-from forkctl.git.runmemo import NAMED_BY_USER, memo
 from forkctl.git.runner import GitTimeout, network_args, network_timeout, try_run
 from forkctl.redact import without_credentials
 
@@ -95,14 +94,11 @@ def is_local(url: str) -> bool:
         return False
 
 
-_ALLOWED_LOCAL: set[str] = memo(set())  # normalised local locations the user named (the manifest, argv)
-
-
 def allow_local(url: str) -> None:
     """`url` (when local) was named by the user (in the manifest, or on the command line): it may be
-    contacted. A local location that only a repository names (a consumer's `.gitmodules`, a PR) is not."""
-    if is_local(url):
-        _ALLOWED_LOCAL.add(normalise_url(url))
+    contacted in this command (`locations`). A local location that only a repository names (a
+    consumer's `.gitmodules`, a PR) is not."""
+    locations.name(url)
 
 
 def checked_local(url: str) -> str:
@@ -111,9 +107,8 @@ def checked_local(url: str) -> str:
     a repository of its disk). `$FORKCTL_ALLOW_LOCAL_URLS=1` allows every local location."""
     if not is_local(url) or os.environ.get("FORKCTL_ALLOW_LOCAL_URLS") == "1":
         return url
-    while NAMED_BY_USER:
-        allow_local(NAMED_BY_USER.pop())
-    if normalise_url(url) in _ALLOWED_LOCAL:
+    wanted = normalise_url(url)
+    if any(is_local(text) and normalise_url(text) == wanted for text in locations.named()):
         return url
     raise BadInput(
         f"refusing to contact the local repository {url}: neither the manifest nor the command line names it",
@@ -233,14 +228,10 @@ def promisor_remote_name(public_url: str) -> str:
     return "forkctl-" + sha256_hex(cache_identity(public_url).encode())[:12]
 
 
-_CONFIGURED: set[tuple[str, str]] = memo(set())  # (git dir, remote name) whose settings were read this run
-
-
 def _promisor_remote(repo: GitRepo, public_url: str) -> str:
     """The remote (named by URL identity) that a cache repository fetches `public_url` through."""
     name = promisor_remote_name(public_url)
-    key = (str(repo.git_dir), name)
-    if key in _CONFIGURED:  # only forkctl writes these settings, and it wrote them already
+    if name in repo.configured_remotes:  # only forkctl writes these settings, and it wrote them already
         return name
     wanted = {"url": public_url, "promisor": "true", "partialclonefilter": "blob:none"}
     # One read of the remote's settings; writes only for what is missing (the first fetch).
@@ -249,7 +240,7 @@ def _promisor_remote(repo: GitRepo, public_url: str) -> str:
     for key_name, value in wanted.items():
         if current.get(f"remote.{name}.{key_name}") != value:
             repo.set_config(f"remote.{name}.{key_name}", value)
-    _CONFIGURED.add(key)
+    repo.configured_remotes.add(name)
     return name
 
 

@@ -9,10 +9,14 @@ runner (`runner.py`); nothing here touches a user's checkout, index or files.
 
 from __future__ import annotations
 
+import weakref
 from pathlib import Path
+from typing import TypeVar
 
 from forkctl.errors import BadInput
 from forkctl.git.commits import Commits, commit_object
+from forkctl.git.facts import Facts
+from forkctl.git.gitdir import GitDir
 from forkctl.git.history import History
 from forkctl.git.index import Indexes
 from forkctl.git.objects import ObjectReads
@@ -23,6 +27,12 @@ from forkctl.git.worktree import Worktrees
 
 # `commit_object` is imported from here by callers written before the split (ops.replay).
 __all__ = ["GitRepo", "commit_object", "toplevel"]
+
+Repo = TypeVar("Repo", bound="GitRepo")
+# The cache repositories open now, by (class, git dir): everyone who asks for one while a command holds
+# it gets the same object, with what it has answered so far. Held weakly: when the command drops it, it
+# writes its facts and closes its reader, and the next command opens it afresh.
+_OPEN_CACHES: weakref.WeakValueDictionary[tuple[type, Path], GitRepo] = weakref.WeakValueDictionary()
 
 
 class GitRepo(ObjectReads, Commits, History, Refs, Indexes, Worktrees, Patches):
@@ -38,11 +48,11 @@ class GitRepo(ObjectReads, Commits, History, Refs, Indexes, Worktrees, Patches):
         lines = out.splitlines()
         if not Path(path).is_dir() or len(lines) not in (2, 3) or (len(lines) == 3 and status != 0):
             raise BadInput(f"{path} is not a git repository", hint="pass the path of a clone")
-        self.git_dir = Path(lines[0])
+        git_dir = Path(lines[0])
         # A bare repository, or a path inside a git dir, is addressed by its git dir.
-        self.bare = lines[1] == "true"
-        by_git_dir = self.bare or len(lines) == 2 or not lines[2].strip()
-        self.path = self.git_dir if by_git_dir else Path(lines[2].strip())
+        bare = lines[1] == "true"
+        by_git_dir = bare or len(lines) == 2 or not lines[2].strip()
+        super().__init__(git_dir, git_dir if by_git_dir else Path(lines[2].strip()), bare)
         if Path(path).resolve() not in (self.path.resolve(), self.git_dir.resolve()):
             raise BadInput(
                 f"{path} is not a git repository (it is inside {self.path})",
@@ -50,11 +60,25 @@ class GitRepo(ObjectReads, Commits, History, Refs, Indexes, Worktrees, Patches):
             )
 
     @classmethod
-    def known_bare(cls, git_dir: Path) -> GitRepo:
-        """A bare repository forkctl made itself (its cache), addressed without asking git again."""
+    def addressed(cls: type[Repo], git_dir: Path, path: Path | None = None, bare: bool = False) -> Repo:
+        """The repository at `git_dir` (working tree `path`) as git already said it is: no question."""
         repo = cls.__new__(cls)
-        repo.git_dir = repo.path = Path(git_dir).resolve()
-        repo.bare = True
+        GitDir.__init__(repo, git_dir, path, bare)
+        return repo
+
+    @classmethod
+    def cache_at(cls: type[Repo], git_dir: Path) -> Repo:
+        """A bare repository forkctl made itself (a cache), addressed without asking git again: the one
+        object open for it now, or a new one that reads and keeps its recorded facts (git/facts.py),
+        written when the object is dropped (or at exit)."""
+        key = (cls, Path(git_dir).resolve())
+        repo = _OPEN_CACHES.get(key)
+        if repo is None:
+            repo = cls.addressed(key[1], key[1], bare=True)
+            repo.facts = Facts(key[1])
+            weakref.finalize(repo, repo.facts.save)
+            _OPEN_CACHES[key] = repo
+        assert isinstance(repo, cls)
         return repo
 
     @classmethod
@@ -86,8 +110,7 @@ def checkout_at(cwd: Path) -> tuple[GitRepo, str | None] | None:
     lines = out.splitlines()
     if len(lines) < 2 or not lines[0].strip():
         return None
-    repo = GitRepo.__new__(GitRepo)
-    repo.path, repo.git_dir = Path(lines[0]), Path(lines[1])
+    repo = GitRepo.addressed(Path(lines[1]), Path(lines[0]))
     head = lines[2] if status == 0 and len(lines) == 3 else None
     return repo, head
 

@@ -23,6 +23,7 @@ from __future__ import annotations
 import os
 from collections.abc import Mapping, Sequence
 from pathlib import Path
+from types import MappingProxyType
 
 import msgspec
 
@@ -88,6 +89,14 @@ PINNED_CONFIG: tuple[tuple[str, str], ...] = (
     ("protocol.ext.allow", "never"),
     ("protocol.fd.allow", "never"),
 )
+
+# Existence questions must not turn into fetches from a partial clone's promisor remote: git >= 2.44
+# honours GIT_NO_LAZY_FETCH; git 2.39 (this project's floor) ignores it and would lazily fetch a missing
+# object (a commit with its whole history, without negotiation), so every transport is also refused
+# for the command (GIT_ALLOW_PROTOCOL wins over any protocol.* setting): the lazy fetch fails at once,
+# without touching the network, and the object reads as missing. The explicit fetches (store.py, graph.py)
+# stay the only downloads.
+NO_LAZY_FETCH = MappingProxyType({"GIT_NO_LAZY_FETCH": "1", "GIT_ALLOW_PROTOCOL": "forkctl-no-lazy-fetch"})
 
 # For commands that talk to a remote: give up on a stalled HTTP transfer (bytes/s below the limit for
 # that many seconds); ssh's connect timeout comes from NETWORK_SSH_OPTIONS when the user set no ssh command.

@@ -22,7 +22,6 @@ from forkctl import locking
 from forkctl.digests import sha256_hex
 from forkctl.errors import BadInput
 from forkctl.files import atomic_write_text, cache_root, process_alive
-from forkctl.git.facts import facts_of
 from forkctl.git.graph import (
     FETCHED_REFS,
     CommitGraph,
@@ -59,8 +58,7 @@ def cache_repo_for(url: str, alternates: list[Path] | None = None, graph: bool =
     if not (path / "HEAD").is_file():
         _create(path, url)
     # Made by forkctl, bare, at a path it chose: no need to ask git what it is (two processes a call).
-    repo = CommitGraph.at(path, url) if graph else GitRepo.known_bare(path)
-    repo.facts = facts_of(repo.git_dir)
+    repo = CommitGraph.at(path, url) if graph else GitRepo.cache_at(path)
     if alternates:
         info = path / "objects" / "info"
         info.mkdir(parents=True, exist_ok=True)

@@ -10,10 +10,8 @@ from pathlib import Path
 
 import msgspec
 
-from forkctl.git.gitdir import GitDir
 from forkctl.git.objects import ObjectReads, write_blob
-from forkctl.git.runmemo import memo
-from forkctl.git.runner import GitFailed, run, run_bytes
+from forkctl.git.runner import GitFailed, run
 from forkctl.git.sha import is_full_sha
 
 
@@ -28,19 +26,16 @@ class SubmoduleEntry(msgspec.Struct, frozen=True):
     options: dict[str, str]  # every key of the section (path, url, shallow, branch, update, ...)
 
 
-# Sections of `.gitmodules` blobs parsed this run, by blob name: a blob's name is its content, and two
-# commits (or two repositories) often hold the same one.
-_PARSED: dict[str, list[SubmoduleEntry]] = memo({})
-_REFUSED: dict[str, str] = memo({})  # blobs git's submodule code dies on: why
 # The facts key of a blob's `config --list` output: the listing itself is kept (not what was made of
 # it), so that how git reads it is decided here, each run, from git's own parse. (v2: read without
 # includes; a listing recorded before may hold a file an `[include]` named.)
 _FACT = "gitmodules-listing-v2 {}"
 
 
-def parse_gitmodules(repo: GitDir, blob: str) -> list[SubmoduleEntry]:
+def parse_gitmodules(repo: ObjectReads, blob: str) -> list[SubmoduleEntry]:
     """The sections of a `.gitmodules` blob, read by git's own config parser (`--blob`) and resolved
-    as a clone resolves them (`resolve_sections`), in file order; remembered for the run, and in a
+    as a clone resolves them (`resolve_sections`), in file order; kept on the repository object (a blob's
+    name is its content, and many commits hold the same one), and in a
     cache repository for later runs (git/facts.py)."""
     recorded = recorded_gitmodules(repo, blob)
     if recorded is not None:
@@ -59,13 +54,13 @@ def parse_gitmodules(repo: GitDir, blob: str) -> list[SubmoduleEntry]:
         raise GitFailed(f"cannot read .gitmodules ({blob})", err, hint="check that the repository has it")
     if repo.facts is not None and is_full_sha(blob):
         repo.facts.put(_FACT.format(blob), out)
-    return _remember(blob, out)
+    return _remember(repo, blob, out)
 
 
-def _parse_as_a_file(repo: GitDir, blob: str) -> tuple[int, str]:
+def _parse_as_a_file(repo: ObjectReads, blob: str) -> tuple[int, str]:
     """`blob` parsed as git parses the checked-out `.gitmodules` file `git submodule update` reads,
     which differs from `--blob` in one way: a leading UTF-8 byte-order mark is skipped (git 2.39)."""
-    data = run_bytes(["--git-dir", str(repo.git_dir), "cat-file", "blob", blob])
+    data = repo.blob_bytes(blob)
     if not data.startswith(b"\xef\xbb\xbf"):
         return 1, ""
     status, out, _ = repo.try_git(["config", "--no-includes", "--file", "-", "--null", "--list"], stdin=data)
@@ -119,28 +114,28 @@ def refusal(listing: str) -> str | None:
     return None
 
 
-def recorded_gitmodules(repo: GitDir, blob: str) -> list[SubmoduleEntry] | None:
-    """The sections of `blob` as parsed before (this run, or an earlier one in this cache repository),
-    or None: then the blob may have to be fetched before it is parsed."""
-    if blob in _REFUSED:
-        raise GitmodulesSyntax(blob, _REFUSED[blob])
-    if blob in _PARSED:
-        return list(_PARSED[blob])
+def recorded_gitmodules(repo: ObjectReads, blob: str) -> list[SubmoduleEntry] | None:
+    """The sections of `blob` as parsed before (for this repository object, or by an earlier run in this
+    cache repository), or None: then the blob may have to be fetched before it is parsed."""
+    if blob in repo.refused:
+        raise GitmodulesSyntax(blob, repo.refused[blob])
+    if blob in repo.sections_of:
+        return list(repo.sections_of[blob])
     recorded = repo.facts.get(_FACT.format(blob)) if repo.facts is not None else None
-    return _remember(blob, recorded) if isinstance(recorded, str) else None
+    return _remember(repo, blob, recorded) if isinstance(recorded, str) else None
 
 
-def _remember(blob: str, listing: str) -> list[SubmoduleEntry]:
+def _remember(repo: ObjectReads, blob: str, listing: str) -> list[SubmoduleEntry]:
     """The sections of `config --null --list` output, remembered for `blob` when that is an object
     name; GitmodulesSyntax when git's submodule code would die on them."""
     refused = refusal(listing)
     if refused is not None:
         if is_full_sha(blob):
-            _REFUSED[blob] = refused
+            repo.refused[blob] = refused
         raise GitmodulesSyntax(blob, refused)
     entries = resolve_sections(listing)
     if is_full_sha(blob):
-        _PARSED[blob] = entries
+        repo.sections_of[blob] = entries
     return list(entries)
 
 
@@ -220,10 +215,10 @@ def sections_for_recognising(repo: ObjectReads, commit: str) -> list[SubmoduleEn
         return []
 
 
-def gitmodules_with(repo: GitDir, blob: str, name: str, key: str, value: str) -> str:
+def gitmodules_with(repo: ObjectReads, blob: str, name: str, key: str, value: str) -> str:
     """A new `.gitmodules` blob: `blob` with `submodule.<name>.<key>` set to `value`, every other
     line byte for byte (git config edits the file in place, keeping comments and order)."""
-    data = run_bytes(["--git-dir", str(repo.git_dir), "cat-file", "blob", blob])
+    data = repo.blob_bytes(blob)
     import tempfile  # only this writer needs it: a check reads .gitmodules without it
 
     with tempfile.TemporaryDirectory(prefix="forkctl-gitmodules-") as scratch:

@@ -98,15 +98,13 @@ def _decoded(data: bytes, name: Path | str) -> str:
 
 def _allow_named_locations(model: ManifestModel) -> None:
     """The manifest is reviewed like code: the local repositories it names may be contacted."""
-    from forkctl.git.runmemo import NAMED_BY_USER  # git.remote admits them if it ever runs
+    from forkctl.git import locations  # git.remote admits them if it ever runs
 
-    NAMED_BY_USER.extend(
-        [
-            model.upstream.url,
-            model.fork.url,
-            *(c.url for c in model.consumers),
-            *(c.upstream_url for c in model.consumers if c.upstream_url),
-        ]
+    locations.name(
+        model.upstream.url,
+        model.fork.url,
+        *(c.url for c in model.consumers),
+        *(c.upstream_url for c in model.consumers if c.upstream_url),
     )
 
 

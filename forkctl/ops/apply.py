@@ -16,9 +16,11 @@ from pathlib import Path
 
 import msgspec
 
-from forkctl import git, locking
+from forkctl import locking
 from forkctl.errors import BadInput
-from forkctl.git import GitRepo
+from forkctl.git.refs import check_branch_name
+from forkctl.git.repo import GitRepo
+from forkctl.git.worktree import checked_out_branches
 from forkctl.manifest import Manifest
 from forkctl.ops import replay
 from forkctl.ops import state as session
@@ -32,7 +34,7 @@ class Outcome(msgspec.Struct):
 
 
 def refuse_checked_out(repo: GitRepo, branch: str) -> None:
-    holders = git.checked_out_branches(repo)
+    holders = checked_out_branches(repo)
     if branch in holders:
         raise BadInput(
             f"branch {branch} is checked out in {holders[branch]}: forkctl never moves a checked-out branch",
@@ -101,7 +103,7 @@ def start(
     force: bool,
     on_patch: Callable[[str], None] | None = None,
 ) -> Outcome:
-    git.check_branch_name(branch)
+    check_branch_name(branch)
     session.refuse_if_in_progress(repo)
     session.remove_leftovers(repo)
     refuse_checked_out(repo, branch)

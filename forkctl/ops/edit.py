@@ -17,9 +17,11 @@ from pathlib import Path
 
 import msgspec
 
-from forkctl import git, locking
+from forkctl import locking
 from forkctl.errors import BadInput
-from forkctl.git import GitRepo
+from forkctl.git.refs import check_branch_name
+from forkctl.git.repo import GitRepo
+from forkctl.git.worktree import checked_out_branches
 from forkctl.ops import replay
 from forkctl.series import Series
 
@@ -44,7 +46,7 @@ def default_worktree(repo: GitRepo, branch: str) -> Path:
 def _refuse_existing(repo: GitRepo, branch: str, worktree: Path) -> None:
     tip = repo.branch_sha(branch)
     if tip is not None:
-        holder = git.checked_out_branches(repo).get(branch)
+        holder = checked_out_branches(repo).get(branch)
         where = f", checked out in {holder}" if holder else ""
         raise BadInput(
             f"branch {branch} already exists at {tip[:12]}{where}: forkctl edit never reuses a branch",
@@ -61,7 +63,7 @@ def _refuse_existing(repo: GitRepo, branch: str, worktree: Path) -> None:
 
 @locking.repository_locked
 def start(repo: GitRepo, series: Series, base: str, branch: str, worktree: Path | None) -> Editing:
-    git.check_branch_name(branch)
+    check_branch_name(branch)
     path = worktree if worktree is not None else default_worktree(repo, branch)
     _refuse_existing(repo, branch, path)
     built = replay.build_series(repo, base, series.patches)

@@ -23,7 +23,8 @@ import msgspec
 from forkctl import manifest as manifest_mod
 from forkctl.errors import BadInput
 from forkctl.files import atomic_write
-from forkctl.git import CommitInfo, GitRepo
+from forkctl.git.commits import CommitInfo
+from forkctl.git.repo import GitRepo
 from forkctl.manifest import Manifest
 from forkctl.ops import record
 from forkctl.series import PROVENANCE_RE, TRAILER_RE, Patch, parse_patches

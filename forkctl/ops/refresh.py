@@ -15,7 +15,7 @@ from pathlib import Path
 import msgspec
 
 from forkctl.errors import BadInput
-from forkctl.git import GitRepo
+from forkctl.git.repo import GitRepo
 from forkctl.manifest import Manifest
 from forkctl.ops import export, replay
 from forkctl.series import Patch

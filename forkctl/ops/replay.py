@@ -20,8 +20,8 @@ from pathlib import Path
 import msgspec
 
 from forkctl.errors import BadInput
-from forkctl.git import GitRepo, Identity
-from forkctl.git.repo import commit_object
+from forkctl.git.commits import Identity
+from forkctl.git.repo import GitRepo, commit_object
 from forkctl.git.sha import FULL_NAME_PATTERN
 from forkctl.ops import record
 from forkctl.series import Patch

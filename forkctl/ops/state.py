@@ -18,11 +18,18 @@ from typing import TYPE_CHECKING, Any, Literal
 
 import msgspec
 
-from forkctl import git
 from forkctl.errors import BadInput
 from forkctl.files import atomic_write_text, remove_temporaries
-from forkctl.git import GitRepo
+from forkctl.git.repo import GitRepo
 from forkctl.git.sha import FULL_SHA_WORDS, FullShaText, is_full_sha
+from forkctl.git.worktree import (
+    worktree_apply_3way,
+    worktree_checkout,
+    worktree_set_unmerged,
+    worktree_show_tree,
+    worktree_unmerged_paths,
+    worktree_write_tree,
+)
 from forkctl.ops import markers, progress
 from forkctl.ops.markers import CONFLICT_MARKER_RE
 from forkctl.ops.replay import identity_of
@@ -221,17 +228,17 @@ def open_conflict(
     """
     worktree = worktree_path(repo)
     if worktree.exists():
-        git.worktree_checkout(worktree, parent)
+        worktree_checkout(worktree, parent)
     else:
         worktree.parent.mkdir(parents=True, exist_ok=True)
         repo.add_worktree(worktree, parent)
     if merged is not None and merged.stages:
-        git.worktree_show_tree(worktree, merged.tree)
-        git.worktree_set_unmerged(worktree, merged.stages)
+        worktree_show_tree(worktree, merged.tree)
+        worktree_set_unmerged(worktree, merged.stages)
         paths, message, sides = merged.conflicted, merged.text(), merged.sides
     else:
-        _, message = git.worktree_apply_3way(worktree, patch.diff)
-        paths, sides = git.worktree_unmerged_paths(worktree), ("ours", "theirs")
+        _, message = worktree_apply_3way(worktree, patch.diff)
+        paths, sides = worktree_unmerged_paths(worktree), ("ours", "theirs")
         if not paths:
             # --3way could not even start (e.g. a file the patch edits is missing): name the patch's files.
             paths = [p for p in patch.paths if (worktree / p).exists() or p in message]
@@ -276,7 +283,7 @@ def resolved_tree(repo: GitRepo, state: State) -> str:
             f"conflict markers remain in {', '.join(left)} (in {state.worktree})",
             hint=f"resolve them, then run forkctl {state.operation} --continue again (or --abort)",
         )
-    return git.worktree_write_tree(Path(state.worktree))
+    return worktree_write_tree(Path(state.worktree))
 
 
 def commit_resolution(repo: GitRepo, state: State, patch: Patch, message: str) -> str:

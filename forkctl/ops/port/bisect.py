@@ -15,8 +15,9 @@ from __future__ import annotations
 
 import msgspec
 
-from forkctl import git
-from forkctl.git import CommitInfo, GitRepo
+from forkctl.git.commits import CommitInfo
+from forkctl.git.objects import EMPTY_TREE
+from forkctl.git.repo import GitRepo
 from forkctl.ops.port.judge import fate, merge_patch, old_series
 from forkctl.ops.port.preview import PreviewEntry
 from forkctl.series import Series
@@ -100,7 +101,7 @@ class FirstBreaks:
             else:
                 low = middle
         culprit = candidates[high]
-        parent = culprit.parents[0] if culprit.parents else git.EMPTY_TREE
+        parent = culprit.parents[0] if culprit.parents else EMPTY_TREE
         return FirstBreak(
             commit=culprit.sha,
             subject=culprit.subject,

@@ -9,11 +9,19 @@ from typing import Any
 
 import msgspec
 
-from forkctl import git
 from forkctl.errors import BadInput
-from forkctl.git import GitRepo
 from forkctl.git import store as gitstore
+from forkctl.git.history import last_commit_touching
+from forkctl.git.index import index_apply_check
 from forkctl.git.merge import MergeMessage, MergeResult, cherry_pick
+from forkctl.git.patches import (
+    changed_line_count,
+    changed_lines_per_commit,
+    changed_paths_between,
+    commit_patch_ids,
+    patch_ids_in_range,
+)
+from forkctl.git.repo import GitRepo
 from forkctl.ops import replay
 from forkctl.series import Patch, Series
 
@@ -58,7 +66,7 @@ class Judge:
         limited = bool(patch.paths) and set(patch.paths) <= set(self._series_paths)
         key = (zero_context, limited)
         if key not in self._ids:
-            self._ids[key] = git.patch_ids_in_range(
+            self._ids[key] = patch_ids_in_range(
                 self.repo,
                 f"{self.old_base}..{self.target}",
                 zero_context=zero_context,
@@ -75,19 +83,19 @@ class Judge:
         """The zero-context patch-id of an old series commit (all of them computed in one go)."""
         if self._old_zero_ids is None:
             spec = self._old_range
-            self._old_zero_ids = git.commit_patch_ids(self.repo, spec, zero_context=True) if spec else {}
+            self._old_zero_ids = commit_patch_ids(self.repo, spec, zero_context=True) if spec else {}
         return self._old_zero_ids.get(old, "")
 
     def old_changed_lines(self, old: str) -> int:
         if self._old_line_counts is None:
             spec = self._old_range
-            self._old_line_counts = git.changed_lines_per_commit(self.repo, spec) if spec else {}
+            self._old_line_counts = changed_lines_per_commit(self.repo, spec) if spec else {}
         return self._old_line_counts[old]
 
     def upstream_touched(self, paths: list[str]) -> bool:
         """Did upstream change any of `paths` between the old base and the target?"""
         if self._upstream_paths is None:
-            self._upstream_paths = git.changed_paths_between(self.repo, self.old_base, self.target)
+            self._upstream_paths = changed_paths_between(self.repo, self.old_base, self.target)
         return any(path in self._upstream_paths for path in paths)
 
     def resolve_provenance(self, names: list[str]) -> dict[str, str | None]:
@@ -148,15 +156,15 @@ class Judge:
         named = self.named_upstream(position, patch)
         kind = fate(merged, head_tree)
         if kind == "absorbed":
-            rule, commit = named or ("empty", git.last_commit_touching(self.repo, self._range, patch.paths))
+            rule, commit = named or ("empty", last_commit_touching(self.repo, self._range, patch.paths))
             return Verdict("absorbed", rule, commit)
         if kind == "applied":
             return self._applied(merged, head_tree, old, parent, patch, named)
         if named is None:
             # Only a hint for the person resolving: upstream may hold the change in another shape.
             with self.repo.private_index(head_tree) as index:
-                if git.index_apply_check(index, patch.diff, reverse=True):
-                    named = "reverse-applies", git.last_commit_touching(self.repo, self._range, patch.paths)
+                if index_apply_check(index, patch.diff, reverse=True):
+                    named = "reverse-applies", last_commit_touching(self.repo, self._range, patch.paths)
         rule, commit = named or ("", None)
         return Verdict("conflict", rule, commit, merged=merged)
 
@@ -179,7 +187,7 @@ class Judge:
         if old is None or parent is None or not self.upstream_touched(patch.paths):
             return Verdict("applied", "clean", tree=merged.tree, merged=merged)
         before = self.old_changed_lines(old)
-        after = git.changed_line_count(self.repo, head_tree, merged.tree)
+        after = changed_line_count(self.repo, head_tree, merged.tree)
         if after < before:
             detail: dict[str, Any] = {"changed_lines": before, "still_needed": after}
             if named is not None:

@@ -6,8 +6,8 @@ from __future__ import annotations
 
 import msgspec
 
-from forkctl import git
-from forkctl.git import GitRepo
+from forkctl.git.index import index_apply_check
+from forkctl.git.repo import GitRepo
 from forkctl.ops import export, replay
 from forkctl.ops.port.judge import Judge, Verdict, old_series
 from forkctl.series import Patch, Series
@@ -78,7 +78,7 @@ def _walk(
         plain = False
         if verdict.kind == "applied":
             with repo.private_index(head_tree) as index:
-                plain = git.index_apply_check(index, patch.diff)
+                plain = index_apply_check(index, patch.diff)
             assert verdict.tree is not None
             # port's message: the patch's, with its one provenance line (ops/port/run.py)
             message = (

@@ -12,9 +12,10 @@ from typing import Any
 
 import msgspec
 
-from forkctl import git, locking
+from forkctl import locking
 from forkctl.errors import BadInput
-from forkctl.git import GitRepo
+from forkctl.git.refs import check_branch_name
+from forkctl.git.repo import GitRepo
 from forkctl.manifest import Manifest
 from forkctl.ops import export, replay
 from forkctl.ops import state as session
@@ -103,7 +104,7 @@ def start(
     backport: bool = False,
     on_patch: OnPatch | None = None,
 ) -> PortOutcome:
-    git.check_branch_name(branch)
+    check_branch_name(branch)
     session.refuse_if_in_progress(repo)
     session.remove_leftovers(repo)
     refuse_checked_out(repo, branch)

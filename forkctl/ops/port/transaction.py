@@ -9,9 +9,9 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-from forkctl import git
 from forkctl.files import atomic_write, remove_temporaries
-from forkctl.git import GitRepo
+from forkctl.git.patches import range_diff
+from forkctl.git.repo import GitRepo
 from forkctl.manifest import Manifest, plain
 from forkctl.ops import export
 from forkctl.ops import state as session
@@ -96,7 +96,7 @@ def finish(repo: GitRepo, manifest: Manifest, state: session.State) -> tuple[lis
     old_head = state.port_data.old_head
     shown = ""
     if old_head:
-        shown = git.range_diff(repo, f"{state.port_data.old_base}..{old_head}", f"{state.base}..{state.head}")
+        shown = range_diff(repo, f"{state.port_data.old_base}..{old_head}", f"{state.base}..{state.head}")
     session.clear(repo)
     return exported, shown
 
