@@ -34,7 +34,7 @@ from forkctl.git.commits import Identity
 from forkctl.git.index import index_set_entry
 from forkctl.git.objects import TreeEntry
 from forkctl.git.repo import GitRepo
-from forkctl.git.submodules import SubmoduleEntry, gitmodules_with, parse_gitmodules
+from forkctl.git.submodules import SubmoduleEntry
 from forkctl.manifest import Consumer, Manifest
 from forkctl.redact import without_credentials
 
@@ -89,7 +89,7 @@ def _gitlink_and_module(
     if modules_entry is not None and source.local is None:
         # The cache's .gitmodules: the one file a bump reads, fetched explicitly (no lazy fetch).
         gitstore.fetch_objects(repo, source.fetch_url, [modules_entry.sha])
-    modules = parse_gitmodules(repo, modules_entry.sha) if modules_entry else []
+    modules = repo.parse_gitmodules(modules_entry.sha) if modules_entry else []
     module = next((m for m in modules if m.path == consumer.gitlink), None)
     if module is None or modules_entry is None:
         raise BadInput(f"{consumer.name}@{parent[:12]}: .gitmodules has no entry for {consumer.gitlink}")
@@ -123,7 +123,7 @@ def bump_step(
         ):
             # Credentials in a manifest URL are for fetching; they never go into a consumer's history.
             public_url = without_credentials(target_url)
-            blob = gitmodules_with(repo, modules_entry.sha, module.name, "url", public_url)
+            blob = repo.gitmodules_with(modules_entry.sha, module.name, "url", public_url)
             index_set_entry(index, modules_entry.mode, blob, ".gitmodules")
             url_changed = (without_credentials(module.url), public_url)
         tree = index.write_tree()

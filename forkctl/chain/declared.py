@@ -15,7 +15,7 @@ from forkctl.chain.sources import Source, Store
 from forkctl.git import remote
 from forkctl.git.objects import TreeEntry
 from forkctl.git.repo import GitRepo
-from forkctl.git.submodules import GitmodulesSyntax, SubmoduleEntry, gitmodules_key_lines, parse_gitmodules
+from forkctl.git.submodules import GitmodulesSyntax, SubmoduleEntry, gitmodules_key_lines
 from forkctl.manifest import Consumer, Manifest
 
 
@@ -201,7 +201,7 @@ def point_at_gitmodules(repo: GitRepo | None, commit: str, link: LinkResult) -> 
     if repo is None or entry is None or entry.kind != "blob" or entry.mode == SYMLINK_MODE:
         return
     try:
-        modules = parse_gitmodules(repo, entry.sha)
+        modules = repo.parse_gitmodules(entry.sha)
     except GitmodulesSyntax as exc:  # the finding names git's line: point there
         number = re.search(r"line (\d+)", exc.reason)
         lines = {"syntax": int(number.group(1))} if number else {}

@@ -15,7 +15,6 @@ from forkctl.chain.forkhead import ForkContext, fork_context
 from forkctl.chain.model import Progress
 from forkctl.errors import ForkctlError
 from forkctl.git import store as gitstore
-from forkctl.git.patches import blobs_in_range, series_range_diff
 from forkctl.git.repo import GitRepo
 from forkctl.manifest import Manifest
 from forkctl.manifest.schema import DroppedEntry
@@ -150,9 +149,9 @@ def _previous_series(
         return
     facts.previous_base = previous_base
     facts.dropped, facts.dropped_since = _dropped_since(store, facts.dropped, previous_base), previous_base
-    blobs = blobs_in_range(store, previous_base, previous) + blobs_in_range(store, fork.base, fork.head)
+    blobs = store.blobs_in_range(previous_base, previous) + store.blobs_in_range(fork.base, fork.head)
     gitstore.fetch_objects(store, manifest.fork.url, blobs)
-    facts.range_diff = series_range_diff(store, (previous_base, previous), (fork.base, fork.head))
+    facts.range_diff = store.series_range_diff((previous_base, previous), (fork.base, fork.head))
     if facts.range_diff is None:
         facts.missing.append("the range-diff is not available: git range-diff failed")
 

@@ -20,8 +20,7 @@ import msgspec
 
 from forkctl.chain import forkbase
 from forkctl.git.index import index_replace_entries
-from forkctl.git.objects import TreeEntry, blob_id, write_blob
-from forkctl.git.patches import changed_paths_between
+from forkctl.git.objects import TreeEntry
 from forkctl.git.repo import GitRepo
 from forkctl.manifest import Manifest
 from forkctl.manifest.schema import FORK_BASE_FILE
@@ -71,7 +70,7 @@ def _own_entries(repo: GitRepo, tip: str, head_tree: str, own: OwnFiles, write: 
     record = at_tip.get(FORK_BASE_FILE)
     if record is not None and record.kind == "blob":
         wanted = forkbase.carried(repo.blob_bytes(record.sha), own.manifest, own.base)
-        sha = write_blob(repo, wanted) if write else blob_id(repo, wanted)
+        sha = repo.write_blob(wanted) if write else repo.blob_id(wanted)
         at_tip[FORK_BASE_FILE] = msgspec.structs.replace(record, sha=sha)
     removed = [path for path in repo.all_entries(head_tree) if own.owns(path) and path not in at_tip]
     return at_tip, removed
@@ -115,7 +114,7 @@ def last_publish(repo: GitRepo, tip: str, upstream: str, own: OwnFiles) -> str |
         if len(parents) < 2:
             continue
         second = repo.commit_info(parents[1]).tree
-        if all(own.owns(path) for path in changed_paths_between(repo, tree, second)):
+        if all(own.owns(path) for path in repo.changed_paths(tree, second)):
             return merge
     return None
 
@@ -137,7 +136,7 @@ def foreign_changes(
     for info in repo.commit_infos(commits):
         if len(info.parents) != 1:
             continue  # a merge's own sides are listed as commits of their own
-        paths = [p for p in changed_paths_between(repo, info.parents[0], info.sha) if not own.owns(p)]
+        paths = [p for p in repo.changed_paths(info.parents[0], info.sha) if not own.owns(p)]
         if not paths or repo.commit_patch_id(info.sha) in patch_ids:
             continue
         if old_head_run and info.subject in subjects:

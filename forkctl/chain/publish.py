@@ -28,7 +28,6 @@ from forkctl.git import remote
 from forkctl.git import store as gitstore
 from forkctl.git.commits import Identity
 from forkctl.git.merge import SYNTHETIC_EMAIL, SYNTHETIC_NAME
-from forkctl.git.patches import changed_paths_between
 from forkctl.git.repo import GitRepo
 from forkctl.manifest import Manifest
 from forkctl.series import Patch, Series
@@ -185,7 +184,7 @@ def _merge_commit(
     ]
     own = fork.owned or own_files(manifest, fork.base)
     tree = published_tree(store, tip, head_info.tree, own)
-    carried = sorted(changed_paths_between(store, tree, head_info.tree))
+    carried = sorted(store.changed_paths(tree, head_info.tree))
     if carried:
         lines += [
             f"Previous tip of {branch}: {tip}. This merge has the fork head's tree with",

@@ -20,7 +20,7 @@ from forkctl.git import remote
 from forkctl.git import store as gitstore
 from forkctl.git.repo import GitRepo
 from forkctl.git.sha import is_full_sha
-from forkctl.git.submodules import SubmoduleEntry, parse_gitmodules, recorded_gitmodules
+from forkctl.git.submodules import SubmoduleEntry
 from forkctl.manifest import Consumer, Manifest
 
 
@@ -47,11 +47,11 @@ class Store(msgspec.Struct):
     def gitmodules(self, repo: GitRepo, blob: str) -> list[SubmoduleEntry]:
         """The sections of the `.gitmodules` blob `blob` of `repo`: as parsed before (this run, or
         recorded by an earlier one), else parsed, the cache's blob fetched first when it lacks it."""
-        recorded = recorded_gitmodules(repo, blob)
+        recorded = repo.recorded_gitmodules(blob)
         if recorded is not None:
             return recorded
         self.ensure_blobs(repo, [blob])
-        return parse_gitmodules(repo, blob)
+        return repo.parse_gitmodules(blob)
 
     def prefetch(self, shas: list[str]) -> None:
         """Fetch those of the commits `shas` that neither the local clone nor the cache holds, in one

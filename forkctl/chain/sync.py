@@ -21,7 +21,6 @@ from forkctl.chain.publish import PublishPlan, plan_publish
 from forkctl.chain.synctarget import SyncTarget
 from forkctl.errors import Unexpected
 from forkctl.files import atomic_write
-from forkctl.git.patches import series_range_diff
 from forkctl.git.repo import GitRepo
 from forkctl.manifest import Manifest
 from forkctl.ops import export, replay
@@ -100,7 +99,7 @@ def plan_sync(manifest: Manifest, fork: ForkContext, target: SyncTarget, progres
             manifest, head_fork, manifest.fork.branch, manifest.fork.url, progress, True, fork.patches
         )
         if plan.head != fork.head and plan.ported:
-            plan.range_diff = series_range_diff(store, (fork.base, fork.head), (target.commit, plan.head))
+            plan.range_diff = store.series_range_diff((fork.base, fork.head), (target.commit, plan.head))
     return plan
 
 

@@ -20,7 +20,6 @@ from forkctl.errors import BadInput
 from forkctl.git import remote
 from forkctl.git.repo import GitRepo, checkout_at, toplevel
 from forkctl.git.sha import is_full_sha
-from forkctl.git.submodules import sections_for_recognising
 from forkctl.manifest import Manifest
 
 HERE = "HERE"  # the repository containing the current directory
@@ -161,7 +160,7 @@ def _recognised(manifest: Manifest, repo: GitRepo, commit: str) -> tuple[set[int
     """(consumers whose gitlink `commit` holds, consumers whose url or upstream_url a remote names)."""
     consumers = manifest.consumers
     entries = repo.tree_entries(commit, [c.gitlink for c in consumers])
-    modules = sections_for_recognising(repo, commit)
+    modules = repo.sections_for_recognising(commit)
     paths = {m.path for m in modules} | {p for p, e in entries.items() if e.kind == "commit"}
     by_gitlink = {i for i, c in enumerate(consumers) if c.gitlink in paths}
     urls = repo.remote_urls()

@@ -33,7 +33,7 @@ from forkctl.errors import BadInput
 from forkctl.files import atomic_write_text
 from forkctl.git import remote
 from forkctl.git.commits import Identity
-from forkctl.git.index import index_set_entry, tree_from_directory
+from forkctl.git.index import index_set_entry
 from forkctl.git.repo import GitRepo
 from forkctl.manifest import Manifest, plain
 from forkctl.ops import apply, replay
@@ -138,7 +138,7 @@ def _snapshot(repo: GitRepo, files: dict[str, str], scratch: Path) -> str:
         target = scratch / rel
         target.parent.mkdir(parents=True, exist_ok=True)
         target.write_text(text)
-    return tree_from_directory(repo, scratch)
+    return repo.tree_from_directory(scratch)
 
 
 def _with_gitlinks(repo: GitRepo, tree: str, gitlinks: dict[str, str]) -> str:
@@ -172,7 +172,7 @@ def _make_upstream(root: Path, package: Installed, progress: Progress) -> tuple[
     )
     path = root / "upstream.git"
     repo = _serve(path)
-    tree = tree_from_directory(repo, source)
+    tree = repo.tree_from_directory(source)
     shutil.rmtree(source)
     version = package.version or "unknown version"
     message = f"{package.distribution or package.name} {version}, as installed (forkctl demo base)\n"

@@ -186,8 +186,7 @@ class Commits(GitDir):
         first, second = out.splitlines() if tree_of != date_of else (out, out)
         return first.split()[0], second.split()[1]
 
-
-def committer_of(repo: GitDir, sha: str) -> Identity:
-    """The committer of `sha`; equal to the author (date included) for forkctl's reproducible commits."""
-    name, email, date = repo.git(["show", "-s", "--format=%cn%x00%ce%x00%cI", sha]).split("\x00")
-    return Identity(name=name, email=email, date=date)
+    def committer_of(self, sha: str) -> Identity:
+        """The committer of `sha`; equal to the author (date included) for forkctl's reproducible commits."""
+        name, email, date = self.git(["show", "-s", "--format=%cn%x00%ce%x00%cI", sha]).split("\x00")
+        return Identity(name=name, email=email, date=date)

@@ -79,10 +79,9 @@ class History(GitDir):
     def count(self, range_spec: str) -> int:
         return int(self.git(["rev-list", "--count", "--end-of-options", range_spec, "--"]))
 
-
-def last_commit_touching(repo: GitDir, range_spec: str, paths: list[str]) -> str | None:
-    """The newest commit in `range_spec` that changed any of `paths` (evidence for an absorbed patch)."""
-    if not paths:
-        return None
-    out = repo.git(["log", "-1", "--format=%H", range_spec, "--", *paths]).strip()
-    return out or None
+    def last_commit_touching(self, range_spec: str, paths: list[str]) -> str | None:
+        """The newest commit in `range_spec` that changed any of `paths` (evidence for an absorbed patch)."""
+        if not paths:
+            return None
+        out = self.git(["log", "-1", "--format=%H", range_spec, "--", *paths]).strip()
+        return out or None

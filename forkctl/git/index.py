@@ -57,6 +57,27 @@ class Indexes(GitDir):
             index.read_tree(tree)
             yield index
 
+    def tree_from_directory(self, directory: Path) -> str:
+        """Store every file under `directory` (ignore rules off) in `repo` and return the tree's SHA.
+
+        A private index and `--work-tree` pointed at `directory`: the repository's own index and files
+        are never touched (the demo snapshots an installed package this way).
+        """
+        import tempfile
+
+        with tempfile.TemporaryDirectory(prefix="forkctl-index-") as scratch:
+            env = {"GIT_INDEX_FILE": str(Path(scratch) / "index")}
+            where = [
+                "-c",
+                "core.autocrlf=false",
+                "--git-dir",
+                str(self.git_dir),
+                "--work-tree",
+                str(directory),
+            ]
+            run([*where, "add", "--all", "--force", "."], cwd=directory, env=env)
+            return run([*where, "write-tree"], cwd=directory, env=env).strip()
+
 
 def index_apply_check(index: PrivateIndex, diff: bytes, reverse: bool = False) -> bool:
     """Would `diff` apply (or, reverse, un-apply) to this private index? Changes nothing."""
@@ -81,18 +102,3 @@ def index_replace_entries(
     if records:
         stdin = "".join(f"{record}\x00" for record in records).encode("utf-8")
         index.repo.git(["update-index", "-z", "--index-info"], env=index.env, stdin=stdin)
-
-
-def tree_from_directory(repo: GitDir, directory: Path) -> str:
-    """Store every file under `directory` (ignore rules off) in `repo` and return the tree's SHA.
-
-    A private index and `--work-tree` pointed at `directory`: the repository's own index and files
-    are never touched (the demo snapshots an installed package this way).
-    """
-    import tempfile
-
-    with tempfile.TemporaryDirectory(prefix="forkctl-index-") as scratch:
-        env = {"GIT_INDEX_FILE": str(Path(scratch) / "index")}
-        where = ["-c", "core.autocrlf=false", "--git-dir", str(repo.git_dir), "--work-tree", str(directory)]
-        run([*where, "add", "--all", "--force", "."], cwd=directory, env=env)
-        return run([*where, "write-tree"], cwd=directory, env=env).strip()

@@ -26,7 +26,31 @@ class TreeEntry(msgspec.Struct, frozen=True):
     path: str
 
 
-class ObjectReads(GitDir):
+class Blobs(GitDir):
+    """Blob contents: read through the repository's one `cat-file --batch`, written with hash-object."""
+
+    def blob_bytes(self, blob: str) -> bytes:
+        """The contents of the blob object `blob`, read through this repository's one `cat-file
+        --batch` (git/batch.py); GitFailed when it is no blob here."""
+        if self.reader is None:
+            from forkctl.git.batch import ObjectReader
+
+            self.reader = ObjectReader(self.git_dir)
+            weakref.finalize(self, self.reader.close)
+        found = self.reader.read(blob) if blob and "\n" not in blob else None
+        if found is None or found[0] != "blob":
+            raise GitFailed(f"git cat-file failed: no blob {blob} in {self.git_dir}", "")
+        return found[1]
+
+    def write_blob(self, data: bytes) -> str:
+        return self.git(["hash-object", "-w", "--stdin"], stdin=data).strip()
+
+    def blob_id(self, data: bytes) -> str:
+        """The id `data` would have as a blob here, nothing written (a check may read any repository)."""
+        return self.git(["hash-object", "--stdin"], stdin=data).strip()
+
+
+class ObjectReads(Blobs):
     """Existence, resolution and contents of objects."""
 
     def resolve_commit(self, rev: str) -> Sha | None:
@@ -94,6 +118,14 @@ class ObjectReads(GitDir):
         and remembered the same way), in one process for them all."""
         peeled = {f"{sha}^{{commit}}": sha for sha in shas}
         return [peeled[name] for name in self.missing_objects(list(peeled))]
+
+    def object_sizes(self, shas: list[str]) -> dict[str, int]:
+        """{object name: its size in bytes} for objects here, in one process (GitFailed for one that is not)."""
+        answers = dict(zip(shas, self._batch_check(shas, "%(objectsize)"), strict=True))
+        missing = [sha for sha, size in answers.items() if size is None or not size.isdigit()]
+        if missing:
+            raise GitFailed(f"git cat-file failed: no object {missing[0]} in {self.git_dir}", "")
+        return {sha: int(size) for sha, size in answers.items() if size is not None}
 
     def object_ids(self, specs: list[str]) -> dict[str, str | None]:
         """{`<tree-ish>:<path>` spec: object id, None when absent}, all in one `cat-file --batch-check`.
@@ -164,25 +196,3 @@ class ObjectReads(GitDir):
         if entry is None or entry.kind != "blob":
             return None
         return self.blob_bytes(entry.sha)
-
-    def blob_bytes(self, blob: str) -> bytes:
-        """The contents of the blob object `blob`, read through this repository's one `cat-file
-        --batch` (git/batch.py); GitFailed when it is no blob here."""
-        if self.reader is None:
-            from forkctl.git.batch import ObjectReader
-
-            self.reader = ObjectReader(self.git_dir)
-            weakref.finalize(self, self.reader.close)
-        found = self.reader.read(blob) if blob and "\n" not in blob else None
-        if found is None or found[0] != "blob":
-            raise GitFailed(f"git cat-file failed: no blob {blob} in {self.git_dir}", "")
-        return found[1]
-
-
-def write_blob(repo: GitDir, data: bytes) -> str:
-    return repo.git(["hash-object", "-w", "--stdin"], stdin=data).strip()
-
-
-def blob_id(repo: GitDir, data: bytes) -> str:
-    """The id `data` would have as a blob of `repo`, nothing written (a check may read any repository)."""
-    return repo.git(["hash-object", "--stdin"], stdin=data).strip()

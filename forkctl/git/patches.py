@@ -78,131 +78,140 @@ class Patches(GitDir):
     def commit_patch_id(self, sha: str) -> str:
         return patch_id(self.diff_commits(f"{sha}^", sha))
 
-    def changed_paths(self, old: str, new: str) -> list[str]:
-        return self.git(["diff", *DIFF_FLAGS, "--name-only", "--no-renames", old, new, "--"]).splitlines()
+    def range_diff(self, old_range: str, new_range: str) -> str:
+        """`git range-diff` of two series, e.g. old-base..old-head vs new-base..new-head (no colour)."""
+        status, out, err = self.try_git(["range-diff", "--no-color", old_range, new_range])
+        return out if status == 0 else err
 
+    def series_range_diff(self, old: tuple[str, str], new: tuple[str, str]) -> str | None:
+        """`git range-diff` of (base, head) `old` against `new`, or None when git cannot compute it. The four
+        must be full SHAs (each one read from a commit, never an option)."""
+        shas = [*old, *new]
+        if not all(map(is_full_sha, shas)):
+            raise BadInput(f"range-diff needs full commit SHAs, got {shas}")
+        status, out, _ = self.try_git(
+            ["range-diff", "--no-color", f"{old[0]}..{old[1]}", f"{new[0]}..{new[1]}"]
+        )
+        return out if status == 0 else None
 
-def range_diff(repo: GitDir, old_range: str, new_range: str) -> str:
-    """`git range-diff` of two series, e.g. old-base..old-head vs new-base..new-head (no colour)."""
-    status, out, err = repo.try_git(["range-diff", "--no-color", old_range, new_range])
-    return out if status == 0 else err
+    def patch_ids_in_range(
+        self, range_spec: str, zero_context: bool = False, touching: list[str] | None = None
+    ) -> dict[str, str]:
+        """{patch-id: oldest commit with it} for every non-merge commit in `range_spec`, in two processes.
 
+        `zero_context`: ids of `-U0` diffs, which match a change whose surrounding lines upstream rewrote.
+        `touching`: only the commits that change one of these paths (each with its whole diff): a patch-id
+        hashes the paths of the diff too, so a commit that changes none of a patch's files cannot share its
+        id, and the diffs of the others need not be made (most of upstream's, for a series' patch-ids).
+        """
+        ids: dict[str, str] = {}
+        for commit, patch in self.commit_patch_ids(range_spec, zero_context, touching).items():
+            ids.setdefault(patch, commit)
+        return ids
 
-def series_range_diff(repo: GitDir, old: tuple[str, str], new: tuple[str, str]) -> str | None:
-    """`git range-diff` of (base, head) `old` against `new`, or None when git cannot compute it. The four
-    must be full SHAs (each one read from a commit, never an option)."""
-    shas = [*old, *new]
-    if not all(map(is_full_sha, shas)):
-        raise BadInput(f"range-diff needs full commit SHAs, got {shas}")
-    status, out, _ = repo.try_git(["range-diff", "--no-color", f"{old[0]}..{old[1]}", f"{new[0]}..{new[1]}"])
-    return out if status == 0 else None
-
-
-def blobs_in_range(repo: GitDir, base: str, head: str) -> list[str]:
-    """The blob ids (both sides) every non-merge commit of base..head changes: what a range-diff reads.
-    Trees only are read, so a partial clone can fetch the blobs first, in one request."""
-    if not (is_full_sha(base) and is_full_sha(head)):
-        raise BadInput(f"blobs_in_range needs full commit SHAs, got {base!r}, {head!r}")
-    out = repo.git(
-        ["log", "--no-merges", "--raw", "--no-abbrev", "--no-renames", "--format=", f"{base}..{head}"]
-    )
-    blobs = []
-    for line in out.splitlines():
-        fields = line.split("\t", 1)[0].split()
-        if line.startswith(":") and len(fields) >= 4:
-            blobs += [
-                sha for sha in fields[2:4] if sha.strip("0") and "160000" not in (fields[0][1:], fields[1])
+    def commit_patch_ids(
+        self, range_spec: str, zero_context: bool = False, touching: list[str] | None = None
+    ) -> dict[str, str]:
+        """{commit: patch-id}, oldest first, for every non-merge commit in `range_spec` (with `touching`:
+        those changing one of these paths, literally, their whole diff hashed), in two processes."""
+        limit = ["--full-diff", "--end-of-options", range_spec, "--", *touching] if touching else [range_spec]
+        log = run_bytes(
+            [
+                *(["--literal-pathspecs"] if touching else []),
+                "--git-dir",
+                str(self.git_dir),
+                "log",
+                "-p",
+                "--no-merges",
+                "--reverse",
+                "--format=commit %H",
+                *DIFF_FLAGS,
+                "--no-renames",
+                "--full-index",
+                "--binary",
+                *(["-U0"] if zero_context else []),
+                *limit,
             ]
-    return list(dict.fromkeys(blobs))
+        )
+        ids: dict[str, str] = {}
+        for line in run(["patch-id", "--stable"], stdin=log).splitlines():
+            parts = line.split()
+            if len(parts) == 2:
+                ids[parts[1]] = parts[0]
+        return ids
 
 
-def patch_ids_in_range(
-    repo: GitDir, range_spec: str, zero_context: bool = False, touching: list[str] | None = None
-) -> dict[str, str]:
-    """{patch-id: oldest commit with it} for every non-merge commit in `range_spec`, in two processes.
+class Diffs(GitDir):
+    """Diffs between commits: the paths and lines they change, the blobs a range touches."""
 
-    `zero_context`: ids of `-U0` diffs, which match a change whose surrounding lines upstream rewrote.
-    `touching`: only the commits that change one of these paths (each with its whole diff): a patch-id
-    hashes the paths of the diff too, so a commit that changes none of a patch's files cannot share its
-    id, and the diffs of the others need not be made (most of upstream's, for a series' patch-ids).
-    """
-    ids: dict[str, str] = {}
-    for commit, patch in commit_patch_ids(repo, range_spec, zero_context, touching).items():
-        ids.setdefault(patch, commit)
-    return ids
+    def blobs_in_range(self, base: str, head: str) -> list[str]:
+        """The blob ids (both sides) every non-merge commit of base..head changes: what a range-diff reads.
+        Trees only are read, so a partial clone can fetch the blobs first, in one request."""
+        if not (is_full_sha(base) and is_full_sha(head)):
+            raise BadInput(f"blobs_in_range needs full commit SHAs, got {base!r}, {head!r}")
+        out = self.git(
+            ["log", "--no-merges", "--raw", "--no-abbrev", "--no-renames", "--format=", f"{base}..{head}"]
+        )
+        blobs = []
+        for line in out.splitlines():
+            fields = line.split("\t", 1)[0].split()
+            if line.startswith(":") and len(fields) >= 4:
+                blobs += [
+                    sha
+                    for sha in fields[2:4]
+                    if sha.strip("0") and "160000" not in (fields[0][1:], fields[1])
+                ]
+        return list(dict.fromkeys(blobs))
 
+    def changed_lines_per_commit(self, range_spec: str) -> dict[str, int]:
+        """{commit: added plus removed lines (a binary file counts one)} over `range_spec`, one process."""
+        out = run(
+            [
+                "--git-dir",
+                str(self.git_dir),
+                "log",
+                "--numstat",
+                "--no-renames",
+                "--format=commit %H",
+                *DIFF_FLAGS,
+                range_spec,
+            ]
+        )
+        counts: dict[str, int] = {}
+        current = None
+        for line in out.splitlines():
+            if line.startswith("commit "):
+                current = line.split()[1]
+                counts[current] = 0
+            elif line.strip() and current is not None:
+                added, removed, _ = line.split("\t", 2)
+                counts[current] += 1 if added == "-" else int(added) + int(removed)
+        return counts
 
-def commit_patch_ids(
-    repo: GitDir, range_spec: str, zero_context: bool = False, touching: list[str] | None = None
-) -> dict[str, str]:
-    """{commit: patch-id}, oldest first, for every non-merge commit in `range_spec` (with `touching`:
-    those changing one of these paths, literally, their whole diff hashed), in two processes."""
-    limit = ["--full-diff", "--end-of-options", range_spec, "--", *touching] if touching else [range_spec]
-    log = run_bytes(
-        [
-            *(["--literal-pathspecs"] if touching else []),
-            "--git-dir",
-            str(repo.git_dir),
-            "log",
-            "-p",
-            "--no-merges",
-            "--reverse",
-            "--format=commit %H",
-            *DIFF_FLAGS,
-            "--no-renames",
-            "--full-index",
-            "--binary",
-            *(["-U0"] if zero_context else []),
-            *limit,
-        ]
-    )
-    ids: dict[str, str] = {}
-    for line in run(["patch-id", "--stable"], stdin=log).splitlines():
-        parts = line.split()
-        if len(parts) == 2:
-            ids[parts[1]] = parts[0]
-    return ids
+    def changed_paths(self, old: str, new: str) -> set[str]:
+        """Every path that differs between two commits (no rename pairing: both names count)."""
+        out = run(
+            [
+                "--git-dir",
+                str(self.git_dir),
+                "diff",
+                "--name-only",
+                "-z",
+                "--no-renames",
+                *DIFF_FLAGS,
+                old,
+                new,
+            ]
+        )
+        return set(filter(None, out.split("\x00")))
 
-
-def changed_lines_per_commit(repo: GitDir, range_spec: str) -> dict[str, int]:
-    """{commit: added plus removed lines (a binary file counts one)} over `range_spec`, one process."""
-    out = run(
-        [
-            "--git-dir",
-            str(repo.git_dir),
-            "log",
-            "--numstat",
-            "--no-renames",
-            "--format=commit %H",
-            *DIFF_FLAGS,
-            range_spec,
-        ]
-    )
-    counts: dict[str, int] = {}
-    current = None
-    for line in out.splitlines():
-        if line.startswith("commit "):
-            current = line.split()[1]
-            counts[current] = 0
-        elif line.strip() and current is not None:
+    def changed_line_count(self, old: str, new: str) -> int:
+        """Added plus removed lines from `old` to `new` (binary files count one each)."""
+        out = run(
+            ["--git-dir", str(self.git_dir), "diff", "--numstat", "--no-renames", *DIFF_FLAGS, old, new]
+        )
+        total = 0
+        for line in out.splitlines():
             added, removed, _ = line.split("\t", 2)
-            counts[current] += 1 if added == "-" else int(added) + int(removed)
-    return counts
-
-
-def changed_paths_between(repo: GitDir, old: str, new: str) -> set[str]:
-    """Every path that differs between two commits (no rename pairing: both names count)."""
-    out = run(
-        ["--git-dir", str(repo.git_dir), "diff", "--name-only", "-z", "--no-renames", *DIFF_FLAGS, old, new]
-    )
-    return set(filter(None, out.split("\x00")))
-
-
-def changed_line_count(repo: GitDir, old: str, new: str) -> int:
-    """Added plus removed lines from `old` to `new` (binary files count one each)."""
-    out = run(["--git-dir", str(repo.git_dir), "diff", "--numstat", "--no-renames", *DIFF_FLAGS, old, new])
-    total = 0
-    for line in out.splitlines():
-        added, removed, _ = line.split("\t", 2)
-        total += 1 if added == "-" else int(added) + int(removed)
-    return total
+            total += 1 if added == "-" else int(added) + int(removed)
+        return total

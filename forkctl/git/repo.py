@@ -20,9 +20,10 @@ from forkctl.git.gitdir import GitDir
 from forkctl.git.history import History
 from forkctl.git.index import Indexes
 from forkctl.git.objects import ObjectReads
-from forkctl.git.patches import Patches
+from forkctl.git.patches import Diffs, Patches
 from forkctl.git.refs import Refs
 from forkctl.git.runner import run, try_run
+from forkctl.git.submodules import Submodules
 from forkctl.git.worktree import Worktrees
 
 # `commit_object` is imported from here by callers written before the split (ops.replay).
@@ -35,7 +36,7 @@ Repo = TypeVar("Repo", bound="GitRepo")
 _OPEN_CACHES: weakref.WeakValueDictionary[tuple[type, Path], GitRepo] = weakref.WeakValueDictionary()
 
 
-class GitRepo(ObjectReads, Commits, History, Refs, Indexes, Worktrees, Patches):
+class GitRepo(Submodules, ObjectReads, Commits, History, Refs, Indexes, Worktrees, Patches, Diffs):
     """A repository addressed by path; bare or not. No method touches its working tree or index."""
 
     def __init__(self, path: Path) -> None:

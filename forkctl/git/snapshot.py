@@ -73,7 +73,7 @@ def read_files(
     """{path: bytes} of the regular files at `paths` in commit `sha` (a folder: every file under it);
     a path the commit lacks is left out. Symbolic links and submodules are not files: left out.
     The blobs the cache lacks come from `url` in one request. `limit`: the most bytes a file may
-    hold, checked (`cat-file -s`) before it is read.
+    hold, checked (one `cat-file --batch-check`) before any is read.
 
     A tree may hold names git itself never writes (`..`, `.`, an empty or slash-holding name: made
     with `git mktree`, refused only by fsck); a path with such a part is refused (BadInput), never
@@ -91,8 +91,9 @@ def read_files(
             blobs[path] = blob
     fetch_objects(cache_repo, url, list(blobs.values()))
     if limit is not None:
+        sizes = cache_repo.object_sizes(list(blobs.values()))
         for path, blob in blobs.items():
-            size = int(cache_repo.git(["cat-file", "-s", blob]))
+            size = sizes[blob]
             if size > limit:
                 raise BadInput(
                     f"{path} in commit {sha[:12]} of {url}: {size} bytes is too large (the limit is {limit})",

@@ -10,7 +10,7 @@ from pathlib import Path
 
 import msgspec
 
-from forkctl.git.objects import ObjectReads, write_blob
+from forkctl.git.objects import ObjectReads
 from forkctl.git.runner import GitFailed, run
 from forkctl.git.sha import is_full_sha
 
@@ -30,41 +30,6 @@ class SubmoduleEntry(msgspec.Struct, frozen=True):
 # it), so that how git reads it is decided here, each run, from git's own parse. (v2: read without
 # includes; a listing recorded before may hold a file an `[include]` named.)
 _FACT = "gitmodules-listing-v2 {}"
-
-
-def parse_gitmodules(repo: ObjectReads, blob: str) -> list[SubmoduleEntry]:
-    """The sections of a `.gitmodules` blob, read by git's own config parser (`--blob`) and resolved
-    as a clone resolves them (`resolve_sections`), in file order; kept on the repository object (a blob's
-    name is its content, and many commits hold the same one), and in a
-    cache repository for later runs (git/facts.py)."""
-    recorded = recorded_gitmodules(repo, blob)
-    if recorded is not None:
-        return recorded
-    # No includes: git's submodule code reads none (`git config --blob` would follow an absolute
-    # `[include] path`, so a pull request could make forkctl read a URL from a file git never reads).
-    status, out, err = repo.try_git(["config", "--no-includes", "--blob", blob, "--null", "--list"])
-    if status != 0 and "bad config" in err:
-        status, out = _parse_as_a_file(repo, blob)
-        if status != 0:
-            said = next(line for line in err.splitlines() if "bad config" in line)
-            raise GitmodulesSyntax(
-                blob, re.sub(r"^(fatal|error): ", "", said.strip()).replace(f" in blob {blob}", "")
-            )
-    if status != 0:
-        raise GitFailed(f"cannot read .gitmodules ({blob})", err, hint="check that the repository has it")
-    if repo.facts is not None and is_full_sha(blob):
-        repo.facts.put(_FACT.format(blob), out)
-    return _remember(repo, blob, out)
-
-
-def _parse_as_a_file(repo: ObjectReads, blob: str) -> tuple[int, str]:
-    """`blob` parsed as git parses the checked-out `.gitmodules` file `git submodule update` reads,
-    which differs from `--blob` in one way: a leading UTF-8 byte-order mark is skipped (git 2.39)."""
-    data = repo.blob_bytes(blob)
-    if not data.startswith(b"\xef\xbb\xbf"):
-        return 1, ""
-    status, out, _ = repo.try_git(["config", "--no-includes", "--file", "-", "--null", "--list"], stdin=data)
-    return status, out
 
 
 class GitmodulesSyntax(GitFailed):
@@ -112,31 +77,6 @@ def refusal(listing: str) -> str | None:
         if recurse and value.lower() != "on-demand" and not _BOOL.fullmatch(value):
             return f"bad submodule.{name}.fetchrecursesubmodules argument: {value!r}"
     return None
-
-
-def recorded_gitmodules(repo: ObjectReads, blob: str) -> list[SubmoduleEntry] | None:
-    """The sections of `blob` as parsed before (for this repository object, or by an earlier run in this
-    cache repository), or None: then the blob may have to be fetched before it is parsed."""
-    if blob in repo.refused:
-        raise GitmodulesSyntax(blob, repo.refused[blob])
-    if blob in repo.sections_of:
-        return list(repo.sections_of[blob])
-    recorded = repo.facts.get(_FACT.format(blob)) if repo.facts is not None else None
-    return _remember(repo, blob, recorded) if isinstance(recorded, str) else None
-
-
-def _remember(repo: ObjectReads, blob: str, listing: str) -> list[SubmoduleEntry]:
-    """The sections of `config --null --list` output, remembered for `blob` when that is an object
-    name; GitmodulesSyntax when git's submodule code would die on them."""
-    refused = refusal(listing)
-    if refused is not None:
-        if is_full_sha(blob):
-            repo.refused[blob] = refused
-        raise GitmodulesSyntax(blob, refused)
-    entries = resolve_sections(listing)
-    if is_full_sha(blob):
-        repo.sections_of[blob] = entries
-    return list(entries)
 
 
 def resolve_sections(listing: str) -> list[SubmoduleEntry]:
@@ -198,31 +138,90 @@ def gitmodules_key_lines(data: bytes, name: str) -> dict[str, int]:
     return lines
 
 
-def read_gitmodules(repo: ObjectReads, commit: str) -> list[SubmoduleEntry] | None:
-    """`.gitmodules` of `commit` (no checkout), or None when the commit has none."""
-    entry = repo.tree_entry(commit, ".gitmodules")
-    if entry is None or entry.kind != "blob" or entry.mode == "120000":  # git reads no symlinked one
-        return None
-    return parse_gitmodules(repo, entry.sha)
+class Submodules(ObjectReads):
+    """`.gitmodules` blobs read by git's own config parser, as a clone reads them; kept on the object."""
 
+    def parse_gitmodules(self, blob: str) -> list[SubmoduleEntry]:
+        """The sections of a `.gitmodules` blob, read by git's own config parser (`--blob`) and resolved
+        as a clone resolves them (`resolve_sections`), in file order; kept on the repository object (a blob's
+        name is its content, and many commits hold the same one), and in a
+        cache repository for later runs (git/facts.py)."""
+        recorded = self.recorded_gitmodules(blob)
+        if recorded is not None:
+            return recorded
+        # No includes: git's submodule code reads none (`git config --blob` would follow an absolute
+        # `[include] path`, so a pull request could make forkctl read a URL from a file git never reads).
+        status, out, err = self.try_git(["config", "--no-includes", "--blob", blob, "--null", "--list"])
+        if status != 0 and "bad config" in err:
+            status, out = self._parse_as_a_file(blob)
+            if status != 0:
+                said = next(line for line in err.splitlines() if "bad config" in line)
+                raise GitmodulesSyntax(
+                    blob, re.sub(r"^(fatal|error): ", "", said.strip()).replace(f" in blob {blob}", "")
+                )
+        if status != 0:
+            raise GitFailed(f"cannot read .gitmodules ({blob})", err, hint="check that the repository has it")
+        if self.facts is not None and is_full_sha(blob):
+            self.facts.put(_FACT.format(blob), out)
+        return self._remember(blob, out)
 
-def sections_for_recognising(repo: ObjectReads, commit: str) -> list[SubmoduleEntry]:
-    """`read_gitmodules` for recognising which consumer a commit is: [] when it has none, or one git
-    cannot parse (the check of its link says so; recognition goes by gitlinks and remotes)."""
-    try:
-        return read_gitmodules(repo, commit) or []
-    except GitmodulesSyntax:
-        return []
+    def _parse_as_a_file(self, blob: str) -> tuple[int, str]:
+        """`blob` parsed as git parses the checked-out `.gitmodules` file `git submodule update` reads,
+        which differs from `--blob` in one way: a leading UTF-8 byte-order mark is skipped (git 2.39)."""
+        data = self.blob_bytes(blob)
+        if not data.startswith(b"\xef\xbb\xbf"):
+            return 1, ""
+        status, out, _ = self.try_git(
+            ["config", "--no-includes", "--file", "-", "--null", "--list"], stdin=data
+        )
+        return status, out
 
+    def recorded_gitmodules(self, blob: str) -> list[SubmoduleEntry] | None:
+        """The sections of `blob` as parsed before (for this repository object, or by an earlier run in this
+        cache repository), or None: then the blob may have to be fetched before it is parsed."""
+        if blob in self.refused:
+            raise GitmodulesSyntax(blob, self.refused[blob])
+        if blob in self.sections_of:
+            return list(self.sections_of[blob])
+        recorded = self.facts.get(_FACT.format(blob)) if self.facts is not None else None
+        return self._remember(blob, recorded) if isinstance(recorded, str) else None
 
-def gitmodules_with(repo: ObjectReads, blob: str, name: str, key: str, value: str) -> str:
-    """A new `.gitmodules` blob: `blob` with `submodule.<name>.<key>` set to `value`, every other
-    line byte for byte (git config edits the file in place, keeping comments and order)."""
-    data = repo.blob_bytes(blob)
-    import tempfile  # only this writer needs it: a check reads .gitmodules without it
+    def _remember(self, blob: str, listing: str) -> list[SubmoduleEntry]:
+        """The sections of `config --null --list` output, remembered for `blob` when that is an object
+        name; GitmodulesSyntax when git's submodule code would die on them."""
+        refused = refusal(listing)
+        if refused is not None:
+            if is_full_sha(blob):
+                self.refused[blob] = refused
+            raise GitmodulesSyntax(blob, refused)
+        entries = resolve_sections(listing)
+        if is_full_sha(blob):
+            self.sections_of[blob] = entries
+        return list(entries)
 
-    with tempfile.TemporaryDirectory(prefix="forkctl-gitmodules-") as scratch:
-        path = Path(scratch) / "gitmodules"
-        path.write_bytes(data)
-        run(["config", "--file", str(path), f"submodule.{name}.{key}", value])
-        return write_blob(repo, path.read_bytes())
+    def read_gitmodules(self, commit: str) -> list[SubmoduleEntry] | None:
+        """`.gitmodules` of `commit` (no checkout), or None when the commit has none."""
+        entry = self.tree_entry(commit, ".gitmodules")
+        if entry is None or entry.kind != "blob" or entry.mode == "120000":  # git reads no symlinked one
+            return None
+        return self.parse_gitmodules(entry.sha)
+
+    def sections_for_recognising(self, commit: str) -> list[SubmoduleEntry]:
+        """`read_gitmodules` for recognising which consumer a commit is: [] when it has none, or one git
+        cannot parse (the check of its link says so; recognition goes by gitlinks and remotes)."""
+        try:
+            return self.read_gitmodules(commit) or []
+        except GitmodulesSyntax:
+            return []
+
+    def gitmodules_with(self, blob: str, name: str, key: str, value: str) -> str:
+        """A new `.gitmodules` blob: `blob` with `submodule.<name>.<key>` set to `value`, every other
+        line byte for byte (git config edits the file in place, keeping comments and order)."""
+        data = self.blob_bytes(blob)
+        import tempfile  # only this writer needs it: a check reads .gitmodules without it
+
+        with tempfile.TemporaryDirectory(prefix="forkctl-gitmodules-") as scratch:
+            path = Path(scratch) / "gitmodules"
+            path.write_bytes(data)
+            run(["config", "--file", str(path), f"submodule.{name}.{key}", value])
+            return self.write_blob(path.read_bytes())

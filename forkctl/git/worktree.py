@@ -29,23 +29,22 @@ class Worktrees(GitDir):
         self.try_git(["worktree", "remove", "--force", str(path)])
         self.try_git(["worktree", "prune"])
 
-
-def checked_out_branches(repo: GitDir) -> dict[str, Path]:
-    """{branch name: worktree path} for every worktree (the main one included) that has one checked out."""
-    if repo.bare and not (repo.git_dir / "worktrees").is_dir():
-        # A bare repository's HEAD is no checkout, and every linked worktree is registered under
-        # worktrees/ (`git worktree add` makes it): with none there, no branch is checked out, and a
-        # re-apply or a cache build is spared a git process.
-        return {}
-    out = repo.git(["worktree", "list", "--porcelain"])
-    branches: dict[str, Path] = {}
-    current: Path | None = None
-    for line in out.splitlines():
-        if line.startswith("worktree "):
-            current = Path(line.removeprefix("worktree "))
-        elif line.startswith("branch refs/heads/") and current is not None:
-            branches[line.removeprefix("branch refs/heads/")] = current
-    return branches
+    def checked_out_branches(self) -> dict[str, Path]:
+        """{branch name: worktree path} for every worktree (the main one included) that has one checked out."""
+        if self.bare and not (self.git_dir / "worktrees").is_dir():
+            # A bare repository's HEAD is no checkout, and every linked worktree is registered under
+            # worktrees/ (`git worktree add` makes it): with none there, no branch is checked out, and a
+            # re-apply or a cache build is spared a git process.
+            return {}
+        out = self.git(["worktree", "list", "--porcelain"])
+        branches: dict[str, Path] = {}
+        current: Path | None = None
+        for line in out.splitlines():
+            if line.startswith("worktree "):
+                current = Path(line.removeprefix("worktree "))
+            elif line.startswith("branch refs/heads/") and current is not None:
+                branches[line.removeprefix("branch refs/heads/")] = current
+        return branches
 
 
 def worktree_apply_3way(worktree: Path, diff: bytes) -> tuple[bool, str]:

@@ -20,7 +20,6 @@ from forkctl import locking
 from forkctl.errors import BadInput
 from forkctl.git.refs import check_branch_name
 from forkctl.git.repo import GitRepo
-from forkctl.git.worktree import checked_out_branches
 from forkctl.manifest import Manifest
 from forkctl.ops import replay
 from forkctl.ops import state as session
@@ -34,7 +33,7 @@ class Outcome(msgspec.Struct):
 
 
 def refuse_checked_out(repo: GitRepo, branch: str) -> None:
-    holders = checked_out_branches(repo)
+    holders = repo.checked_out_branches()
     if branch in holders:
         raise BadInput(
             f"branch {branch} is checked out in {holders[branch]}: forkctl never moves a checked-out branch",

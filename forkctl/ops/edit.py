@@ -21,7 +21,6 @@ from forkctl import locking
 from forkctl.errors import BadInput
 from forkctl.git.refs import check_branch_name
 from forkctl.git.repo import GitRepo
-from forkctl.git.worktree import checked_out_branches
 from forkctl.ops import replay
 from forkctl.series import Series
 
@@ -46,7 +45,7 @@ def default_worktree(repo: GitRepo, branch: str) -> Path:
 def _refuse_existing(repo: GitRepo, branch: str, worktree: Path) -> None:
     tip = repo.branch_sha(branch)
     if tip is not None:
-        holder = checked_out_branches(repo).get(branch)
+        holder = repo.checked_out_branches().get(branch)
         where = f", checked out in {holder}" if holder else ""
         raise BadInput(
             f"branch {branch} already exists at {tip[:12]}{where}: forkctl edit never reuses a branch",

@@ -107,6 +107,6 @@ class FirstBreaks:
             subject=culprit.subject,
             author=f"{culprit.author.name} <{culprit.author.email}>",
             date=culprit.author.date,
-            files=self.repo.changed_paths(parent, culprit.sha),
+            files=sorted(self.repo.changed_paths(parent, culprit.sha)),
             tested=len(tested),
         )

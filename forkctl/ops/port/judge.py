@@ -11,16 +11,8 @@ import msgspec
 
 from forkctl.errors import BadInput
 from forkctl.git import store as gitstore
-from forkctl.git.history import last_commit_touching
 from forkctl.git.index import index_apply_check
 from forkctl.git.merge import MergeMessage, MergeResult, cherry_pick
-from forkctl.git.patches import (
-    changed_line_count,
-    changed_lines_per_commit,
-    changed_paths_between,
-    commit_patch_ids,
-    patch_ids_in_range,
-)
 from forkctl.git.repo import GitRepo
 from forkctl.ops import replay
 from forkctl.series import Patch, Series
@@ -66,8 +58,7 @@ class Judge:
         limited = bool(patch.paths) and set(patch.paths) <= set(self._series_paths)
         key = (zero_context, limited)
         if key not in self._ids:
-            self._ids[key] = patch_ids_in_range(
-                self.repo,
+            self._ids[key] = self.repo.patch_ids_in_range(
                 f"{self.old_base}..{self.target}",
                 zero_context=zero_context,
                 touching=self._series_paths if limited else None,
@@ -83,19 +74,19 @@ class Judge:
         """The zero-context patch-id of an old series commit (all of them computed in one go)."""
         if self._old_zero_ids is None:
             spec = self._old_range
-            self._old_zero_ids = commit_patch_ids(self.repo, spec, zero_context=True) if spec else {}
+            self._old_zero_ids = self.repo.commit_patch_ids(spec, zero_context=True) if spec else {}
         return self._old_zero_ids.get(old, "")
 
     def old_changed_lines(self, old: str) -> int:
         if self._old_line_counts is None:
             spec = self._old_range
-            self._old_line_counts = changed_lines_per_commit(self.repo, spec) if spec else {}
+            self._old_line_counts = self.repo.changed_lines_per_commit(spec) if spec else {}
         return self._old_line_counts[old]
 
     def upstream_touched(self, paths: list[str]) -> bool:
         """Did upstream change any of `paths` between the old base and the target?"""
         if self._upstream_paths is None:
-            self._upstream_paths = changed_paths_between(self.repo, self.old_base, self.target)
+            self._upstream_paths = self.repo.changed_paths(self.old_base, self.target)
         return any(path in self._upstream_paths for path in paths)
 
     def resolve_provenance(self, names: list[str]) -> dict[str, str | None]:
@@ -156,7 +147,7 @@ class Judge:
         named = self.named_upstream(position, patch)
         kind = fate(merged, head_tree)
         if kind == "absorbed":
-            rule, commit = named or ("empty", last_commit_touching(self.repo, self._range, patch.paths))
+            rule, commit = named or ("empty", self.repo.last_commit_touching(self._range, patch.paths))
             return Verdict("absorbed", rule, commit)
         if kind == "applied":
             return self._applied(merged, head_tree, old, parent, patch, named)
@@ -164,7 +155,7 @@ class Judge:
             # Only a hint for the person resolving: upstream may hold the change in another shape.
             with self.repo.private_index(head_tree) as index:
                 if index_apply_check(index, patch.diff, reverse=True):
-                    named = "reverse-applies", last_commit_touching(self.repo, self._range, patch.paths)
+                    named = "reverse-applies", self.repo.last_commit_touching(self._range, patch.paths)
         rule, commit = named or ("", None)
         return Verdict("conflict", rule, commit, merged=merged)
 
@@ -187,7 +178,7 @@ class Judge:
         if old is None or parent is None or not self.upstream_touched(patch.paths):
             return Verdict("applied", "clean", tree=merged.tree, merged=merged)
         before = self.old_changed_lines(old)
-        after = changed_line_count(self.repo, head_tree, merged.tree)
+        after = self.repo.changed_line_count(head_tree, merged.tree)
         if after < before:
             detail: dict[str, Any] = {"changed_lines": before, "still_needed": after}
             if named is not None:

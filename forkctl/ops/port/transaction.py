@@ -10,7 +10,6 @@ from pathlib import Path
 from typing import Any
 
 from forkctl.files import atomic_write, remove_temporaries
-from forkctl.git.patches import range_diff
 from forkctl.git.repo import GitRepo
 from forkctl.manifest import Manifest, plain
 from forkctl.ops import export
@@ -96,7 +95,7 @@ def finish(repo: GitRepo, manifest: Manifest, state: session.State) -> tuple[lis
     old_head = state.port_data.old_head
     shown = ""
     if old_head:
-        shown = range_diff(repo, f"{state.port_data.old_base}..{old_head}", f"{state.base}..{state.head}")
+        shown = repo.range_diff(f"{state.port_data.old_base}..{old_head}", f"{state.base}..{state.head}")
     session.clear(repo)
     return exported, shown
 
