@@ -6,6 +6,7 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
+import msgspec
 import pytest
 
 from forkctl import report
@@ -15,6 +16,7 @@ from forkctl.chain.sources import Source
 from forkctl.demo.chain import DemoChain, Flow
 from forkctl.demo.package import Installed
 from forkctl.manifest import load
+from forkctl.report import Level, Problem, Report
 from tests.chain import check_pins_json, make_chain, use_private_cache
 from tests.seriesrepo import clone, insert_patch, make_series, make_stale_series, run_json
 
@@ -31,6 +33,33 @@ def assert_explained(code: int, data: dict) -> None:
 
 def _payload(out: report.Report) -> dict:
     return json.loads(report.to_json(out))
+
+
+# --- the Report ------------------------------------------------------------------------------------
+
+
+def test_notices_and_warnings_exit_0_an_error_exits_1() -> None:
+    out = Report(command="x")
+    out.problems.append(Problem("the fork branch is behind", level=Level.NOTICE))
+    out.fail(Problem("gh is not on PATH", level=Level.WARNING, hint="install gh"))
+    assert (out.code, out.ok, _payload(out)["ok"]) == (0, True, True)
+    # An error recorded any way (fail, or appended) is what makes the exit 1.
+    out.problems.append(Problem("the pin is wrong", hint="bump it"))
+    assert (out.code, out.ok, _payload(out)["ok"]) == (1, False, False)
+    assert_explained(out.code, _payload(out))
+
+
+def test_the_exit_code_cannot_be_set_beside_the_problems() -> None:
+    """No second source of truth: `ok` is read from the problems, and there is no exit code to set."""
+    out = Report(command="x")
+    with pytest.raises(AttributeError):
+        out.ok = False  # type: ignore[misc]
+    with pytest.raises(TypeError):
+        Report(command="x", exit_code=1)  # type: ignore[call-arg]
+    assert "ok" not in msgspec.structs.fields(Report) and "exit_code" not in [
+        f.name for f in msgspec.structs.fields(Report)
+    ]
+    assert out.code == 0
 
 
 # --- each verb's failing outcome -------------------------------------------------------------------
