@@ -2,7 +2,8 @@
 
 `BadInput` (exit 2): the user's input, files or repositories cannot be used as given.
 `Unexpected` (exit 3): anything else; the traceback goes to a log file, never to the user's screen.
-A check that found problems is not an error: its Report says so, and the command exits 1.
+A check that found problems is not an error: its Report holds them, and one of level error makes the
+command exit 1.
 """
 
 from __future__ import annotations

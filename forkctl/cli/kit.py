@@ -1,8 +1,8 @@
 """What every command's CLI shares: the global context, output flags, and error-to-exit-code mapping.
 
 Each `commands/<verb>.py` declares its click command with `@forkctl_command`, does its work through the
-core, and returns a `Report`; this module renders it and turns errors into exit codes (0 ok, 1 a check
-found problems, 2 bad input or usage).
+core, and returns a `Report`; this module renders it and turns errors into exit codes (0 ok, 1 the report
+holds an error problem, 2 bad input or usage).
 """
 
 from __future__ import annotations

@@ -19,7 +19,7 @@ import click
 from forkctl import report
 from forkctl.cli import options, verbs
 from forkctl.cli.kit import Context, forkctl_command, output_options, toolkit_locked
-from forkctl.errors import EXIT_CHECK_FAILED, BadInput
+from forkctl.errors import BadInput
 from forkctl.git.repo import GitRepo
 from forkctl.manifest import Manifest
 from forkctl.ops import apply, replay
@@ -153,7 +153,6 @@ def _stopped(result: Report, state: State, conflict: ConflictReport, rows: list[
             "or forkctl apply --abort to leave everything as it was",
         )
     )
-    result.exit_code = EXIT_CHECK_FAILED
 
 
 def _refused_stale(result: Report, state: State, stale: replay.Conflict) -> None:
@@ -177,7 +176,6 @@ def _refused_stale(result: Report, state: State, stale: replay.Conflict) -> None
             hint=replay.stale_fix(state.base),
         )
     )
-    result.exit_code = EXIT_CHECK_FAILED
 
 
 def _branch_line(state: State) -> str:

@@ -14,13 +14,13 @@ from typing import Any
 import click
 
 from forkctl import report
-from forkctl.chain.model import ChainResult
+from forkctl.chain.model import ChainResult, Status
 from forkctl.cli import verbs
 from forkctl.cli.kit import Context, forkctl_command, output_options
 from forkctl.demo import chain as demochain
 from forkctl.demo.package import find_installed
 from forkctl.errors import BadInput
-from forkctl.report import Report, Table
+from forkctl.report import Problem, Report, Table
 from forkctl.report.chain import chain_report, text_diagram
 
 
@@ -93,12 +93,35 @@ def _report(chain: demochain.DemoChain, flow: demochain.Flow, kept: bool) -> Rep
     out.tables += _tables("after", flow.final, manifest)
     out.lines += _story(chain, flow)
     verdict = _verdict(flow)
-    out.ok = flow.final.ok
+    for problem in _final_errors(flow.final):
+        out.fail(problem)
     if kept:
         out.lines.append(f"the demo chain is kept in {chain.root} (toolkit: {chain.toolkit})")
     out.lines.append(verdict)
     out.data = _data(chain, flow, kept, verdict)
     return out
+
+
+def _final_errors(final: ChainResult) -> list[Problem]:
+    """What makes the demo exit 1: each failing finding of the last check-pins, with its fix. A link's
+    is a row of the "after" tables, so text prints it once, there; JSON carries each as a problem."""
+    problems = [
+        Problem(
+            f"after the bump: {link.consumer}@{link.commit[:12]}: {f.status.value}: {f.message}",
+            hint=f.fix or None,
+            in_table=True,
+        )
+        for link in final.links
+        for f in link.findings
+        if f.status != Status.OK
+    ]
+    # The demo shows no fork-branch table (it built that branch itself): such a finding prints.
+    problems += [
+        Problem(f"after the bump: fork branch: {f.message}", hint=f.fix or None)
+        for f in final.fork_branch_notes
+        if f.status != Status.OK
+    ]
+    return problems
 
 
 def _story(chain: demochain.DemoChain, flow: demochain.Flow) -> list[str]:

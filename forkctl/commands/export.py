@@ -8,7 +8,6 @@ import click
 
 from forkctl.cli import options, verbs
 from forkctl.cli.kit import Context, forkctl_command, output_options, toolkit_locked
-from forkctl.errors import EXIT_CHECK_FAILED
 from forkctl.git.repo import GitRepo
 from forkctl.ops import export
 from forkctl.ops.export import Difference, ExportedPatch
@@ -72,9 +71,7 @@ def _check(result: Report, branch: str, difference: Difference) -> None:
         )
     if difference.manifest_differs and not (difference.changed or difference.stale):
         result.fail(Problem("the manifest's series list differs from the branch", hint="run forkctl export"))
-    if difference.dirty:
-        result.exit_code = EXIT_CHECK_FAILED
-    else:
+    if not difference.dirty:
         result.lines.append(f"patch files match {branch}")
 
 

@@ -9,7 +9,7 @@ import click
 from forkctl import report
 from forkctl.cli import options, verbs
 from forkctl.cli.kit import Context, forkctl_command, output_options, toolkit_locked
-from forkctl.errors import EXIT_CHECK_FAILED, BadInput
+from forkctl.errors import BadInput
 from forkctl.git import store as gitstore
 from forkctl.git.repo import GitRepo
 from forkctl.ops import port
@@ -58,7 +58,6 @@ def _stopped(result: Report, state: State, conflict: ConflictReport, rows: list[
             + "or forkctl port --abort",
         )
     )
-    result.exit_code = EXIT_CHECK_FAILED
 
 
 def _report(outcome: port.PortOutcome) -> Report:

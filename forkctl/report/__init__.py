@@ -67,26 +67,29 @@ class Table(msgspec.Struct):
 
 
 class Report(msgspec.Struct):
-    """What a command found or did. `data` is the JSON payload; tables and lines are for people."""
+    """What a command found or did. `data` is the JSON payload; tables and lines are for people.
+
+    The exit code has one source, the problems: 1 when one is an error (which says what failed and
+    how to fix it, so the output always explains a failure), else 0. Bad input is an exception
+    (exit 2), never a report."""
 
     command: str
-    ok: bool = True
     data: dict[str, Any] = msgspec.field(default_factory=dict)
     tables: list[Table] = msgspec.field(default_factory=list)
     lines: list[str] = msgspec.field(default_factory=list)
     problems: list[Problem] = msgspec.field(default_factory=list)
     summary_markdown: str | None = None  # extra Markdown for the GitHub step summary (e.g. a diagram)
-    exit_code: int | None = None  # overrides the ok/problems rule when set
 
     def fail(self, problem: Problem) -> None:
+        """Record `problem`; one of level error makes the command exit 1."""
         self.problems.append(problem)
-        if problem.level == Level.ERROR:
-            self.ok = False
+
+    @property
+    def ok(self) -> bool:
+        return not any(problem.level == Level.ERROR for problem in self.problems)
 
     @property
     def code(self) -> int:
-        if self.exit_code is not None:
-            return self.exit_code
         return EXIT_OK if self.ok else EXIT_CHECK_FAILED
 
 
