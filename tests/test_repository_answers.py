@@ -106,9 +106,12 @@ def test_object_reads_of_one_repository_start_one_git_process(
     assert shim.calls() == ["cat-file"]
 
 
-def test_the_reader_answers_not_here_and_goes_on_after_a_missing_object(tmp_path: Path) -> None:
-    """git 2.39's `cat-file --batch` ends at an object a partial clone lacks (the lazy fetch is refused):
-    the reader says "not here" for it and reads the next object with a new process."""
+def test_the_reader_fetches_a_missing_blob_as_cat_file_blob_did_and_goes_on_when_it_cannot(
+    tmp_path: Path,
+) -> None:
+    """A read in a partial clone fetches the blob it lacks from the promisor remote (as `git cat-file
+    blob` does); when that fails (the server is gone), git 2.39's `cat-file --batch` ends: the reader
+    says "not here" for it and reads the next object with a new process."""
     server = init_repo(tmp_path / "server", {"small.txt": "here\n", "big.txt": "x" * 5000 + "\n"})
     git(server.path, "config", "uploadpack.allowFilter", "true")
     clone = tmp_path / "clone"
@@ -118,9 +121,12 @@ def test_the_reader_answers_not_here_and_goes_on_after_a_missing_object(tmp_path
     )
     big = git(server.path, "rev-parse", "HEAD:big.txt")
     small = git(server.path, "rev-parse", "HEAD:small.txt")
+    bigger = init_repo(tmp_path / "elsewhere", {"big2.txt": "y" * 5000 + "\n"})
     reader = ObjectReader(clone)
     try:
-        assert reader.read(big) is None  # not fetched: a read is never a download
+        assert reader.read(big) == ("blob", b"x" * 5000 + b"\n")  # fetched lazily from the server
+        server.path.rename(tmp_path / "server-gone")
+        assert reader.read(git(bigger.path, "rev-parse", "HEAD:big2.txt")) is None
         assert reader.read(small) == ("blob", b"here\n")
         assert reader.read("0" * 40) is None
         assert reader.read(small) == ("blob", b"here\n")

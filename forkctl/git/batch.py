@@ -7,10 +7,11 @@ object's name on one line and reads `<name> <type> <size>` and the bytes back, t
 documents for `--batch`.
 
 The process is started on the first read, hermetic like every git forkctl runs (`runner.argv`,
-`runner.hermetic_env`), in its own process group, and told never to fetch (`NO_LAZY_FETCH`): a read is
-never a download. git 2.39 ends the whole batch when a partial clone lacks an object (its refused lazy
-fetch is fatal): the reader then answers "not here" for that object and starts a new process for the
-next read. Every answer is bounded by the runner's time limit: a reader that stops answering is killed
+`runner.hermetic_env`), in its own process group. A read of contents is what `git cat-file blob` was: in
+a cache (a partial clone) git fetches a blob it lacks from the cache's promisor remote, one object, as
+it did for every read before; existence questions never fetch (`ObjectReads`, `NO_LAZY_FETCH`). When
+that fetch fails, git 2.39 ends the whole batch: the reader then answers "not here" for that object and
+starts a new process for the next read. Every answer is bounded by the runner's time limit: a reader that stops answering is killed
 with its group (`process.kill_group`). The repository object closes its reader when it is dropped, and
 at exit at the latest.
 """
@@ -24,7 +25,7 @@ import time
 from pathlib import Path
 
 from forkctl import process
-from forkctl.git.runner import NO_LAZY_FETCH, GitTimeout, argv, hermetic_env, network_timeout
+from forkctl.git.runner import GitTimeout, argv, hermetic_env, network_timeout
 
 
 class ObjectReader:
@@ -39,7 +40,7 @@ class ObjectReader:
         """(type, contents) of the object `name` (an object name, `<tree-ish>:<path>`), or None when
         this repository has no such object. `name` must not hold a newline (the protocol is lines)."""
         if "\n" in name:
-            raise ValueError("an object name read through cat-file --batch holds no newline")
+            raise ValueError("an object name holds no newline: cat-file's batch protocol reads one name a line")
         proc = self._started()
         deadline = time.monotonic() + network_timeout()
         try:
@@ -52,7 +53,7 @@ class ObjectReader:
             _, kind, size = header.decode().rsplit(" ", 2)
             data = self._exactly(int(size) + 1, deadline)  # the contents, then a newline
         except (BrokenPipeError, ConnectionResetError):
-            return self._ended()  # git stopped at an object a partial clone lacks: not here
+            return self._ended()  # git stopped at an object a partial clone lacks and could not fetch
         return (kind, data[:-1]) if data is not None else self._ended()
 
     def close(self) -> None:
@@ -68,12 +69,12 @@ class ObjectReader:
     def _started(self) -> subprocess.Popen[bytes]:
         if self._proc is None:
             command = argv(["--git-dir", str(self.git_dir), "cat-file", "--batch"])
-            self._proc = process.start(command, env=hermetic_env(NO_LAZY_FETCH))
+            self._proc = process.start(command, env=hermetic_env())
         return self._proc
 
     def _ended(self) -> None:
-        """The process ended (an object a partial clone lacks): that object is not here; the next read
-        starts a new process."""
+        """The process ended (an object a partial clone lacks and could not fetch): that object is not
+        here; the next read starts a new process."""
         self.close()
         return None
 

@@ -15,7 +15,6 @@ from typing import TypeVar
 
 from forkctl.errors import BadInput
 from forkctl.git.commits import Commits, commit_object
-from forkctl.git.facts import Facts
 from forkctl.git.gitdir import GitDir
 from forkctl.git.history import History
 from forkctl.git.index import Indexes
@@ -75,6 +74,8 @@ class GitRepo(Submodules, ObjectReads, Commits, History, Refs, Indexes, Worktree
         key = (cls, Path(git_dir).resolve())
         repo = _OPEN_CACHES.get(key)
         if repo is None:
+            from forkctl.git.facts import Facts  # only a cache has facts: a user's clone never reads them
+
             repo = cls.addressed(key[1], key[1], bare=True)
             repo.facts = Facts(key[1])
             weakref.finalize(repo, repo.facts.save)
