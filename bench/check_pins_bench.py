@@ -18,7 +18,7 @@ Objects received, per arm: every fetch or clone writes one pack (git keeps fetch
 clone as they came, with a `.promisor` file, and a clone's pack whole), so the objects received are the
 entries of the packs the arm left (read from the `.idx` files; loose objects are ones forkctl wrote
 itself, not received); duplicates are entries whose object another pack of the arm already holds. For a
-warm run, the packs that run added. Git processes: forkctl core's calls to the git runner.
+warm run, the packs that run added. Git processes: git processes forkctl core started (`forkctl.process`).
 
 Run: .venv/bin/python bench/check_pins_bench.py [--files 3000] [--commits 2000] [--runs 5] [--json PATH]
 """
@@ -35,17 +35,19 @@ import subprocess
 import sys
 import tempfile
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
 from forkctl import manifest as manifest_mod  # noqa: E402
+from forkctl import process  # noqa: E402
 from forkctl.chain.checks import check_chain  # noqa: E402
 from forkctl.chain.sources import Source  # noqa: E402
-from forkctl.git import locations, runner  # noqa: E402
+from forkctl.git import locations  # noqa: E402
 from forkctl.git.repo import GitRepo  # noqa: E402
 from forkctl.ops import replay as build  # noqa: E402
 from forkctl.series import parse_patch  # noqa: E402
@@ -299,22 +301,28 @@ def received(idx_files: set[Path]) -> Received:
 
 
 class GitCalls:
-    """Counts forkctl's git processes (every one goes through runner.execute)."""
+    """Counts forkctl's git processes: every one is started by `forkctl.process` (`run` for a command,
+    `start` for a repository's long-lived `cat-file --batch`), with `git` as its program."""
 
     def __init__(self) -> None:
         self.count = 0
-        self._execute = runner.execute
+        self._saved = (process.run, process.start)
 
     def __enter__(self) -> GitCalls:
-        def counted(*args, **kwargs):  # type: ignore[no-untyped-def]
-            self.count += 1
-            return self._execute(*args, **kwargs)
+        run, start = self._saved
 
-        runner.execute = counted
+        def counted(real: Callable[..., Any]) -> Callable[..., Any]:
+            def call(argv: Sequence[str], *args: Any, **kwargs: Any) -> Any:
+                self.count += argv[0] == "git"
+                return real(argv, *args, **kwargs)
+
+            return call
+
+        process.run, process.start = counted(run), counted(start)
         return self
 
     def __exit__(self, *_: object) -> None:
-        runner.execute = self._execute
+        process.run, process.start = self._saved
 
 
 def timed(action: Callable[[], bool], before: Callable[[], None], runs: int) -> list[float]:

@@ -62,4 +62,4 @@ def test_an_apply_belongs_to_the_checkout_that_started_it(
         assert resolved.read_text() == resolution
     code, data = run_json(setup, "apply", "--continue", *where)
     assert code == 0, data
-    assert repo.git(["show", f"{BRANCH}~3:megatron/core/b.py"]) == resolution.rstrip("\n")
+    assert repo.git(["show", f"{BRANCH}~3:megatron/core/b.py"]).text == resolution.rstrip("\n")

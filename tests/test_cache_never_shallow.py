@@ -31,4 +31,4 @@ def test_a_one_commit_fetch_into_a_cache_with_history_grafts_nothing(
         parent = git(tmp_path / "upstream", "rev-parse", f"{newer}~1")
         assert gitstore.fetch_sha_why(cache, url, newer) is None  # depth 1 by default
         assert not (cache.git_dir / "shallow").exists()
-        assert cache.git(["rev-list", "--parents", "-1", newer]).split() == [newer, parent]
+        assert cache.git(["rev-list", "--parents", "-1", newer]).text.split() == [newer, parent]

@@ -62,12 +62,12 @@ def test_a_timeout_kills_the_grandchild_and_keeps_what_was_written() -> None:
     assert _gone(int(str(late.value.stdout)))
 
 
-def test_git_run_bytes_has_a_time_limit_that_ends_what_git_started(tmp_path: Path) -> None:
-    # Before: run_bytes had no timeout (and took none), so a hanging git hung forkctl for the network limit.
+def test_git_has_a_time_limit_that_ends_what_git_started(tmp_path: Path) -> None:
+    # Before: run_bytes (one of the four ways to run git then) took no timeout: a hanging git hung forkctl.
     pid_file = tmp_path / "pid"
     hang = f"alias.hang=!sleep 300 & echo $! > {pid_file}; wait"
     with pytest.raises(runner.GitTimeout):
-        runner.run_bytes(["-c", hang, "hang"], cwd=tmp_path, timeout=1)
+        runner.git(["-c", hang, "hang"], cwd=tmp_path, timeout=1)
     assert _gone(_pid_in(pid_file))
 
 

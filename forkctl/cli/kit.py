@@ -234,10 +234,10 @@ def _versions() -> str:
     import platform
 
     from forkctl import __version__
-    from forkctl.git.runner import try_run
+    from forkctl.git import runner
 
     try:
-        git = try_run(["--version"], timeout=10)[1].strip()
+        git = runner.git(["--version"], timeout=10, check=False).out.strip()
     except Exception:  # a crash report must not crash: git missing, a bad timeout variable, ...
         git = "git: not runnable"
     return f"forkctl {__version__}; Python {platform.python_version()}; {git or 'git: unknown'}; {platform.platform()}"

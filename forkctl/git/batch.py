@@ -40,7 +40,9 @@ class ObjectReader:
         """(type, contents) of the object `name` (an object name, `<tree-ish>:<path>`), or None when
         this repository has no such object. `name` must not hold a newline (the protocol is lines)."""
         if "\n" in name:
-            raise ValueError("an object name holds no newline: cat-file's batch protocol reads one name a line")
+            raise ValueError(
+                "an object name holds no newline: cat-file's batch protocol reads one name a line"
+            )
         proc = self._started()
         deadline = time.monotonic() + network_timeout()
         try:

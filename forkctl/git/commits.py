@@ -85,13 +85,13 @@ class Commits(GitDir):
         for parent in parents:
             args += ["-p", parent]
         # `-F -` keeps the message byte for byte (no stripping of trailing lines or comments).
-        return self.git([*args, "-F", "-"], env=env, stdin=message.encode("utf-8")).strip()
+        return self.git([*args, "-F", "-"], env=env, stdin=message.encode("utf-8")).text.strip()
 
     def objects_dir(self) -> Path:
         """Where this repository's loose objects go (a linked worktree's are in its common dir)."""
         cached = getattr(self, "_objects_dir", None)
         if cached is None:
-            cached = Path(self.git(["rev-parse", "--git-path", "objects"]))
+            cached = Path(self.git(["rev-parse", "--git-path", "objects"]).text)
             cached = cached if cached.is_absolute() else self.git_dir / cached
             self._objects_dir = cached
         return cached
@@ -136,7 +136,7 @@ class Commits(GitDir):
             out = self.git(
                 ["hash-object", "-t", "commit", "-w", "--stdin-paths"],
                 stdin="".join(f"{p}\n" for p in paths).encode(),
-            )
+            ).text
         written = out.split()
         expected = [sha for sha, _ in objects]
         if written != expected:
@@ -152,7 +152,7 @@ class Commits(GitDir):
             return []
         fmt = "%H%x00%T%x00%P%x00%an%x00%ae%x00%aI%x00%cn%x00%ce%x00%cI%x00%B"
         stdin = "".join(f"{sha}\n" for sha in shas).encode()
-        out = self.git(["log", "--no-walk=unsorted", "-z", f"--format={fmt}", "--stdin"], stdin=stdin)
+        out = self.git(["log", "--no-walk=unsorted", "-z", f"--format={fmt}", "--stdin"], stdin=stdin).text
         fields = out.split("\x00")
         infos = []
         for start in range(0, 10 * len(shas), 10):
@@ -175,18 +175,18 @@ class Commits(GitDir):
     def recorded_parents(self, sha: str) -> tuple[str, list[str]]:
         """(tree, parents) as the commit object records them: in a shallow repository a boundary
         commit shows no parents to `log`, but its own bytes still name them."""
-        body = self.git(["cat-file", "commit", "--end-of-options", sha]).split("\n\n", 1)[0]
+        body = self.git(["cat-file", "commit", "--end-of-options", sha]).text.split("\n\n", 1)[0]
         fields = [line.split(" ", 1) for line in body.splitlines() if " " in line]
         tree = next(value for key, value in fields if key == "tree")
         return tree, [value for key, value in fields if key == "parent"]
 
     def tree_and_date(self, tree_of: str, date_of: str) -> tuple[str, str]:
         """(tree of `tree_of`, committer date of `date_of` in strict ISO 8601), in one process."""
-        out = self.git(["log", "--no-walk=unsorted", "--format=%T %cI", tree_of, date_of, "--"])
+        out = self.git(["log", "--no-walk=unsorted", "--format=%T %cI", tree_of, date_of, "--"]).text
         first, second = out.splitlines() if tree_of != date_of else (out, out)
         return first.split()[0], second.split()[1]
 
     def committer_of(self, sha: str) -> Identity:
         """The committer of `sha`; equal to the author (date included) for forkctl's reproducible commits."""
-        name, email, date = self.git(["show", "-s", "--format=%cn%x00%ce%x00%cI", sha]).split("\x00")
+        name, email, date = self.git(["show", "-s", "--format=%cn%x00%ce%x00%cI", sha]).text.split("\x00")
         return Identity(name=name, email=email, date=date)

@@ -18,7 +18,7 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from forkctl.git.runner import run, try_run
+from forkctl.git.runner import Completed, git
 
 if TYPE_CHECKING:
     from forkctl.git.batch import ObjectReader
@@ -58,14 +58,9 @@ class GitDir:
         env: Mapping[str, str] | None = None,
         stdin: bytes | None = None,
         timeout: float | None = None,
-    ) -> str:
-        return run(["--git-dir", str(self.git_dir), *args], env=env, stdin=stdin, timeout=timeout)
-
-    def try_git(
-        self,
-        args: list[str],
-        env: Mapping[str, str] | None = None,
-        stdin: bytes | None = None,
-        timeout: float | None = None,
-    ) -> tuple[int, str, str]:
-        return try_run(["--git-dir", str(self.git_dir), *args], env=env, stdin=stdin, timeout=timeout)
+        check: bool = True,
+    ) -> Completed:
+        """`git --git-dir <this> <args>` (runner.git: GitFailed on failure unless `check=False`)."""
+        return git(
+            ["--git-dir", str(self.git_dir), *args], env=env, stdin=stdin, timeout=timeout, check=check
+        )

@@ -63,7 +63,7 @@ class CommitGraph(GitRepo):
 
     def deepen(self) -> bool:
         """Fetch the full history of every branch the graph holds (`--unshallow`); True when done."""
-        out = self.git(["for-each-ref", "--format=%(refname)", "refs/forkctl/heads/"])
+        out = self.git(["for-each-ref", "--format=%(refname)", "refs/forkctl/heads/"]).text
         refspecs = [f"+{ref.replace('refs/forkctl/', 'refs/', 1)}:{ref}" for ref in out.split()]
         args = ["fetch", "--quiet", "--no-tags", "--filter=tree:0", "--unshallow"]
         status = talk(args, self.url, refspecs, repo=self, fetch=True)[0]
@@ -113,7 +113,7 @@ class CommitGraph(GitRepo):
 
     def count(self, range_spec: str) -> int:
         if self.bounded():
-            listed = self.git(["rev-list", "--end-of-options", range_spec, "--"]).split()
+            listed = self.git(["rev-list", "--end-of-options", range_spec, "--"]).text.split()
             if not self.boundary().intersection(listed):
                 return len(listed)
             self.deepen()
@@ -123,7 +123,7 @@ class CommitGraph(GitRepo):
 def bound_before(repo: GitRepo, commit: str) -> int | None:
     """Where a bounded graph for questions about `commit` starts: its committer date less the
     margin (None when `repo` cannot read the commit: then the graph is fetched whole)."""
-    status, out, _ = repo.try_git(["cat-file", "commit", commit], env=NO_LAZY_FETCH)
+    status, out, _ = repo.git(["cat-file", "commit", commit], env=NO_LAZY_FETCH, check=False)
     for line in out.splitlines() if status == 0 else []:
         if not line:
             break  # the headers end here

@@ -18,7 +18,7 @@ class History(GitDir):
         if not commits:
             return set()
         stdin = "".join(f"{sha}\n" for sha in commits) + f"^{tip}\n"  # git 2.39: no --not in --stdin
-        unreachable = set(self.git(["rev-list", "--stdin"], stdin=stdin.encode()).split())
+        unreachable = set(self.git(["rev-list", "--stdin"], stdin=stdin.encode()).text.split())
         return {sha for sha in commits if sha not in unreachable}
 
     def is_ancestor(self, older: str, newer: str) -> bool:
@@ -39,7 +39,12 @@ class History(GitDir):
         if self.known_ancestor(older, newer):  # a yes is a fact of the history: it holds for every later run
             self.ancestry.add(key)
             return True
-        yes = self.try_git(["merge-base", "--is-ancestor", "--end-of-options", older, newer], env=env)[0] == 0
+        yes = (
+            self.git(
+                ["merge-base", "--is-ancestor", "--end-of-options", older, newer], env=env, check=False
+            ).status
+            == 0
+        )
         if yes and is_full_sha(older) and is_full_sha(newer):
             self.ancestry.add(key)
             if self.facts is not None:
@@ -51,7 +56,7 @@ class History(GitDir):
         (n, 0) is `commit` n ahead of `base` (base its ancestor), (0, n) n behind. None when git
         cannot walk the two (a commit is not here: never a download)."""
         args = ["rev-list", "--left-right", "--count", "--end-of-options", f"{base}...{commit}", "--"]
-        status, out, _ = self.try_git(args, env=NO_LAZY_FETCH)
+        status, out, _ = self.git(args, env=NO_LAZY_FETCH, check=False)
         counts = out.split()
         if status != 0 or len(counts) != 2 or not all(c.isdigit() for c in counts):
             return None
@@ -60,28 +65,28 @@ class History(GitDir):
     def _left_right(self, base: str, commit: str) -> list[str] | None:
         """`rev-list --left-right base...commit`: '<sha' only `base` reaches, '>sha' only `commit`."""
         args = ["rev-list", "--left-right", "--end-of-options", f"{base}...{commit}", "--"]
-        status, out, _ = self.try_git(args, env=NO_LAZY_FETCH)
+        status, out, _ = self.git(args, env=NO_LAZY_FETCH, check=False)
         return out.split() if status == 0 else None
 
     def merge_bases(self, a: str, b: str) -> list[str]:
-        status, out, _ = self.try_git(["merge-base", "--all", "--end-of-options", a, b])
+        status, out, _ = self.git(["merge-base", "--all", "--end-of-options", a, b], check=False)
         return out.split() if status == 0 else []
 
     def rev_list(self, range_spec: str, *extra: str) -> list[str]:
         """Commits in `range_spec`, oldest first."""
-        out = self.git(["rev-list", "--reverse", *extra, "--end-of-options", range_spec, "--"])
+        out = self.git(["rev-list", "--reverse", *extra, "--end-of-options", range_spec, "--"]).text
         return out.split()
 
     def commits_not_in(self, tip: str, excluded: list[str]) -> list[str]:
         """Commits reachable from `tip` and from none of `excluded`, oldest first (topological)."""
-        return self.git(["rev-list", "--reverse", "--topo-order", tip, "--not", *excluded, "--"]).split()
+        return self.git(["rev-list", "--reverse", "--topo-order", tip, "--not", *excluded, "--"]).text.split()
 
     def count(self, range_spec: str) -> int:
-        return int(self.git(["rev-list", "--count", "--end-of-options", range_spec, "--"]))
+        return int(self.git(["rev-list", "--count", "--end-of-options", range_spec, "--"]).text)
 
     def last_commit_touching(self, range_spec: str, paths: list[str]) -> str | None:
         """The newest commit in `range_spec` that changed any of `paths` (evidence for an absorbed patch)."""
         if not paths:
             return None
-        out = self.git(["log", "-1", "--format=%H", range_spec, "--", *paths]).strip()
+        out = self.git(["log", "-1", "--format=%H", range_spec, "--", *paths]).text.strip()
         return out or None

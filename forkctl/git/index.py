@@ -8,7 +8,7 @@ from collections.abc import Iterator
 from pathlib import Path
 
 from forkctl.git.gitdir import GitDir
-from forkctl.git.runner import run
+from forkctl.git.runner import git
 
 
 class PrivateIndex:
@@ -23,7 +23,9 @@ class PrivateIndex:
 
     def apply(self, diff: bytes) -> tuple[bool, str]:
         """Apply a diff to this index only. Returns (applied, git's message when it did not)."""
-        status, _, err = self.repo.try_git(["apply", "--cached", "--whitespace=nowarn", "-"], self.env, diff)
+        status, _, err = self.repo.git(
+            ["apply", "--cached", "--whitespace=nowarn", "-"], self.env, diff, check=False
+        )
         return status == 0, err
 
     def apply_3way(self, diff: bytes, tree: str) -> tuple[bool, str]:
@@ -32,7 +34,7 @@ class PrivateIndex:
         On failure the index is put back to `tree` (git leaves conflict stages in it).
         """
         args = ["apply", "--cached", "--3way", "--whitespace=nowarn", "-"]
-        status, _, err = self.repo.try_git(args, self.env, diff)
+        status, _, err = self.repo.git(args, self.env, diff, check=False)
         if status != 0:
             self.read_tree(tree)
         return status == 0, err
@@ -41,7 +43,7 @@ class PrivateIndex:
         # `--missing-ok`: the tree is written from the index's entries alone. Without it git checks
         # that every blob the index names is present, and in a blobless partial clone (the cache)
         # that lazily fetches every file of the tree, when only the changed entries are new.
-        return self.repo.git(["write-tree", "--missing-ok"], env=self.env).strip()
+        return self.repo.git(["write-tree", "--missing-ok"], env=self.env).text.strip()
 
 
 class Indexes(GitDir):
@@ -75,14 +77,14 @@ class Indexes(GitDir):
                 "--work-tree",
                 str(directory),
             ]
-            run([*where, "add", "--all", "--force", "."], cwd=directory, env=env)
-            return run([*where, "write-tree"], cwd=directory, env=env).strip()
+            git([*where, "add", "--all", "--force", "."], cwd=directory, env=env)
+            return git([*where, "write-tree"], cwd=directory, env=env).text.strip()
 
 
 def index_apply_check(index: PrivateIndex, diff: bytes, reverse: bool = False) -> bool:
     """Would `diff` apply (or, reverse, un-apply) to this private index? Changes nothing."""
     args = ["apply", "--cached", "--check", "--whitespace=nowarn", *(["--reverse"] if reverse else []), "-"]
-    return index.repo.try_git(args, index.env, diff)[0] == 0
+    return index.repo.git(args, index.env, diff, check=False).status == 0
 
 
 def index_set_entry(index: PrivateIndex, mode: str, sha: str, path: str) -> None:

@@ -43,11 +43,11 @@ class Blobs(GitDir):
         return found[1]
 
     def write_blob(self, data: bytes) -> str:
-        return self.git(["hash-object", "-w", "--stdin"], stdin=data).strip()
+        return self.git(["hash-object", "-w", "--stdin"], stdin=data).text.strip()
 
     def blob_id(self, data: bytes) -> str:
         """The id `data` would have as a blob here, nothing written (a check may read any repository)."""
-        return self.git(["hash-object", "--stdin"], stdin=data).strip()
+        return self.git(["hash-object", "--stdin"], stdin=data).text.strip()
 
 
 class ObjectReads(Blobs):
@@ -55,8 +55,10 @@ class ObjectReads(Blobs):
 
     def resolve_commit(self, rev: str) -> Sha | None:
         """Full SHA of the commit `rev` names, or None when there is none (or it is ambiguous)."""
-        status, out, _ = self.try_git(
-            ["rev-parse", "--verify", "--quiet", "--end-of-options", f"{rev}^{{commit}}"], env=NO_LAZY_FETCH
+        status, out, _ = self.git(
+            ["rev-parse", "--verify", "--quiet", "--end-of-options", f"{rev}^{{commit}}"],
+            env=NO_LAZY_FETCH,
+            check=False,
         )
         return parse_full_sha(out.strip()) if status == 0 else None
 
@@ -80,8 +82,8 @@ class ObjectReads(Blobs):
         pending = list(queries)
         while pending:
             stdin = "".join(f"{query}\n" for query in pending).encode()
-            status, out, _ = self.try_git(
-                ["cat-file", f"--batch-check={fmt}"], env=NO_LAZY_FETCH, stdin=stdin
+            status, out, _ = self.git(
+                ["cat-file", f"--batch-check={fmt}"], env=NO_LAZY_FETCH, stdin=stdin, check=False
             )
             lines = out.splitlines()[: len(pending)]
             for query, line in zip(pending, lines, strict=False):
@@ -99,7 +101,9 @@ class ObjectReads(Blobs):
         runs (a check asks about the same pinned commits several times)."""
         if sha in self.present:
             return True
-        present = self.try_git(["cat-file", "-e", "--end-of-options", sha], env=NO_LAZY_FETCH)[0] == 0
+        present = (
+            self.git(["cat-file", "-e", "--end-of-options", sha], env=NO_LAZY_FETCH, check=False).status == 0
+        )
         if present:
             self.present.add(sha)
         return present
@@ -156,7 +160,7 @@ class ObjectReads(Blobs):
         fact = "tree " + "\x00".join([commit, *paths])  # a commit's tree never changes: a later run reads it
         found = self._recorded_entries(fact) if full else None
         if found is None:
-            out = self.git(["ls-tree", "-z", "--full-tree", "--end-of-options", commit, "--", *paths])
+            out = self.git(["ls-tree", "-z", "--full-tree", "--end-of-options", commit, "--", *paths]).text
             wanted, found = set(paths), {}
             for record in filter(None, out.split("\x00")):
                 meta, entry_path = record.split("\t", 1)
@@ -182,7 +186,7 @@ class ObjectReads(Blobs):
         """{path: entry} of every file and gitlink of a commit's (or tree's) whole tree, one `ls-tree -r`;
         trees only are read (a blobless partial clone answers without a fetch)."""
         # No `--` after the tree: with no path after it, git 2.39 takes it for one and lists nothing.
-        out = self.git(["ls-tree", "-r", "-z", "--full-tree", "--end-of-options", treeish])
+        out = self.git(["ls-tree", "-r", "-z", "--full-tree", "--end-of-options", treeish]).text
         entries = {}
         for record in filter(None, out.split("\x00")):
             meta, entry_path = record.split("\t", 1)

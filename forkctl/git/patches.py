@@ -10,7 +10,7 @@ from __future__ import annotations
 from forkctl.errors import BadInput
 from forkctl.git.gitdir import GitDir
 from forkctl.git.patchtext import patch_id
-from forkctl.git.runner import DIFF_FLAGS, run, run_bytes
+from forkctl.git.runner import DIFF_FLAGS, git
 from forkctl.git.sha import is_full_sha
 
 FORMAT_PATCH = (
@@ -41,7 +41,7 @@ class Patches(GitDir):
 
     def format_patch(self, sha: str) -> bytes:
         """One commit as a byte-stable format-patch mail: zero commit, full index, no stat/signature."""
-        return run_bytes(["--git-dir", str(self.git_dir), *FORMAT_PATCH, "-1", sha])
+        return git(["--git-dir", str(self.git_dir), *FORMAT_PATCH, "-1", sha]).stdout
 
     def format_patches(self, base: str, shas: list[str]) -> list[bytes]:
         """`format_patch` of each commit of the chain `base..shas[-1]` (shas oldest first), in one
@@ -49,7 +49,7 @@ class Patches(GitDir):
         split does not give one mail per commit (a message holding that very line), ask per commit."""
         if not shas:
             return []
-        out = run_bytes(["--git-dir", str(self.git_dir), *FORMAT_PATCH, f"{base}..{shas[-1]}"])
+        out = git(["--git-dir", str(self.git_dir), *FORMAT_PATCH, f"{base}..{shas[-1]}"]).stdout
         marker = b"From " + b"0" * len(shas[0]) + b" Mon Sep 17 00:00:00 2001\n"
         # Mails are separated by one empty line: a mail ends "...\n", then "\n", then the next marker.
         parts = out.split(b"\n" + marker)
@@ -61,7 +61,7 @@ class Patches(GitDir):
 
     def diff_commits(self, old: str, new: str) -> bytes:
         """Full-index binary diff from `old` to `new` (either a commit or a tree)."""
-        return run_bytes(
+        return git(
             [
                 "--git-dir",
                 str(self.git_dir),
@@ -73,14 +73,14 @@ class Patches(GitDir):
                 old,
                 new,
             ]
-        )
+        ).stdout
 
     def commit_patch_id(self, sha: str) -> str:
         return patch_id(self.diff_commits(f"{sha}^", sha))
 
     def range_diff(self, old_range: str, new_range: str) -> str:
         """`git range-diff` of two series, e.g. old-base..old-head vs new-base..new-head (no colour)."""
-        status, out, err = self.try_git(["range-diff", "--no-color", old_range, new_range])
+        status, out, err = self.git(["range-diff", "--no-color", old_range, new_range], check=False)
         return out if status == 0 else err
 
     def series_range_diff(self, old: tuple[str, str], new: tuple[str, str]) -> str | None:
@@ -89,8 +89,8 @@ class Patches(GitDir):
         shas = [*old, *new]
         if not all(map(is_full_sha, shas)):
             raise BadInput(f"range-diff needs full commit SHAs, got {shas}")
-        status, out, _ = self.try_git(
-            ["range-diff", "--no-color", f"{old[0]}..{old[1]}", f"{new[0]}..{new[1]}"]
+        status, out, _ = self.git(
+            ["range-diff", "--no-color", f"{old[0]}..{old[1]}", f"{new[0]}..{new[1]}"], check=False
         )
         return out if status == 0 else None
 
@@ -115,7 +115,7 @@ class Patches(GitDir):
         """{commit: patch-id}, oldest first, for every non-merge commit in `range_spec` (with `touching`:
         those changing one of these paths, literally, their whole diff hashed), in two processes."""
         limit = ["--full-diff", "--end-of-options", range_spec, "--", *touching] if touching else [range_spec]
-        log = run_bytes(
+        log = git(
             [
                 *(["--literal-pathspecs"] if touching else []),
                 "--git-dir",
@@ -132,9 +132,9 @@ class Patches(GitDir):
                 *(["-U0"] if zero_context else []),
                 *limit,
             ]
-        )
+        ).stdout
         ids: dict[str, str] = {}
-        for line in run(["patch-id", "--stable"], stdin=log).splitlines():
+        for line in git(["patch-id", "--stable"], stdin=log).text.splitlines():
             parts = line.split()
             if len(parts) == 2:
                 ids[parts[1]] = parts[0]
@@ -151,7 +151,7 @@ class Diffs(GitDir):
             raise BadInput(f"blobs_in_range needs full commit SHAs, got {base!r}, {head!r}")
         out = self.git(
             ["log", "--no-merges", "--raw", "--no-abbrev", "--no-renames", "--format=", f"{base}..{head}"]
-        )
+        ).text
         blobs = []
         for line in out.splitlines():
             fields = line.split("\t", 1)[0].split()
@@ -165,7 +165,7 @@ class Diffs(GitDir):
 
     def changed_lines_per_commit(self, range_spec: str) -> dict[str, int]:
         """{commit: added plus removed lines (a binary file counts one)} over `range_spec`, one process."""
-        out = run(
+        out = git(
             [
                 "--git-dir",
                 str(self.git_dir),
@@ -176,7 +176,7 @@ class Diffs(GitDir):
                 *DIFF_FLAGS,
                 range_spec,
             ]
-        )
+        ).text
         counts: dict[str, int] = {}
         current = None
         for line in out.splitlines():
@@ -190,7 +190,7 @@ class Diffs(GitDir):
 
     def changed_paths(self, old: str, new: str) -> set[str]:
         """Every path that differs between two commits (no rename pairing: both names count)."""
-        out = run(
+        out = git(
             [
                 "--git-dir",
                 str(self.git_dir),
@@ -202,14 +202,14 @@ class Diffs(GitDir):
                 old,
                 new,
             ]
-        )
+        ).text
         return set(filter(None, out.split("\x00")))
 
     def changed_line_count(self, old: str, new: str) -> int:
         """Added plus removed lines from `old` to `new` (binary files count one each)."""
-        out = run(
+        out = git(
             ["--git-dir", str(self.git_dir), "diff", "--numstat", "--no-renames", *DIFF_FLAGS, old, new]
-        )
+        ).text
         total = 0
         for line in out.splitlines():
             added, removed, _ = line.split("\t", 2)

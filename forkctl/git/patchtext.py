@@ -6,12 +6,12 @@ functions run `git patch-id` and `git apply --numstat` on bytes, and need no rep
 
 from __future__ import annotations
 
-from forkctl.git.runner import GitFailed, run, try_run
+from forkctl.git.runner import GitFailed, git
 
 
 def patch_id(diff: bytes) -> str:
     """`git patch-id --stable` of a diff: the same for the same change, whatever its message."""
-    output = run(["patch-id", "--stable"], stdin=diff)
+    output = git(["patch-id", "--stable"], stdin=diff).text
     return output.split()[0] if output else ""
 
 
@@ -20,7 +20,7 @@ def patch_ids(diffs: list[bytes]) -> list[str]:
     `commit <n>` header, which is how patch-id tells where one change ends and the next begins."""
     stream = b"".join(b"commit %040x\n%s\n" % (index + 1, diff) for index, diff in enumerate(diffs))
     by_index: dict[int, str] = {}
-    for line in run(["patch-id", "--stable"], stdin=stream).splitlines():
+    for line in git(["patch-id", "--stable"], stdin=stream).text.splitlines():
         parts = line.split()
         if len(parts) == 2:
             by_index[int(parts[1], 16) - 1] = parts[0]
@@ -40,7 +40,7 @@ def diff_paths_each(diffs: list[bytes]) -> list[list[str]]:
     if not any(diff.strip() for diff in diffs):
         return [[] for _ in diffs]
     stream = b"".join(diff if diff.endswith(b"\n") or not diff else diff + b"\n" for diff in diffs)
-    status, out, err = try_run(["apply", "--numstat", "-z", "--allow-empty", "-"], stdin=stream)
+    status, out, err = git(["apply", "--numstat", "-z", "--allow-empty", "-"], stdin=stream, check=False)
     if status != 0:
         raise GitFailed("git cannot read the diff", err)
     records = _numstat_records(out)

@@ -7,7 +7,7 @@ import re
 
 from forkctl.errors import BadInput
 from forkctl.git.gitdir import GitDir
-from forkctl.git.runner import try_run
+from forkctl.git.runner import git
 from forkctl.git.sha import Sha, parse_full_sha
 
 ZERO_SHA = "0" * 40
@@ -28,7 +28,7 @@ def check_branch_name(name: str) -> str:
     """
     if _PLAIN_BRANCH_RE.fullmatch(name) and name != "HEAD" and not name.startswith("refs/"):
         return name
-    status, out, _ = try_run(["check-ref-format", "--branch", name])
+    status, out, _ = git(["check-ref-format", "--branch", name], check=False)
     if (
         status != 0
         or out.strip() != name
@@ -47,7 +47,7 @@ class Refs(GitDir):
     """Reading and moving refs."""
 
     def ref_sha(self, ref: str) -> Sha | None:
-        status, out, _ = self.try_git(["rev-parse", "--verify", "--quiet", "--end-of-options", ref])
+        status, out, _ = self.git(["rev-parse", "--verify", "--quiet", "--end-of-options", ref], check=False)
         return parse_full_sha(out.strip()) if status == 0 else None
 
     def branch_sha(self, branch: str) -> Sha | None:

@@ -22,7 +22,7 @@ from forkctl.errors import BadInput
 from forkctl.git import listings, locations
 from forkctl.git.credentials import lent_credentials
 from forkctl.git.repo import GitRepo
-from forkctl.git.runner import GitTimeout, network_args, network_timeout, try_run
+from forkctl.git.runner import GitTimeout, git, network_args, network_timeout
 from forkctl.redact import without_credentials
 
 # --- URL identity and checks -----------------------------------------------------------------
@@ -180,8 +180,8 @@ def talk(
         if not fetch:
             args = [*network_args(), *lend, *verb_args, "--", public, *after_url]
             if repo is None:
-                return try_run(args, env=env or None, timeout=network_timeout())
-            return repo.try_git(args, env=env or None, timeout=network_timeout())
+                return git(args, env=env or None, timeout=network_timeout(), check=False)
+            return repo.git(args, env=env or None, timeout=network_timeout(), check=False)
         assert repo is not None, "a fetch needs a repository"
         # One fetch at a time into a repository: a second one would fail on git's shallow.lock (or
         # the ref locks) instead of waiting; this one waits, then finds what the first brought.
@@ -211,7 +211,7 @@ def _fetch(
         # any other's reading the cache at the same time, would be cut there until the next unshallow.
         verb_args = [arg for arg in verb_args if not arg.startswith("--depth=")]
     args = [*network_args(), *lend, *verb_args, "--", name, *after_url]
-    return repo.try_git(args, env=env or None, timeout=network_timeout())
+    return repo.git(args, env=env or None, timeout=network_timeout(), check=False)
 
 
 def _holds_history(repo: GitRepo) -> bool:
@@ -219,7 +219,9 @@ def _holds_history(repo: GitRepo) -> bool:
     shallow since."""
     if (repo.git_dir / "shallow").is_file():
         return False
-    status, out, _ = repo.try_git(["for-each-ref", "--count=1", "--format=%(refname)", "refs/forkctl/heads/"])
+    status, out, _ = repo.git(
+        ["for-each-ref", "--count=1", "--format=%(refname)", "refs/forkctl/heads/"], check=False
+    )
     return status == 0 and bool(out.strip())
 
 
@@ -235,7 +237,7 @@ def _promisor_remote(repo: GitRepo, public_url: str) -> str:
         return name
     wanted = {"url": public_url, "promisor": "true", "partialclonefilter": "blob:none"}
     # One read of the remote's settings; writes only for what is missing (the first fetch).
-    _, out, _ = repo.try_git(["config", "-z", "--get-regexp", rf"^remote\.{name}\."])
+    _, out, _ = repo.git(["config", "-z", "--get-regexp", rf"^remote\.{name}\."], check=False)
     current = dict(item.split("\n", 1) for item in out.split("\x00") if "\n" in item)
     for key_name, value in wanted.items():
         if current.get(f"remote.{name}.{key_name}") != value:

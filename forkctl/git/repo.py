@@ -21,7 +21,7 @@ from forkctl.git.index import Indexes
 from forkctl.git.objects import ObjectReads
 from forkctl.git.patches import Diffs, Patches
 from forkctl.git.refs import Refs
-from forkctl.git.runner import run, try_run
+from forkctl.git.runner import git
 from forkctl.git.submodules import Submodules
 from forkctl.git.worktree import Worktrees
 
@@ -42,8 +42,10 @@ class GitRepo(Submodules, ObjectReads, Commits, History, Refs, Indexes, Worktree
         # One process: rev-parse prints the git dir and bareness, then the top level of the working
         # tree; where there is none (a bare repository, a path inside a git dir) it stops there and exits
         # non-zero, the first two answers already printed.
-        status, out, _ = try_run(
-            ["rev-parse", "--absolute-git-dir", "--is-bare-repository", "--show-toplevel"], cwd=path
+        status, out, _ = git(
+            ["rev-parse", "--absolute-git-dir", "--is-bare-repository", "--show-toplevel"],
+            cwd=path,
+            check=False,
         )
         lines = out.splitlines()
         if not Path(path).is_dir() or len(lines) not in (2, 3) or (len(lines) == 3 and status != 0):
@@ -86,12 +88,12 @@ class GitRepo(Submodules, ObjectReads, Commits, History, Refs, Indexes, Worktree
     @classmethod
     def init_bare(cls, path: Path) -> GitRepo:
         Path(path).mkdir(parents=True, exist_ok=True)
-        run(["init", "--quiet", "--bare", "--", str(path)])
+        git(["init", "--quiet", "--bare", "--", str(path)])
         return cls(path)
 
     def committer_ident(self) -> str | None:
         """`Name <email>` of whoever git would record as committer here (config), or None."""
-        status, out, _ = self.try_git(["var", "GIT_COMMITTER_IDENT"])
+        status, out, _ = self.git(["var", "GIT_COMMITTER_IDENT"], check=False)
         return out.rsplit(">", 1)[0] + ">" if status == 0 and ">" in out else None
 
     def set_config(self, key: str, value: str) -> None:
@@ -99,7 +101,7 @@ class GitRepo(Submodules, ObjectReads, Commits, History, Refs, Indexes, Worktree
 
     def remote_urls(self) -> list[str]:
         """The URLs of this clone's remotes (`remote.<name>.url`), in config order."""
-        status, out, _ = self.try_git(["config", "-z", "--get-regexp", r"^remote\..*\.url$"])
+        status, out, _ = self.git(["config", "-z", "--get-regexp", r"^remote\..*\.url$"], check=False)
         if status != 0:
             return []
         return [item.split("\n", 1)[1] for item in out.split("\x00") if "\n" in item]
@@ -108,7 +110,9 @@ class GitRepo(Submodules, ObjectReads, Commits, History, Refs, Indexes, Worktree
 def checkout_at(cwd: Path) -> tuple[GitRepo, str | None] | None:
     """(the clone whose working tree holds `cwd`, its HEAD commit or None when unborn), or None outside
     any working tree: one `rev-parse`, where `toplevel` + `GitRepo` + resolving HEAD take four."""
-    status, out, _ = try_run(["rev-parse", "--show-toplevel", "--absolute-git-dir", "HEAD^{commit}"], cwd=cwd)
+    status, out, _ = git(
+        ["rev-parse", "--show-toplevel", "--absolute-git-dir", "HEAD^{commit}"], cwd=cwd, check=False
+    )
     lines = out.splitlines()
     if len(lines) < 2 or not lines[0].strip():
         return None
@@ -119,5 +123,5 @@ def checkout_at(cwd: Path) -> tuple[GitRepo, str | None] | None:
 
 def toplevel(cwd: Path) -> Path | None:
     """The root of the working tree that contains `cwd`, or None outside any repository."""
-    status, out, _ = try_run(["rev-parse", "--show-toplevel"], cwd=cwd)
+    status, out, _ = git(["rev-parse", "--show-toplevel"], cwd=cwd, check=False)
     return Path(out.strip()) if status == 0 and out.strip() else None

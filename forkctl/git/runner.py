@@ -15,13 +15,14 @@ Two things outside forkctl's control change what git prints or writes:
 
 Arguments are always a list (never a shell string). Callers put every string that came from outside
 (a URL, a ref, a path) after `--` or validate it first; `run` refuses an argv whose non-option data
-would start with `-` where the caller said so (`data=`).
+would start with `-` where the caller said so (`data=`). `git()` is the only entry point: `check=`
+says whether a failure raises or is data; the repository objects add `--git-dir` (`GitDir.git`).
 """
 
 from __future__ import annotations
 
 import os
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterator, Mapping, Sequence
 from pathlib import Path
 from types import MappingProxyType
 
@@ -194,6 +195,9 @@ def argv(args: Sequence[str]) -> list[str]:
 
 
 class Completed(msgspec.Struct, frozen=True):
+    """A finished git: its status and raw output. It unpacks as (status, text out, text err), the shape
+    a check whose failure is data reads (`status, out, _ = repo.git([...], check=False)`)."""
+
     status: int
     stdout: bytes
     stderr: bytes
@@ -203,22 +207,33 @@ class Completed(msgspec.Struct, frozen=True):
         return self.stdout.decode("utf-8", errors="replace")
 
     @property
+    def text(self) -> str:
+        """stdout as text, without its final newline(s): what a one-line answer reads."""
+        return self.out.rstrip("\n")
+
+    @property
     def err(self) -> str:
         return self.stderr.decode("utf-8", errors="replace")
 
+    def __iter__(self) -> Iterator[int | str]:
+        return iter((self.status, self.out, self.err))
 
-def execute(
+
+def git(
     args: Sequence[str],
     cwd: Path | None = None,
     env: Mapping[str, str] | None = None,
     stdin: bytes | None = None,
     timeout: float | None = None,
+    check: bool = True,
 ) -> Completed:
-    """Run `git <args>` hermetically and return its status and raw output; never raises on exit status.
+    """Run `git <args>` hermetically: the one way forkctl runs git. `check`: a non-zero exit raises
+    GitFailed with git's stderr (`check=False`: the status is data, for the caller to read).
 
     git runs in its own process group and the whole group (remote helpers, ssh) is killed when the time
-    is up or forkctl is stopped (forkctl.process): a silent server cannot hang forkctl. Every command is bounded, local ones too, because in a
-    partial clone a local-looking read can turn into a lazy fetch (default: `network_timeout()`).
+    is up or forkctl is stopped (forkctl.process): a silent server cannot hang forkctl. Every command is
+    bounded, local ones too, because in a partial clone a local-looking read can turn into a lazy fetch
+    (default: `network_timeout()`).
     """
     timeout = network_timeout() if timeout is None else timeout
     try:
@@ -234,49 +249,10 @@ def execute(
     except process.TimedOut:
         raise GitTimeout(f"git {_verb(args)} did not finish within {timeout:.0f} s") from None
     assert isinstance(done.stdout, bytes) and isinstance(done.stderr, bytes)
-    return Completed(done.returncode, done.stdout, done.stderr)
-
-
-def run(
-    args: Sequence[str],
-    cwd: Path | None = None,
-    env: Mapping[str, str] | None = None,
-    stdin: bytes | None = None,
-    strip: bool = True,
-    timeout: float | None = None,
-) -> str:
-    """Run `git <args>` and return stdout as text; raise GitFailed with git's stderr on failure."""
-    done = execute(args, cwd, env, stdin, timeout)
-    if done.status != 0:
-        raise GitFailed(f"git {_verb(args)} failed", done.err.strip())
-    text = done.out
-    return text.rstrip("\n") if strip else text
-
-
-def run_bytes(
-    args: Sequence[str],
-    cwd: Path | None = None,
-    env: Mapping[str, str] | None = None,
-    stdin: bytes | None = None,
-    timeout: float | None = None,
-) -> bytes:
-    """Run `git <args>` and return stdout's bytes; raise GitFailed with git's stderr on failure."""
-    done = execute(args, cwd, env, stdin, timeout)
-    if done.status != 0:
-        raise GitFailed(f"git {_verb(args)} failed", done.err.strip())
-    return done.stdout
-
-
-def try_run(
-    args: Sequence[str],
-    cwd: Path | None = None,
-    env: Mapping[str, str] | None = None,
-    stdin: bytes | None = None,
-    timeout: float | None = None,
-) -> tuple[int, str, str]:
-    """Run git and return (status, stdout, stderr) without raising: for checks whose failure is data."""
-    done = execute(args, cwd, env, stdin, timeout)
-    return done.status, done.out, done.err
+    completed = Completed(done.returncode, done.stdout, done.stderr)
+    if check and completed.status != 0:
+        raise GitFailed(f"git {_verb(args)} failed", completed.err.strip())
+    return completed
 
 
 def _verb(args: Sequence[str]) -> str:

@@ -81,7 +81,9 @@ def read_files(
     if not paths:
         return {}
     # Literal pathspecs: a name from a manifest is data, never a glob.
-    out = cache_repo.git(["--literal-pathspecs", "ls-tree", "-r", "-z", "--full-tree", sha, "--", *paths])
+    out = cache_repo.git(
+        ["--literal-pathspecs", "ls-tree", "-r", "-z", "--full-tree", sha, "--", *paths]
+    ).text
     blobs: dict[str, str] = {}
     for record in filter(None, out.split("\x00")):
         meta, path = record.split("\t", 1)

@@ -39,7 +39,7 @@ from forkctl.git.remote import (
     talk,
 )
 from forkctl.git.repo import GitRepo
-from forkctl.git.runner import run
+from forkctl.git.runner import git
 from forkctl.git.sha import is_full_sha
 from forkctl.redact import without_credentials
 
@@ -94,7 +94,7 @@ def _create(path: Path, url: str) -> None:
     _drop_abandoned(path)
     making = path.with_name(f"{path.name}.making-{os.getpid()}")
     shutil.rmtree(making, ignore_errors=True)  # a pid reused after a killed run
-    run(["init", "--quiet", "--bare", "--", str(making)])
+    git(["init", "--quiet", "--bare", "--", str(making)])
     _configure(making, url)
     try:
         os.rename(making, path)
@@ -214,7 +214,7 @@ def history_is_current(cache_repo: GitRepo, listed: dict[str, str]) -> bool:
     if (cache_repo.git_dir / "shallow").is_file():
         return False
     fmt = "--format=%(refname) %(objectname) %(*objectname)"
-    out = cache_repo.git(["for-each-ref", fmt, "refs/forkctl/heads/", "refs/forkctl/tags/"])
+    out = cache_repo.git(["for-each-ref", fmt, "refs/forkctl/heads/", "refs/forkctl/tags/"]).text
     held: dict[str, str] = {}
     for line in out.splitlines():
         ref, sha, *peeled = line.split()
@@ -310,7 +310,7 @@ def reachability(
     fetch_history(graph, url, remote_refs, commits_only=True)
     if not graph.has_object(f"{sha}^{{commit}}"):
         return Reachability(False, [])
-    status, out, _ = graph.try_git(
+    status, out, _ = graph.git(
         [
             "for-each-ref",
             "--contains",
@@ -318,7 +318,8 @@ def reachability(
             "--format=%(refname)",
             "refs/forkctl/heads/",
             "refs/forkctl/tags/",
-        ]
+        ],
+        check=False,
     )
     containing = [
         r.replace("refs/forkctl/heads/", "refs/heads/").replace("refs/forkctl/tags/", "refs/tags/")

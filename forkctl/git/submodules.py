@@ -11,7 +11,7 @@ from pathlib import Path
 import msgspec
 
 from forkctl.git.objects import ObjectReads
-from forkctl.git.runner import GitFailed, run
+from forkctl.git.runner import GitFailed, git
 from forkctl.git.sha import is_full_sha
 
 
@@ -151,7 +151,9 @@ class Submodules(ObjectReads):
             return recorded
         # No includes: git's submodule code reads none (`git config --blob` would follow an absolute
         # `[include] path`, so a pull request could make forkctl read a URL from a file git never reads).
-        status, out, err = self.try_git(["config", "--no-includes", "--blob", blob, "--null", "--list"])
+        status, out, err = self.git(
+            ["config", "--no-includes", "--blob", blob, "--null", "--list"], check=False
+        )
         if status != 0 and "bad config" in err:
             status, out = self._parse_as_a_file(blob)
             if status != 0:
@@ -171,8 +173,8 @@ class Submodules(ObjectReads):
         data = self.blob_bytes(blob)
         if not data.startswith(b"\xef\xbb\xbf"):
             return 1, ""
-        status, out, _ = self.try_git(
-            ["config", "--no-includes", "--file", "-", "--null", "--list"], stdin=data
+        status, out, _ = self.git(
+            ["config", "--no-includes", "--file", "-", "--null", "--list"], stdin=data, check=False
         )
         return status, out
 
@@ -223,5 +225,5 @@ class Submodules(ObjectReads):
         with tempfile.TemporaryDirectory(prefix="forkctl-gitmodules-") as scratch:
             path = Path(scratch) / "gitmodules"
             path.write_bytes(data)
-            run(["config", "--file", str(path), f"submodule.{name}.{key}", value])
+            git(["config", "--file", str(path), f"submodule.{name}.{key}", value])
             return self.write_blob(path.read_bytes())

@@ -7,7 +7,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from forkctl.git.gitdir import GitDir
-from forkctl.git.runner import GitFailed, run, try_run
+from forkctl.git.runner import GitFailed, git
 
 if TYPE_CHECKING:
     from forkctl.git.merge import Stage
@@ -26,8 +26,8 @@ class Worktrees(GitDir):
         self.git(["worktree", "add", "--quiet", "-b", branch, str(path.resolve()), commit])
 
     def remove_worktree(self, path: Path) -> None:
-        self.try_git(["worktree", "remove", "--force", str(path)])
-        self.try_git(["worktree", "prune"])
+        self.git(["worktree", "remove", "--force", str(path)], check=False)
+        self.git(["worktree", "prune"], check=False)
 
     def checked_out_branches(self) -> dict[str, Path]:
         """{branch name: worktree path} for every worktree (the main one included) that has one checked out."""
@@ -36,7 +36,7 @@ class Worktrees(GitDir):
             # worktrees/ (`git worktree add` makes it): with none there, no branch is checked out, and a
             # re-apply or a cache build is spared a git process.
             return {}
-        out = self.git(["worktree", "list", "--porcelain"])
+        out = self.git(["worktree", "list", "--porcelain"]).text
         branches: dict[str, Path] = {}
         current: Path | None = None
         for line in out.splitlines():
@@ -49,23 +49,25 @@ class Worktrees(GitDir):
 
 def worktree_apply_3way(worktree: Path, diff: bytes) -> tuple[bool, str]:
     """`git apply --3way` in a worktree (its files and index): conflicts are left as markers."""
-    status, out, err = try_run(["apply", "--3way", "--whitespace=nowarn", "-"], cwd=worktree, stdin=diff)
+    status, out, err = git(
+        ["apply", "--3way", "--whitespace=nowarn", "-"], cwd=worktree, stdin=diff, check=False
+    )
     return status == 0, "\n".join(part for part in (out.strip(), err.strip()) if part)
 
 
 def worktree_unmerged_paths(worktree: Path) -> list[str]:
-    return run(["diff", "--name-only", "--diff-filter=U"], cwd=worktree).splitlines()
+    return git(["diff", "--name-only", "--diff-filter=U"], cwd=worktree).text.splitlines()
 
 
 def worktree_checkout(worktree: Path, commit: str) -> None:
     """Point a (forkctl-owned, scratch) worktree at `commit`, discarding whatever it held."""
-    run(["reset", "--quiet", "--hard", commit], cwd=worktree)
-    run(["clean", "-fdq"], cwd=worktree)
+    git(["reset", "--quiet", "--hard", commit], cwd=worktree)
+    git(["clean", "-fdq"], cwd=worktree)
 
 
 def worktree_show_tree(worktree: Path, tree: str) -> None:
     """Put `tree` into a (forkctl-owned, scratch) worktree's index and files; HEAD stays where it is."""
-    run(["read-tree", "--reset", "-u", tree], cwd=worktree)
+    git(["read-tree", "--reset", "-u", tree], cwd=worktree)
 
 
 def worktree_set_unmerged(worktree: Path, stages: list[Stage]) -> None:
@@ -79,13 +81,13 @@ def worktree_set_unmerged(worktree: Path, stages: list[Stage]) -> None:
     records += [f"{stage.mode} {stage.sha} {stage.stage}\t{stage.path}" for stage in stages]
     if records:
         stdin = "".join(f"{record}\x00" for record in records).encode("utf-8", errors="surrogateescape")
-        run(["update-index", "-z", "--index-info"], cwd=worktree, stdin=stdin)
+        git(["update-index", "-z", "--index-info"], cwd=worktree, stdin=stdin)
 
 
 def worktree_write_tree(worktree: Path) -> str:
     """Stage every file of a worktree (resolutions included) in its own index and write the tree."""
-    run(["add", "-A", "."], cwd=worktree)
-    return run(["write-tree"], cwd=worktree).strip()
+    git(["add", "-A", "."], cwd=worktree)
+    return git(["write-tree"], cwd=worktree).text.strip()
 
 
 # --- plain directory trees (no repository) -----------------------------------------------------
@@ -101,7 +103,7 @@ def tree_apply_check(tree: Path, diff: bytes, include: str, reverse: bool = Fals
     args = ["apply", "--check", f"--include={include}", "--whitespace=nowarn"]
     if reverse:
         args.append("--reverse")
-    status, _, err = try_run([*args, "-"], cwd=tree, env=_tree_env(tree), stdin=diff)
+    status, _, err = git([*args, "-"], cwd=tree, env=_tree_env(tree), stdin=diff, check=False)
     return status == 0, err
 
 
@@ -109,7 +111,7 @@ def tree_apply(tree: Path, diff: bytes, include: str, reverse: bool = False) -> 
     args = ["apply", f"--include={include}", "--whitespace=nowarn"]
     if reverse:
         args.append("--reverse")
-    status, _, err = try_run([*args, "-"], cwd=tree, env=_tree_env(tree), stdin=diff)
+    status, _, err = git([*args, "-"], cwd=tree, env=_tree_env(tree), stdin=diff, check=False)
     if status != 0:
         raise GitFailed(f"git apply failed in {tree}", err)
 
@@ -119,14 +121,14 @@ def has_uncommitted_changes(worktree: Path, relpath: str) -> bool:
 
     The path is a literal pathspec, so a name with glob characters never matches other files.
     """
-    out = run(
+    out = git(
         ["status", "--porcelain=v1", "-z", "--untracked-files=all", "--", f":(literal){relpath}"],
         cwd=worktree,
-    )
+    ).text
     return bool(out.strip("\0"))
 
 
 def is_tracked(worktree: Path, relpath: str) -> bool:
     """Whether git tracks `relpath` (it is in the index); False for an untracked or ignored file."""
-    out = run(["ls-files", "-z", "--cached", "--", f":(literal){relpath}"], cwd=worktree)
+    out = git(["ls-files", "-z", "--cached", "--", f":(literal){relpath}"], cwd=worktree).text
     return bool(out.strip("\0"))
