@@ -1,17 +1,21 @@
 """Content-addressed cache entries: facts derived from some bytes, kept under the sha256 of those bytes.
 
-An entry lives at `$FORKCTL_CACHE/<folder>/<key>.json` and holds a header (the entry format, its key
+The one integrity scheme of everything forkctl derives and keeps (git's repositories keep their own).
+An entry lives at `$FORKCTL_CACHE/<folder>/<key>.json` (or at a path its owner chose: a cache
+repository's facts file in its git dir) and holds a header (the entry format, its key
 and the sha256 of its payload) then the payload. It is data, never trusted: `read` returns the payload
 only when the header names exactly this key and the payload's digest matches (so an entry copied under
 another name, truncated or edited is ignored), and the caller still validates what it decodes. Entries
 are written atomically; a cache that cannot be read or written costs the work it would have saved, never
-a failure. Used for parsed manifests (`manifest.cache`) and for git's answers about patch text
-(`series`), so a `lint` or `status` of files seen before imports no YAML and spawns no git.
+a failure. Used for parsed manifests (`manifest.cache`), git's answers about patch text (`series`), the
+apply record (`ops.record`), a cache repository's facts (`git.facts`) and a URL's last listing
+(`git.listings`).
 """
 
 from __future__ import annotations
 
 import contextlib
+from pathlib import Path
 
 from forkctl import __version__
 from forkctl.digests import sha256_hex
@@ -35,9 +39,18 @@ def _header(key: str, payload: bytes) -> bytes:
 def read(folder: str, key: str) -> bytes | None:
     """The payload stored under `key`, or None when there is none or it is not sound."""
     try:
-        with open(cache_root() / folder / f"{key}.json", "rb") as stream:
+        path = cache_root() / folder / f"{key}.json"
+    except (RuntimeError, CacheNotAFolder):  # RuntimeError: no home folder to put the cache in
+        return None
+    return read_file(path, key)
+
+
+def read_file(path: Path, key: str) -> bytes | None:
+    """The payload of the entry at `path` when its header names `key` and its digest matches, else None."""
+    try:
+        with open(path, "rb") as stream:
             entry = stream.read()
-    except (OSError, RuntimeError, CacheNotAFolder):  # RuntimeError: no home folder to put the cache in
+    except OSError:
         return None
     header, separator, payload = entry.partition(b"\n\n")
     if not separator or header + separator != _header(key, payload):
@@ -51,3 +64,14 @@ def write(folder: str, key: str, payload: bytes) -> None:
 
     with contextlib.suppress(OSError, RuntimeError, CacheNotAFolder):
         atomic_write(cache_root() / folder / f"{key}.json", _header(key, payload) + payload)
+
+
+def write_file(path: Path, key: str, payload: bytes) -> bool:
+    """Store `payload` under `key` at `path` (temp file and rename); False when it cannot be written."""
+    from forkctl.files import atomic_write
+
+    try:
+        atomic_write(path, _header(key, payload) + payload)
+    except OSError:
+        return False
+    return True

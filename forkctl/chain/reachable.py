@@ -8,6 +8,8 @@ upstream's, so that only the fork's own commits cross the network.
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import msgspec
 
 from forkctl.chain.model import LinkResult, Status
@@ -22,7 +24,8 @@ from forkctl.manifest import Manifest
 
 
 class CommitGraphs(msgspec.Struct):
-    """The commit-graph caches of the chain's URLs."""
+    """The commit-graph caches of the chain's URLs, each opened once and held for the check: a graph
+    object keeps what it answered (branch tips, ancestry) and writes its facts when the check drops it."""
 
     manifest: Manifest
     upstream_url: str  # where the fork head was built from: the manifest's URL or --upstream-repo
@@ -31,6 +34,7 @@ class CommitGraphs(msgspec.Struct):
     base_store: GitRepo | None = None
     base: str | None = None
     _bound: list[int | None] = msgspec.field(default_factory=list)
+    _open: dict[str, CommitGraph] = msgspec.field(default_factory=dict)  # by URL
 
     def since(self) -> int | None:
         """Where a new commit graph starts (a Unix time): a month before the manifest base's commit
@@ -46,11 +50,16 @@ class CommitGraphs(msgspec.Struct):
         branch, so that the fork's fetch tells the server it has them and only the fork's own commits
         arrive."""
         if not remote.same_repo(url, self.manifest.fork.url) or remote.same_repo(url, self.upstream_url):
-            return gitstore.graph_for(url)
+            return self._graph(url)
         lender = self.upstream()
         # A bounded lender would hand over commits whose parents this graph cannot know are cut off.
         lent = [lender.git_dir] if lender is not None and not (lender.git_dir / "shallow").is_file() else None
-        return gitstore.graph_for(url, alternates=lent)
+        return self._graph(url, lent)
+
+    def _graph(self, url: str, alternates: list[Path] | None = None) -> CommitGraph:
+        if url not in self._open or alternates:
+            self._open[url] = gitstore.graph_for(url, alternates=alternates)
+        return self._open[url]
 
     def upstream(self) -> CommitGraph | None:
         """The upstream commit graph holding the upstream branch as listed now (None: not listable)."""
@@ -60,7 +69,7 @@ class CommitGraphs(msgspec.Struct):
         except BadInput:
             return None
         ref = f"refs/heads/{self.manifest.upstream.branch}"
-        graph = gitstore.graph_for(url)
+        graph = self._graph(url)
         if ref in refs and gitstore.fetch_graph(graph, url, {ref: refs[ref]}, self.since):
             return graph
         return None

@@ -4,9 +4,10 @@ A commit's tree entries, the sections of a `.gitmodules` blob, "A is an ancestor
 `base...commit` in a commit graph are functions of object names alone: asked once, they hold for every
 later run. Each cache repository (never a user's clone) keeps them in one file in its git dir, read at
 most once by the repository object that uses them (`GitRepo.cache_at`) and written once, atomically,
-when that object is dropped (or at exit). A file that does not parse, has another schema or whose
-digest does not match its facts is ignored and rewritten: a miss, never a wrong answer. Only exact
-answers are recorded (the callers say which).
+when that object is dropped (or at exit). The file is a `contentcache` entry, the one integrity scheme
+of forkctl's caches: one whose header names another key (another forkctl version, another meaning of
+the keys) or whose digest does not match is ignored and rewritten: a miss, never a wrong answer. Only
+exact answers are recorded (the callers say which).
 """
 
 from __future__ import annotations
@@ -15,12 +16,17 @@ import json
 from pathlib import Path
 from typing import Any
 
-from forkctl.digests import sha256_hex
-from forkctl.files import atomic_write_text
+from forkctl import contentcache
 
-SCHEMA = 1  # raise it when what a key means changes: files of another schema are ignored
 FILE = "forkctl-facts.json"
 MAX_FACTS = 4096  # the oldest are dropped beyond this: a cache checked for years stays small
+# The entry's key: what the facts mean. forkctl's version is part of every key (`contentcache.key_of`),
+# so an upgrade that changes what a fact's key means starts from an empty file.
+_KIND = "facts of a cache repository, v2"
+
+
+def entry_key() -> str:
+    return contentcache.key_of(_KIND)
 
 
 class Facts:
@@ -47,12 +53,9 @@ class Facts:
         if not self._dirty or self._facts is None or not self.path.parent.is_dir():
             return  # nothing new, or the repository was removed since (a demo's scratch cache)
         facts = dict(list(self._facts.items())[-MAX_FACTS:])
-        document = {"schema": SCHEMA, "digest": _digest(facts), "facts": facts}
-        try:
-            atomic_write_text(self.path, json.dumps(document, separators=(",", ":")))
-        except OSError:
-            return  # a read-only cache answers as before, it just does not remember
-        self._dirty = False
+        payload = json.dumps(facts, separators=(",", ":")).encode()
+        # A read-only cache answers as before, it just does not remember.
+        self._dirty = not contentcache.write_file(self.path, entry_key(), payload)
 
     def _loaded(self) -> dict[str, Any]:
         if self._facts is None:
@@ -60,19 +63,11 @@ class Facts:
         return self._facts
 
 
-def _digest(facts: dict[str, Any]) -> str:
-    return sha256_hex(json.dumps(facts, sort_keys=True, separators=(",", ":")).encode())
-
-
 def _read(path: Path) -> dict[str, Any]:
-    """The facts of the file at `path`; {} when it is absent, damaged or of another schema."""
+    """The facts of the entry at `path`; {} when it is absent, damaged or of another key."""
+    payload = contentcache.read_file(path, entry_key())
     try:
-        document = json.loads(path.read_text())
-    except (OSError, ValueError):
+        facts = json.loads(payload) if payload is not None else {}
+    except ValueError:
         return {}
-    if not isinstance(document, dict) or document.get("schema") != SCHEMA:
-        return {}
-    facts = document.get("facts")
-    if not isinstance(facts, dict) or document.get("digest") != _digest(facts):
-        return {}
-    return facts
+    return facts if isinstance(facts, dict) else {}

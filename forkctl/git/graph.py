@@ -66,7 +66,7 @@ class CommitGraph(GitRepo):
         out = self.git(["for-each-ref", "--format=%(refname)", "refs/forkctl/heads/"]).text
         refspecs = [f"+{ref.replace('refs/forkctl/', 'refs/', 1)}:{ref}" for ref in out.split()]
         args = ["fetch", "--quiet", "--no-tags", "--filter=tree:0", "--unshallow"]
-        status = talk(args, self.url, refspecs, repo=self, fetch=True)[0]
+        status = talk(args, self.url, refspecs, repo=self, fetch=True).status
         forget_tips(self)
         return status == 0 and not self.bounded()
 
@@ -159,11 +159,11 @@ def graph_fetch(graph: GitRepo, url: str, refspecs: list[str], since: Since | No
     args = ["fetch", "--quiet", "--no-tags", "--filter=tree:0"]
     bound = since() if since is not None and _new_or_bounded(graph) else None
     if bound is not None:
-        status = talk([*args, f"--shallow-since={bound}"], url, refspecs, repo=graph, fetch=True)[0]
+        status = talk([*args, f"--shallow-since={bound}"], url, refspecs, repo=graph, fetch=True).status
         if status == 0:
             return 0
         # "no commits selected for shallow requests": every wanted tip is older than the bound.
-    return talk(args, url, refspecs, repo=graph, fetch=True)[0]
+    return talk(args, url, refspecs, repo=graph, fetch=True).status
 
 
 def fetch_graph(graph: GitRepo, url: str, wanted: dict[str, str], since: Since | None = None) -> bool:

@@ -41,7 +41,7 @@ class Patches(GitDir):
 
     def format_patch(self, sha: str) -> bytes:
         """One commit as a byte-stable format-patch mail: zero commit, full index, no stat/signature."""
-        return git(["--git-dir", str(self.git_dir), *FORMAT_PATCH, "-1", sha]).stdout
+        return self.git([*FORMAT_PATCH, "-1", sha]).stdout
 
     def format_patches(self, base: str, shas: list[str]) -> list[bytes]:
         """`format_patch` of each commit of the chain `base..shas[-1]` (shas oldest first), in one
@@ -49,7 +49,7 @@ class Patches(GitDir):
         split does not give one mail per commit (a message holding that very line), ask per commit."""
         if not shas:
             return []
-        out = git(["--git-dir", str(self.git_dir), *FORMAT_PATCH, f"{base}..{shas[-1]}"]).stdout
+        out = self.git([*FORMAT_PATCH, f"{base}..{shas[-1]}"]).stdout
         marker = b"From " + b"0" * len(shas[0]) + b" Mon Sep 17 00:00:00 2001\n"
         # Mails are separated by one empty line: a mail ends "...\n", then "\n", then the next marker.
         parts = out.split(b"\n" + marker)
@@ -61,10 +61,8 @@ class Patches(GitDir):
 
     def diff_commits(self, old: str, new: str) -> bytes:
         """Full-index binary diff from `old` to `new` (either a commit or a tree)."""
-        return git(
+        return self.git(
             [
-                "--git-dir",
-                str(self.git_dir),
                 "diff",
                 *DIFF_FLAGS,
                 "--no-renames",
@@ -115,11 +113,9 @@ class Patches(GitDir):
         """{commit: patch-id}, oldest first, for every non-merge commit in `range_spec` (with `touching`:
         those changing one of these paths, literally, their whole diff hashed), in two processes."""
         limit = ["--full-diff", "--end-of-options", range_spec, "--", *touching] if touching else [range_spec]
-        log = git(
+        log = self.git(
             [
                 *(["--literal-pathspecs"] if touching else []),
-                "--git-dir",
-                str(self.git_dir),
                 "log",
                 "-p",
                 "--no-merges",
@@ -165,10 +161,8 @@ class Diffs(GitDir):
 
     def changed_lines_per_commit(self, range_spec: str) -> dict[str, int]:
         """{commit: added plus removed lines (a binary file counts one)} over `range_spec`, one process."""
-        out = git(
+        out = self.git(
             [
-                "--git-dir",
-                str(self.git_dir),
                 "log",
                 "--numstat",
                 "--no-renames",
@@ -190,10 +184,8 @@ class Diffs(GitDir):
 
     def changed_paths(self, old: str, new: str) -> set[str]:
         """Every path that differs between two commits (no rename pairing: both names count)."""
-        out = git(
+        out = self.git(
             [
-                "--git-dir",
-                str(self.git_dir),
                 "diff",
                 "--name-only",
                 "-z",
@@ -207,9 +199,7 @@ class Diffs(GitDir):
 
     def changed_line_count(self, old: str, new: str) -> int:
         """Added plus removed lines from `old` to `new` (binary files count one each)."""
-        out = git(
-            ["--git-dir", str(self.git_dir), "diff", "--numstat", "--no-renames", *DIFF_FLAGS, old, new]
-        ).text
+        out = self.git(["diff", "--numstat", "--no-renames", *DIFF_FLAGS, old, new]).text
         total = 0
         for line in out.splitlines():
             added, removed, _ = line.split("\t", 2)

@@ -22,7 +22,7 @@ from forkctl.errors import BadInput
 from forkctl.git import listings, locations
 from forkctl.git.credentials import lent_credentials
 from forkctl.git.repo import GitRepo
-from forkctl.git.runner import GitTimeout, git, network_args, network_timeout
+from forkctl.git.runner import Completed, GitTimeout, git, network_args, network_timeout
 from forkctl.redact import without_credentials
 
 # --- URL identity and checks -----------------------------------------------------------------
@@ -159,10 +159,10 @@ def resolve_relative_url(url: str, superproject_url: str) -> str:
 
 def talk(
     verb_args: list[str], url: str, after_url: list[str], repo: GitRepo | None = None, fetch: bool = False
-) -> tuple[int, str, str]:
+) -> Completed:
     """One network operation: `git <verb_args> -- <url> <after_url>` with the network bounds (stall
-    limits, total time), the URL checked to be data. Returns (status, stdout, stderr); a silent remote
-    is a BadInput naming it.
+    limits, total time), the URL checked to be data. Returns what git did (`check=False`: it unpacks as
+    (status, stdout, stderr)); a silent remote is a BadInput naming it.
 
     Credentials in an https URL never reach git's command line or a config key: git is given the URL
     without them and a credential helper (`lent_credentials`) that reads them from its own environment.
@@ -194,7 +194,7 @@ def talk(
 
 def _fetch(
     repo: GitRepo, public: str, lend: list[str], verb_args: list[str], after_url: list[str], env: dict
-) -> tuple[int, str, str]:
+) -> Completed:
     """The fetch of `talk`, under the repository's fetch lock: what depends on the repository's state
     is read here, after any fetch this one waited for. Its promisor remote is configured (a `git
     config` beside another's fails on the config lock), and `--unshallow` is dropped once a fetch
