@@ -14,7 +14,11 @@ from typing import Any, get_args, get_type_hints
 
 import msgspec
 
+from forkctl.git.sha import FULL_NAME_FIELD_PATTERN
+
 Loc = tuple[str | int, ...]
+# What msgspec says of a value that fails the full-object-name pattern of `forkctl.git.sha`.
+_NOT_A_FULL_NAME = f"Expected `str` matching regex {FULL_NAME_FIELD_PATTERN!r}"
 
 
 class FieldError(ValueError):
@@ -111,4 +115,7 @@ def describe(exc: msgspec.ValidationError, data: Any, root: type[msgspec.Struct]
         return loc, f"{where!r} has the wrong type: expected {expected}, got {_value_at(data, loc)!r}"
     if what.startswith("Invalid enum value"):
         return loc, f"{where!r} must be one of {_allowed_values(loc, root)}, got {_value_at(data, loc)!r}"
+    if what == _NOT_A_FULL_NAME:
+        value = _value_at(data, loc)
+        return loc, f"{where!r} is {value!r}, not a full object name (40 or 64 lowercase hex digits)"
     return loc, f"{where!r}: {what}"

@@ -322,3 +322,17 @@ def test_gate_with_an_upstream_clone_checks_the_exact_tested_tree(tmp_path: Path
     assert any(f"but the fork head apply(series, base) has {exact}" in p for p in problems(payload))
     # Without the clone the gate can only check the recorded base.
     assert gate_json(toolkit)[0] == 0
+
+
+@pytest.mark.parametrize("field", ["package_tree", "base_package_tree", "base_commit"])
+def test_a_recorded_tree_or_base_that_is_no_object_name_is_malformed(tmp_path: Path, field: str) -> None:
+    # Without an upstream clone nothing compares the recorded tree: garbage there must not pass (nor
+    # be taken for "another base").
+    toolkit = gpu_toolkit(tmp_path)
+    loaded = load(toolkit)
+    exact = evidence.TestedTree(source="upstream-base", package_tree="3" * 40, base_commit=toolkit.base)
+    record(toolkit, make_run(loaded, tested=msgspec.structs.replace(exact, **{field: "megatron tree"})))
+    code, payload = gate_json(toolkit)
+    assert code == 2, payload
+    message = payload["problems"][0]["message"]
+    assert "malformed evidence" in message and field in message and "megatron tree" in message

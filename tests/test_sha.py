@@ -15,7 +15,7 @@ from click.testing import CliRunner
 
 from forkctl.cli import cli
 from forkctl.errors import BadInput
-from forkctl.git.sha import is_commit_name, parse_full_sha, require_full_sha
+from forkctl.git.sha import is_commit_name, parse_full_sha, parse_tree_sha, require_full_sha, require_tree_sha
 from forkctl.git.snapshot import resolve_ref
 from forkctl.manifest import load
 from forkctl.ops.replay import promised_blobs
@@ -45,6 +45,8 @@ NOT_FULL = {
 def test_both_object_formats_are_full_names(text: str) -> None:
     assert parse_full_sha(text) == text
     assert require_full_sha(text, "the base") == text
+    assert parse_tree_sha(text) == text
+    assert require_tree_sha(text, "the tested tree") == text
 
 
 @pytest.mark.parametrize("label", sorted(NOT_FULL))
@@ -52,6 +54,9 @@ def test_anything_else_is_refused_naming_what_it_was(label: str) -> None:
     assert parse_full_sha(NOT_FULL[label]) is None
     with pytest.raises(BadInput, match=r"upstream\.base .* is not a full commit SHA"):
         require_full_sha(NOT_FULL[label], "upstream.base")
+    assert parse_tree_sha(NOT_FULL[label]) is None
+    with pytest.raises(BadInput, match=r"package_tree .* is not a full tree object name"):
+        require_tree_sha(NOT_FULL[label], "package_tree")
 
 
 def test_a_commit_name_is_an_abbreviation_or_a_full_name_of_either_format() -> None:

@@ -5,6 +5,12 @@ prints them that way. A `Sha` is a string that was checked against that pattern:
 `parse_full_sha` / `require_full_sha` (and by the functions that read names from git's own output), so
 a signature that takes a `Sha` says that nobody has to look again. Pure: no git runs here, and a
 command that only reads patch text (lint, status) can import it.
+
+A `TreeSha` names a tree, not a commit: git names both alike, so only the type tells a reader (and a
+type checker) that a commit passed where a tree is expected is a mistake. It is made only where a tree
+comes from: git's `write-tree`, `%T` / `merge-tree` output, `forkctl.git.treehash`, and a recorded name
+checked on load (`parse_tree_sha` / `require_tree_sha` / `TreeShaText` fields). The form is checked
+there; whether the object exists is for git to say when it is used.
 """
 
 from __future__ import annotations
@@ -17,6 +23,7 @@ import msgspec
 from forkctl.errors import BadInput
 
 Sha = NewType("Sha", str)
+TreeSha = NewType("TreeSha", str)
 
 # One alternative per object format; no anchors, so that other patterns can embed it.
 FULL_NAME_PATTERN = r"(?:[0-9a-f]{40}|[0-9a-f]{64})"
@@ -25,9 +32,12 @@ COMMIT_NAME_PATTERN = r"(?:[0-9a-f]{7,40}|[0-9a-f]{64})"
 FULL_OBJECT_NAME = re.compile(FULL_NAME_PATTERN)  # always with fullmatch
 COMMIT_NAME = re.compile(COMMIT_NAME_PATTERN)  # always with fullmatch
 # The same check for a msgspec field (msgspec searches: \A and \Z, since `$` would let a newline end it).
-FullShaText = Annotated[str, msgspec.Meta(pattern=rf"\A{FULL_NAME_PATTERN}\Z")]
+FULL_NAME_FIELD_PATTERN = rf"\A{FULL_NAME_PATTERN}\Z"
+FullShaText = Annotated[Sha, msgspec.Meta(pattern=FULL_NAME_FIELD_PATTERN)]
+TreeShaText = Annotated[TreeSha, msgspec.Meta(pattern=FULL_NAME_FIELD_PATTERN)]
 
 FULL_SHA_WORDS = "a full commit SHA (40 or 64 lowercase hex digits)"
+FULL_TREE_WORDS = "a full tree object name (40 or 64 lowercase hex digits)"
 
 
 def parse_full_sha(text: object) -> Sha | None:
@@ -45,6 +55,19 @@ def require_full_sha(text: object, what: str, hint: str | None = None) -> Sha:
     if sha is None:
         raise BadInput(f"{what} {text!r} is not {FULL_SHA_WORDS}", hint=hint)
     return sha
+
+
+def parse_tree_sha(text: object) -> TreeSha | None:
+    """`text` as a `TreeSha` when it has the form of a full object name exactly, else None."""
+    return TreeSha(text) if isinstance(text, str) and FULL_OBJECT_NAME.fullmatch(text) else None
+
+
+def require_tree_sha(text: object, what: str, hint: str | None = None) -> TreeSha:
+    """`text` as a `TreeSha`, or BadInput naming `what`."""
+    tree = parse_tree_sha(text)
+    if tree is None:
+        raise BadInput(f"{what} {text!r} is not {FULL_TREE_WORDS}", hint=hint)
+    return tree
 
 
 def is_commit_name(text: object) -> bool:

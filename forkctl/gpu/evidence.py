@@ -30,6 +30,7 @@ import msgspec
 from forkctl import schema
 from forkctl.errors import BadInput
 from forkctl.files import atomic_write_text
+from forkctl.git.sha import FullShaText, TreeShaText
 from forkctl.manifest import Manifest
 from forkctl.series import Series
 
@@ -98,9 +99,9 @@ class TestedTree(_Model):
     fork head (the gate refuses it)."""
 
     source: Literal["upstream-base", "installed"]
-    package_tree: str  # the tested megatron/ folder, before any overlay
-    base_commit: str | None = None  # upstream-base: the commit the archive was made from
-    base_package_tree: str | None = None  # upstream-base: megatron/ of that commit
+    package_tree: TreeShaText  # the tested megatron/ folder, before any overlay
+    base_commit: FullShaText | None = None  # upstream-base: the commit the archive was made from
+    base_package_tree: TreeShaText | None = None  # upstream-base: megatron/ of that commit
     distribution: str | None = None  # installed: e.g. "megatron-core 0.19.2"
     # Files the source lacks (compiled helpers) that were taken from the installed distribution.
     overlaid: list[str] = msgspec.field(default_factory=list)
