@@ -14,8 +14,15 @@ import pytest
 from click.testing import CliRunner
 
 from forkctl.cli import cli
-from forkctl.errors import BadInput
-from forkctl.git.sha import is_commit_name, parse_full_sha, parse_tree_sha, require_full_sha, require_tree_sha
+from forkctl.errors import BadInput, Unexpected
+from forkctl.git.sha import (
+    is_commit_name,
+    parse_full_sha,
+    parse_tree_sha,
+    printed_tree,
+    require_full_sha,
+    require_tree_sha,
+)
 from forkctl.git.snapshot import resolve_ref
 from forkctl.manifest import load
 from forkctl.ops.replay import promised_blobs
@@ -57,6 +64,12 @@ def test_anything_else_is_refused_naming_what_it_was(label: str) -> None:
     assert parse_tree_sha(NOT_FULL[label]) is None
     with pytest.raises(BadInput, match=r"package_tree .* is not a full tree object name"):
         require_tree_sha(NOT_FULL[label], "package_tree")
+
+
+def test_a_tree_git_printed_is_taken_only_when_it_is_a_full_name() -> None:
+    assert printed_tree(SHA256 + "\n", "write-tree") == SHA256
+    with pytest.raises(Unexpected, match=r"git write-tree printed 'warning: x' where a tree object name"):
+        printed_tree("warning: x", "write-tree")
 
 
 def test_a_commit_name_is_an_abbreviation_or_a_full_name_of_either_format() -> None:

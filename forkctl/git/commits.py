@@ -19,6 +19,7 @@ import msgspec
 from forkctl.digests import sha1_hex, sha256_hex
 from forkctl.git.gitdir import GitDir
 from forkctl.git.runner import GitFailed
+from forkctl.git.sha import TreeSha, printed_tree
 
 
 class Identity(msgspec.Struct, frozen=True):
@@ -29,7 +30,7 @@ class Identity(msgspec.Struct, frozen=True):
 
 class CommitInfo(msgspec.Struct, frozen=True):
     sha: str
-    tree: str
+    tree: TreeSha
     parents: list[str]
     subject: str
     message: str
@@ -50,7 +51,7 @@ def _ident_part(text: str) -> bytes | None:
 
 
 def commit_object(
-    tree: str, parents: list[str], message: str, author_name: str, author_email: str, when: datetime
+    tree: TreeSha, parents: list[str], message: str, author_name: str, author_email: str, when: datetime
 ) -> tuple[str, bytes] | None:
     """(id, body) of the commit `commit-tree` makes with author = committer = this identity and date,
     computed here so that a series of commits needs no git process each; None when the identity or
@@ -71,7 +72,7 @@ def commit_object(
 class Commits(GitDir):
     """Making commits (fixed identities; computed objects written in bulk) and reading their records."""
 
-    def commit_tree(self, tree: str, parents: list[str], message: str, author: Identity) -> str:
+    def commit_tree(self, tree: TreeSha, parents: list[str], message: str, author: Identity) -> str:
         """Make a commit whose author and committer are both `author`: the SHA depends only on inputs."""
         env = {
             "GIT_AUTHOR_NAME": author.name,
@@ -162,7 +163,7 @@ class Commits(GitDir):
             infos.append(
                 CommitInfo(
                     sha=full,
-                    tree=tree,
+                    tree=printed_tree(tree, "log --format=%T"),
                     parents=parents.split(),
                     subject=message.split("\n", 1)[0],
                     message=message if message.endswith("\n") else message + "\n",
@@ -172,19 +173,19 @@ class Commits(GitDir):
             )
         return infos
 
-    def recorded_parents(self, sha: str) -> tuple[str, list[str]]:
+    def recorded_parents(self, sha: str) -> tuple[TreeSha, list[str]]:
         """(tree, parents) as the commit object records them: in a shallow repository a boundary
         commit shows no parents to `log`, but its own bytes still name them."""
         body = self.git(["cat-file", "commit", "--end-of-options", sha]).text.split("\n\n", 1)[0]
         fields = [line.split(" ", 1) for line in body.splitlines() if " " in line]
         tree = next(value for key, value in fields if key == "tree")
-        return tree, [value for key, value in fields if key == "parent"]
+        return printed_tree(tree, "cat-file commit"), [value for key, value in fields if key == "parent"]
 
-    def tree_and_date(self, tree_of: str, date_of: str) -> tuple[str, str]:
+    def tree_and_date(self, tree_of: str, date_of: str) -> tuple[TreeSha, str]:
         """(tree of `tree_of`, committer date of `date_of` in strict ISO 8601), in one process."""
         out = self.git(["log", "--no-walk=unsorted", "--format=%T %cI", tree_of, date_of, "--"]).text
         first, second = out.splitlines() if tree_of != date_of else (out, out)
-        return first.split()[0], second.split()[1]
+        return printed_tree(first.split()[0], "log --format=%T"), second.split()[1]
 
     def committer_of(self, sha: str) -> Identity:
         """The committer of `sha`; equal to the author (date included) for forkctl's reproducible commits."""

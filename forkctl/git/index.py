@@ -9,6 +9,7 @@ from pathlib import Path
 
 from forkctl.git.gitdir import GitDir
 from forkctl.git.runner import git
+from forkctl.git.sha import TreeSha, printed_tree
 
 
 class PrivateIndex:
@@ -39,11 +40,11 @@ class PrivateIndex:
             self.read_tree(tree)
         return status == 0, err
 
-    def write_tree(self) -> str:
+    def write_tree(self) -> TreeSha:
         # `--missing-ok`: the tree is written from the index's entries alone. Without it git checks
         # that every blob the index names is present, and in a blobless partial clone (the cache)
         # that lazily fetches every file of the tree, when only the changed entries are new.
-        return self.repo.git(["write-tree", "--missing-ok"], env=self.env).text.strip()
+        return printed_tree(self.repo.git(["write-tree", "--missing-ok"], env=self.env).text, "write-tree")
 
 
 class Indexes(GitDir):
@@ -59,7 +60,7 @@ class Indexes(GitDir):
             index.read_tree(tree)
             yield index
 
-    def tree_from_directory(self, directory: Path) -> str:
+    def tree_from_directory(self, directory: Path) -> TreeSha:
         """Store every file under `directory` (ignore rules off) in `repo` and return the tree's SHA.
 
         A private index and `--work-tree` pointed at `directory`: the repository's own index and files
@@ -78,7 +79,7 @@ class Indexes(GitDir):
                 str(directory),
             ]
             git([*where, "add", "--all", "--force", "."], cwd=directory, env=env)
-            return git([*where, "write-tree"], cwd=directory, env=env).text.strip()
+            return printed_tree(git([*where, "write-tree"], cwd=directory, env=env).text, "write-tree")
 
 
 def index_apply_check(index: PrivateIndex, diff: bytes, reverse: bool = False) -> bool:

@@ -22,6 +22,7 @@ import msgspec
 from forkctl.git.commits import Identity, commit_object
 from forkctl.git.repo import GitRepo
 from forkctl.git.runner import GitFailed
+from forkctl.git.sha import TreeSha, printed_tree
 
 SYNTHETIC_NAME, SYNTHETIC_EMAIL = "forkctl", "forkctl@localhost"
 
@@ -42,7 +43,7 @@ class Stage(msgspec.Struct, frozen=True):
 
 
 class MergeResult(msgspec.Struct, frozen=True):
-    tree: str  # the merged tree; on a conflict, files carry conflict markers (as in a worktree)
+    tree: TreeSha  # the merged tree; on a conflict, files carry conflict markers (as in a worktree)
     clean: bool
     conflicted: list[str] = msgspec.field(default_factory=list)  # paths with unmerged entries
     messages: list[MergeMessage] = msgspec.field(default_factory=list)
@@ -54,10 +55,10 @@ class MergeResult(msgspec.Struct, frozen=True):
         return "\n".join(message.text for message in self.messages)
 
 
-def _parse(output: str) -> tuple[str, list[Stage], list[MergeMessage]]:
+def _parse(output: str) -> tuple[TreeSha, list[Stage], list[MergeMessage]]:
     """Parse `merge-tree --write-tree -z --messages` output: tree, unmerged entries, messages."""
     tokens = output.split("\x00")
-    tree = tokens[0].strip()
+    tree = printed_tree(tokens[0], "merge-tree --write-tree")
     position = 1
     stages: list[Stage] = []
     while position < len(tokens) and tokens[position] != "":
@@ -76,7 +77,7 @@ def _parse(output: str) -> tuple[str, list[Stage], list[MergeMessage]]:
     return tree, stages, messages
 
 
-def stand_in(repo: GitRepo, tree: str, parent: str, date: str) -> str:
+def stand_in(repo: GitRepo, tree: TreeSha, parent: str, date: str) -> str:
     """A commit with `tree` whose only parent is `parent` (fixed identity, given date: deterministic)."""
     message = "forkctl merge stand-in\n"
     made = commit_object(
@@ -89,7 +90,12 @@ def stand_in(repo: GitRepo, tree: str, parent: str, date: str) -> str:
 
 
 def cherry_pick(
-    repo: GitRepo, commit: str, parent: str, onto: str, onto_tree: str | None = None, date: str | None = None
+    repo: GitRepo,
+    commit: str,
+    parent: str,
+    onto: str,
+    onto_tree: TreeSha | None = None,
+    date: str | None = None,
 ) -> MergeResult:
     """The tree `git cherry-pick <commit>` (whose parent is `parent`) gives on top of commit `onto`.
     `onto_tree` and `date` (the commit's committer date), when the caller knows them, save a process."""

@@ -20,7 +20,7 @@ from typing import Annotated, NewType
 
 import msgspec
 
-from forkctl.errors import BadInput
+from forkctl.errors import BadInput, Unexpected
 
 Sha = NewType("Sha", str)
 TreeSha = NewType("TreeSha", str)
@@ -67,6 +67,17 @@ def require_tree_sha(text: object, what: str, hint: str | None = None) -> TreeSh
     tree = parse_tree_sha(text)
     if tree is None:
         raise BadInput(f"{what} {text!r} is not {FULL_TREE_WORDS}", hint=hint)
+    return tree
+
+
+def printed_tree(out: str, command: str) -> TreeSha:
+    """The tree name git printed for `command` (write-tree, `%T`, merge-tree), as a `TreeSha`.
+
+    Checked all the same: anything else there (a wrapper's chatter, a git we do not know) must stop
+    here, not become a tree that a commit is made of."""
+    tree = parse_tree_sha(out.strip())
+    if tree is None:
+        raise Unexpected(f"git {command} printed {out[:200]!r} where a tree object name belongs")
     return tree
 
 

@@ -15,6 +15,8 @@ import stat
 from collections.abc import Callable
 from pathlib import Path
 
+from forkctl.git.sha import TreeSha
+
 # What validate's own runs leave in a package folder; never part of the tested source.
 IGNORED_NAMES = frozenset({"__pycache__", ".pytest_cache"})
 
@@ -54,7 +56,8 @@ def _tree(folder: Path, keep: Callable[[Path], bool]) -> bytes | None:
     return _object_id(b"tree", payload)
 
 
-def folder_tree_id(folder: Path, keep: Callable[[Path], bool] = lambda _path: True) -> str:
+def folder_tree_id(folder: Path, keep: Callable[[Path], bool] = lambda _path: True) -> TreeSha:
     """The tree id git would give `folder`'s files (those `keep` accepts); the empty tree if none."""
     tree = _tree(folder, keep)
-    return tree.hex() if tree is not None else _object_id(b"tree", b"").hex()
+    # Computed here, as git would: the one place a TreeSha is made without git or a check of its form.
+    return TreeSha(tree.hex() if tree is not None else _object_id(b"tree", b"").hex())

@@ -8,6 +8,7 @@ from typing import TYPE_CHECKING
 
 from forkctl.git.gitdir import GitDir
 from forkctl.git.runner import GitFailed, git
+from forkctl.git.sha import TreeSha, printed_tree
 
 if TYPE_CHECKING:
     from forkctl.git.merge import Stage
@@ -65,7 +66,7 @@ def worktree_checkout(worktree: Path, commit: str) -> None:
     git(["clean", "-fdq"], cwd=worktree)
 
 
-def worktree_show_tree(worktree: Path, tree: str) -> None:
+def worktree_show_tree(worktree: Path, tree: TreeSha) -> None:
     """Put `tree` into a (forkctl-owned, scratch) worktree's index and files; HEAD stays where it is."""
     git(["read-tree", "--reset", "-u", tree], cwd=worktree)
 
@@ -84,10 +85,10 @@ def worktree_set_unmerged(worktree: Path, stages: list[Stage]) -> None:
         git(["update-index", "-z", "--index-info"], cwd=worktree, stdin=stdin)
 
 
-def worktree_write_tree(worktree: Path) -> str:
+def worktree_write_tree(worktree: Path) -> TreeSha:
     """Stage every file of a worktree (resolutions included) in its own index and write the tree."""
     git(["add", "-A", "."], cwd=worktree)
-    return git(["write-tree"], cwd=worktree).text.strip()
+    return printed_tree(git(["write-tree"], cwd=worktree).text, "write-tree")
 
 
 # --- plain directory trees (no repository) -----------------------------------------------------
