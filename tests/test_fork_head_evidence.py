@@ -14,8 +14,10 @@ import msgspec
 import pytest
 
 from forkctl.errors import BadInput
+from forkctl.git.repo import GitRepo
 from forkctl.git.treehash import folder_tree_id
 from forkctl.gpu import evidence, source, upstream
+from forkctl.ops import replay
 from forkctl.series import load_series
 from tests.gitrepos import init_repo
 from tests.test_evidence import gpu_toolkit, load, make_run, record, write_files
@@ -336,3 +338,13 @@ def test_a_recorded_tree_or_base_that_is_no_object_name_is_malformed(tmp_path: P
     assert code == 2, payload
     message = payload["problems"][0]["message"]
     assert "malformed evidence" in message and field in message and "megatron tree" in message
+
+
+def test_the_fork_head_tree_of_a_package_path_that_is_no_folder_is_none(tmp_path: Path) -> None:
+    # The gate compares the tested tree with this: a file (or gitlink) at the path is no package tree.
+    upstream_repo = init_repo(
+        tmp_path / "up", {"megatron": "a file, not the package\n", "pkg/a.py": "A = 1\n"}
+    )
+    repo, base = GitRepo(upstream_repo.path), upstream_repo.head()
+    assert replay.fork_head_tree(repo, base, [], "pkg") == upstream_repo.head("HEAD:pkg")
+    assert replay.fork_head_tree(repo, base, [], "megatron") is None

@@ -34,6 +34,7 @@ from forkctl.git.commits import Identity
 from forkctl.git.index import index_set_entry
 from forkctl.git.objects import TreeEntry
 from forkctl.git.repo import GitRepo
+from forkctl.git.sha import TreeSha
 from forkctl.git.submodules import SubmoduleEntry
 from forkctl.manifest import Consumer, Manifest
 from forkctl.redact import without_credentials
@@ -161,7 +162,7 @@ def later(first: str, second: str) -> str:
     return second if datetime.fromisoformat(second) > datetime.fromisoformat(first) else first
 
 
-def _same_commit(repo: GitRepo, existing: str | None, tree: str, parent: str, message: str) -> str | None:
+def _same_commit(repo: GitRepo, existing: str | None, tree: TreeSha, parent: str, message: str) -> str | None:
     """The branch's commit when it already is this bump (same tree, parent and message): a second run
     reuses it (then pushes nothing new and updates the pull request) instead of refusing the branch."""
     if existing is None:

@@ -19,7 +19,7 @@ from forkctl.git import remote
 from forkctl.git import store as gitstore
 from forkctl.git.repo import GitRepo
 from forkctl.git.runner import GitFailed
-from forkctl.git.sha import is_full_sha
+from forkctl.git.sha import TreeSha, is_full_sha
 from forkctl.manifest import Manifest
 from forkctl.ops import replay
 from forkctl.series import Patch, Series, load_series
@@ -61,7 +61,7 @@ class ForkContext(msgspec.Struct):
     def bump_fix(self) -> str:
         return f"pin the reproducible fork head {self.head[:12]}: forkctl bump-bridge"
 
-    def head_tree(self) -> str:
+    def head_tree(self) -> TreeSha:
         """The tree of the fork head (read in the store it was built in)."""
         return self.store.commit_info(self.head).tree
 
@@ -240,7 +240,7 @@ def unpatched_upstream(repo: GitRepo, pinned: str, ctx: ForkContext) -> ChainFin
 
 
 def publish_merge_finding(
-    repo: GitRepo, pinned: str, head: str, head_tree: str, owned: OwnFiles | None = None
+    repo: GitRepo, pinned: str, head: str, head_tree: TreeSha, owned: OwnFiles | None = None
 ) -> ChainFinding | None:
     """A pinned merge commit judged as what `forkctl publish` makes on a fork branch: a merge that has
     the fork head among its parents and exactly the published tree (the head's, with the fork-owned

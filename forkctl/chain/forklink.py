@@ -20,6 +20,7 @@ from forkctl.git import graph as gitgraph
 from forkctl.git import remote
 from forkctl.git import store as gitstore
 from forkctl.git.repo import GitRepo
+from forkctl.git.sha import TreeSha
 from forkctl.manifest import Manifest
 
 
@@ -76,7 +77,7 @@ def check_fork_pin(
     link.findings += _judge(fork, pinned, fork.head_tree(), manifest)
 
 
-def _judge(fork: ForkContext, pinned: str, head_tree: str, manifest: Manifest) -> list[ChainFinding]:
+def _judge(fork: ForkContext, pinned: str, head_tree: TreeSha, manifest: Manifest) -> list[ChainFinding]:
     """The pin, read in `fork.store`: the fork head's published merge (forkctl publish), or why not."""
     published = publish_merge_finding(fork.store, pinned, fork.head, head_tree, fork.owned)
     return [published] if published is not None else diagnose_fork_pin(fork, pinned, manifest.upstream.branch)

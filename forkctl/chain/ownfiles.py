@@ -22,6 +22,7 @@ from forkctl.chain import forkbase
 from forkctl.git.index import index_replace_entries
 from forkctl.git.objects import TreeEntry
 from forkctl.git.repo import GitRepo
+from forkctl.git.sha import TreeSha
 from forkctl.manifest import Manifest
 from forkctl.manifest.schema import FORK_BASE_FILE
 from forkctl.series import Patch
@@ -63,7 +64,7 @@ def series_claims(own: OwnFiles, patches: list[Patch]) -> list[str]:
     return [f"{patch.path.name}: {path}" for patch in patches for path in patch.paths if own.owns(path)]
 
 
-def _own_entries(repo: GitRepo, tip: str, head_tree: str, own: OwnFiles, write: bool) -> OwnEntries:
+def _own_entries(repo: GitRepo, tip: str, head_tree: TreeSha, own: OwnFiles, write: bool) -> OwnEntries:
     """({fork-owned path: the tip's entry}, fork-owned paths of R the tip lacks), with the tip's
     `.fork-base.json` carried over as `forkbase.carried` rewrites it (its blob written when `write`)."""
     at_tip = {path: e for path, e in repo.all_entries(tip).items() if own.owns(path)}
@@ -76,7 +77,7 @@ def _own_entries(repo: GitRepo, tip: str, head_tree: str, own: OwnFiles, write: 
     return at_tip, removed
 
 
-def published_tree(repo: GitRepo, tip: str, head_tree: str, own: OwnFiles) -> str:
+def published_tree(repo: GitRepo, tip: str, head_tree: TreeSha, own: OwnFiles) -> TreeSha:
     """R's tree with the fork-owned paths as the tip has them (`.fork-base.json` rewritten for the base),
     written in `repo` (objects only, a private index): the same tip, R and manifest give the same tree.
     Trees only are listed; the one blob read is the tip's `.fork-base.json`."""
@@ -88,7 +89,7 @@ def published_tree(repo: GitRepo, tip: str, head_tree: str, own: OwnFiles) -> st
         return index.write_tree()
 
 
-def unpublished_paths(repo: GitRepo, tree: str, tip: str, head_tree: str, own: OwnFiles) -> list[str]:
+def unpublished_paths(repo: GitRepo, tree: TreeSha, tip: str, head_tree: TreeSha, own: OwnFiles) -> list[str]:
     """Where `tree` differs from `published_tree(tip, R)`, sorted; read only (nothing is written, so a
     check may ask it of a user's clone): the whole trees' entries compared."""
     at_tip, removed = _own_entries(repo, tip, head_tree, own, write=False)

@@ -67,7 +67,7 @@ def command(ctx: Context, extra_required: tuple[str, ...], repo_path: Path | Non
         from forkctl.ops import replay
 
         package = manifest.package.folder_name
-        fork_head_tree = replay.fork_head_entry(GitRepo(repo_path), series.base, series.patches, package)
+        fork_head_tree = replay.fork_head_tree(GitRepo(repo_path), series.base, series.patches, package)
         if fork_head_tree is None:
             raise BadInput(f"the fork head in {repo_path} has no {package}/ folder", hint="check --repo")
     verdict = gate.check(manifest, series, required, pending=pending, fork_head_tree=fork_head_tree)

@@ -35,6 +35,7 @@ from forkctl.git import remote
 from forkctl.git.commits import Identity
 from forkctl.git.index import index_set_entry
 from forkctl.git.repo import GitRepo
+from forkctl.git.sha import TreeSha
 from forkctl.manifest import Manifest, plain
 from forkctl.ops import apply, replay
 from forkctl.series import load_series
@@ -130,7 +131,7 @@ def _url(path: Path) -> str:
     return path.resolve().as_uri()
 
 
-def _snapshot(repo: GitRepo, files: dict[str, str], scratch: Path) -> str:
+def _snapshot(repo: GitRepo, files: dict[str, str], scratch: Path) -> TreeSha:
     """A tree holding `files` (path -> text), written through a scratch folder."""
     if scratch.exists():
         shutil.rmtree(scratch)
@@ -141,7 +142,7 @@ def _snapshot(repo: GitRepo, files: dict[str, str], scratch: Path) -> str:
     return repo.tree_from_directory(scratch)
 
 
-def _with_gitlinks(repo: GitRepo, tree: str, gitlinks: dict[str, str]) -> str:
+def _with_gitlinks(repo: GitRepo, tree: TreeSha, gitlinks: dict[str, str]) -> TreeSha:
     with repo.private_index(tree) as index:
         for path, sha in gitlinks.items():
             index_set_entry(index, "160000", sha, path)
@@ -156,7 +157,7 @@ def _gitmodules(sections: list[tuple[str, str, dict[str, str]]]) -> str:
     return text
 
 
-def _publish(repo: GitRepo, tree: str, message: str, identity: Identity, branches: list[str]) -> str:
+def _publish(repo: GitRepo, tree: TreeSha, message: str, identity: Identity, branches: list[str]) -> str:
     commit = repo.commit_tree(tree, [], message, identity)
     for branch in branches:
         repo.update_ref(f"refs/heads/{branch}", commit, None, "demo")

@@ -13,6 +13,7 @@ from pathlib import Path, PurePosixPath
 import msgspec
 
 from forkctl.errors import BadInput
+from forkctl.git.sha import TreeSha
 from forkctl.gpu import signing, tested
 from forkctl.gpu.digest import CurrentSuites, suite_changes
 from forkctl.gpu.evidence import (
@@ -59,7 +60,7 @@ def check(
     required: list[str],
     folder: Path | None = None,
     pending: dict[str, str] | None = None,
-    fork_head_tree: str | None = None,
+    fork_head_tree: TreeSha | None = None,
 ) -> GateVerdict:
     """May this series merge? Evidence for exactly this series and test suite, all passing, every
     required environment covered, except those `pending` (default: the manifest's validation.pending),
@@ -111,7 +112,7 @@ def _judge_runs(
     suites: CurrentSuites,
     rel: str,
     verdict: GateVerdict,
-    fork_head_tree: str | None = None,
+    fork_head_tree: TreeSha | None = None,
 ) -> None:
     """Sort the runs into misplaced (wrong suite for the tag), stale (the suite changed since) and
     current ones, record what each contributes, then name every required tag nothing explains."""

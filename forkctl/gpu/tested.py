@@ -4,6 +4,7 @@ of the touched modules no worse on it than on the base; and how a pending enviro
 
 from __future__ import annotations
 
+from forkctl.git.sha import TreeSha
 from forkctl.gpu.evidence import RERUN_HINT, Run, ep_size, validate_command
 from forkctl.gpu.findings import Finding
 from forkctl.manifest import Manifest
@@ -28,7 +29,7 @@ def pending_finding(tag: str, why: str, covered: bool, rel: str) -> Finding:
 
 
 def tree_problems(
-    manifest: Manifest, series: Series, run: Run, rel: str, fork_head_tree: str | None
+    manifest: Manifest, series: Series, run: Run, rel: str, fork_head_tree: TreeSha | None
 ) -> list[Finding]:
     """The run must have tested the fork head, apply(series, base), built from upstream's base, and
     upstream's tests of the touched modules must be no worse on it than on the base."""

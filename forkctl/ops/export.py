@@ -25,6 +25,7 @@ from forkctl.errors import BadInput
 from forkctl.files import atomic_write
 from forkctl.git.commits import CommitInfo
 from forkctl.git.repo import GitRepo
+from forkctl.git.sha import TreeSha
 from forkctl.manifest import Manifest
 from forkctl.ops import record
 from forkctl.series import PROVENANCE_RE, TRAILER_RE, Patch, parse_patches
@@ -38,7 +39,7 @@ class ExportedPatch(msgspec.Struct, frozen=True):
     content: bytes
     provenance: str  # the commit the patch's one provenance line names (its origin)
     tagged_now: bool  # this export rewrote the message: added the provenance line, or kept one of several
-    tree: str = ""  # the commit's tree (for the export record)
+    tree: TreeSha  # the commit's tree (for the export record)
 
 
 def slug(subject: str) -> str:
@@ -166,7 +167,7 @@ def recorded(
 def remember(base: str, exported: list[ExportedPatch]) -> None:
     """Record a rendering that the files now hold byte for byte, for the next `recorded`. The caller
     knows they do: `compare` found no difference, or `write` has just written the ones that differed."""
-    if not exported or any(patch.tagged_now or not patch.tree for patch in exported):
+    if not exported or any(patch.tagged_now for patch in exported):
         return
     built = [(patch.commit, patch.tree) for patch in exported]
     record.remember(base, [patch.content for patch in exported], built, record.EXPORTED)

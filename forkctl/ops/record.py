@@ -23,7 +23,7 @@ import msgspec
 from forkctl import contentcache
 from forkctl.git.repo import commit_object
 from forkctl.git.runner import git_identity
-from forkctl.git.sha import is_full_sha
+from forkctl.git.sha import TreeSha, TreeShaText
 from forkctl.series import Patch
 
 APPLIED = "applied"
@@ -32,7 +32,7 @@ EXPORTED = "exported"
 
 class _Record(msgspec.Struct, forbid_unknown_fields=True):
     commits: list[str]
-    trees: list[str]
+    trees: list[TreeShaText]  # a name of another form fails the decode: the record is ignored
 
 
 def _key(kind: str, base: str, patch_files: list[bytes]) -> str:
@@ -40,7 +40,9 @@ def _key(kind: str, base: str, patch_files: list[bytes]) -> str:
     return contentcache.key_of(kind, git_build, base.encode(), *patch_files)
 
 
-def remember(base: str, patch_files: list[bytes], built: list[tuple[str, str]], kind: str = APPLIED) -> None:
+def remember(
+    base: str, patch_files: list[bytes], built: list[tuple[str, TreeSha]], kind: str = APPLIED
+) -> None:
     """Record `built` ((commit, tree) per patch) as apply(base, the patch files with these bytes), of
     `kind`: the key is the files' bytes alone, so a writer that holds them need not parse them again."""
     if not patch_files or len(built) != len(patch_files):
@@ -49,7 +51,9 @@ def remember(base: str, patch_files: list[bytes], built: list[tuple[str, str]], 
     contentcache.write(kind, _key(kind, base, patch_files), msgspec.json.encode(record))
 
 
-def recall(base: str, patches: list[Patch], tip: str, kind: str = APPLIED) -> list[tuple[str, str]] | None:
+def recall(
+    base: str, patches: list[Patch], tip: str, kind: str = APPLIED
+) -> list[tuple[str, TreeSha]] | None:
     """(commit, tree) per patch when the record of `kind` of apply(base, patches) holds and ends at `tip`."""
     if not patches:
         return None
@@ -64,8 +68,6 @@ def recall(base: str, patches: list[Patch], tip: str, kind: str = APPLIED) -> li
         return None
     parent = base
     for commit, tree, patch in zip(record.commits, record.trees, patches, strict=True):
-        if not is_full_sha(tree):
-            return None
         made = commit_object(tree, [parent], patch.message, patch.author_name, patch.author_email, patch.date)
         if made is None or made[0] != commit:
             return None

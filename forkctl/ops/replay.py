@@ -22,7 +22,7 @@ import msgspec
 from forkctl.errors import BadInput
 from forkctl.git.commits import Identity
 from forkctl.git.repo import GitRepo, commit_object
-from forkctl.git.sha import FULL_NAME_PATTERN
+from forkctl.git.sha import FULL_NAME_PATTERN, TreeSha, printed_tree
 from forkctl.ops import record
 from forkctl.series import Patch
 
@@ -30,7 +30,7 @@ from forkctl.series import Patch
 class AppliedPatch(msgspec.Struct, frozen=True):
     patch: Patch
     commit: str
-    tree: str = ""  # the commit's tree, when the build knows it (for the apply record)
+    tree: TreeSha  # the commit's tree (for the apply record)
 
 
 def stale_text(base: str, message: str) -> str:
@@ -190,7 +190,7 @@ class CommitBatch:
         self.repo = repo
         self.pending: list[tuple[str, bytes]] = []
 
-    def make(self, parent: str, tree: str, patch: Patch, message: str | None = None) -> str:
+    def make(self, parent: str, tree: TreeSha, patch: Patch, message: str | None = None) -> str:
         """The commit of `patch` (with `message`, default the patch's own) on `parent`."""
         message = patch.message if message is None else message
         made = commit_object(tree, [parent], message, patch.author_name, patch.author_email, patch.date)
@@ -317,9 +317,10 @@ def check_in_clone(clone: Path, base_rev: str, patches: list[Patch]) -> list[str
     return [message for _, message in check_series(repo, base, patches)]
 
 
-def fork_head_entry(repo: GitRepo, base: str, patches: list[Patch], path: str) -> str | None:
-    """The object id at `path` in apply(series, base) (e.g. the megatron/ tree a GPU run must have
-    tested), or None when the fork head has no such path. A series stale on its base has no fork head."""
+def fork_head_tree(repo: GitRepo, base: str, patches: list[Patch], path: str) -> TreeSha | None:
+    """The tree at `path` in apply(series, base) (e.g. the megatron/ tree a GPU run must have tested),
+    or None when the fork head has no folder there (nothing, a file, a gitlink). A series stale on its
+    base has no fork head."""
     if repo.resolve_commit(base) is None:
         raise BadInput(f"the base {base} is not in {repo.git_dir}", hint="fetch upstream into that clone")
     built = build_series(repo, base, patches)
@@ -331,4 +332,4 @@ def fork_head_entry(repo: GitRepo, base: str, patches: list[Patch], path: str) -
             hint=stale_fix(base),
         )
     entry = repo.tree_entry(built.head, path)
-    return entry.sha if entry is not None else None
+    return printed_tree(entry.sha, "ls-tree") if entry is not None and entry.kind == "tree" else None

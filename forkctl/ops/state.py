@@ -21,7 +21,7 @@ import msgspec
 from forkctl.errors import BadInput
 from forkctl.files import atomic_write_text, remove_temporaries
 from forkctl.git.repo import GitRepo
-from forkctl.git.sha import FULL_SHA_WORDS, FullShaText, is_full_sha
+from forkctl.git.sha import FULL_SHA_WORDS, FullShaText, TreeSha, is_full_sha
 from forkctl.git.worktree import (
     worktree_apply_3way,
     worktree_checkout,
@@ -275,7 +275,7 @@ def unresolved_paths(state: State) -> list[str]:
     return left
 
 
-def resolved_tree(repo: GitRepo, state: State) -> str:
+def resolved_tree(repo: GitRepo, state: State) -> TreeSha:
     """The worktree's tree once no conflict markers remain; refuses a resolution that changes nothing."""
     left = unresolved_paths(state)
     if left:

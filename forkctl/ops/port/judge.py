@@ -14,6 +14,7 @@ from forkctl.git import store as gitstore
 from forkctl.git.index import index_apply_check
 from forkctl.git.merge import MergeMessage, MergeResult, cherry_pick
 from forkctl.git.repo import GitRepo
+from forkctl.git.sha import TreeSha
 from forkctl.ops import replay
 from forkctl.series import Patch, Series
 
@@ -26,7 +27,7 @@ class Verdict(msgspec.Struct, frozen=True):
     # "partial"; conflict: the rule naming an upstream commit that may hold the change, or "".
     reason: str = ""
     upstream_commit: str | None = None
-    tree: str | None = None  # applied: the new tree
+    tree: TreeSha | None = None  # applied: the new tree
     merged: MergeResult | None = None
     detail: dict[str, Any] = msgspec.field(default_factory=dict)
 
@@ -137,7 +138,7 @@ class Judge:
             self._ancestry.update({sha: sha in inside for sha in unknown})
         return {sha for sha in commits if self._ancestry[sha]}
 
-    def judge(self, position: int, patch: Patch, head: str, head_tree: str | None = None) -> Verdict:
+    def judge(self, position: int, patch: Patch, head: str, head_tree: TreeSha | None = None) -> Verdict:
         """The patch's 3-way result on `head` decides: nothing changed is absorbed, a change is applied
         (partial when smaller than the original), a conflict stops; the named upstream commit is the
         evidence each verdict carries."""
@@ -166,7 +167,7 @@ class Judge:
     def _applied(
         self,
         merged: MergeResult,
-        head_tree: str,
+        head_tree: TreeSha,
         old: str | None,
         parent: str | None,
         patch: Patch,
@@ -194,7 +195,7 @@ def merge_patch(
     position: int,
     patch: Patch,
     head: str,
-    head_tree: str,
+    head_tree: TreeSha,
 ) -> MergeResult:
     """The patch's 3-way result on commit `head` (tree `head_tree`), as `git rebase` would merge it:
     its old commit (apply(old base, series)) cherry-picked, else `git apply --3way`. Its fate (`fate`)
@@ -207,14 +208,14 @@ def merge_patch(
     return _apply_3way(repo, patch, head_tree)
 
 
-def fate(merged: MergeResult, head_tree: str) -> str:
+def fate(merged: MergeResult, head_tree: TreeSha) -> str:
     """ "absorbed" (clean and changing nothing), "applied" (clean) or "conflict": a Verdict's kind."""
     if not merged.clean:
         return "conflict"
     return "absorbed" if merged.tree == head_tree else "applied"
 
 
-def _apply_3way(repo: GitRepo, patch: Patch, head_tree: str) -> MergeResult:
+def _apply_3way(repo: GitRepo, patch: Patch, head_tree: TreeSha) -> MergeResult:
     """No old commit to cherry-pick (the series does not build on its base): apply with --3way."""
     with repo.private_index(head_tree) as index:
         ok, message = index.apply(patch.diff)
