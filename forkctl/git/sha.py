@@ -33,7 +33,7 @@ FULL_OBJECT_NAME = re.compile(FULL_NAME_PATTERN)  # always with fullmatch
 COMMIT_NAME = re.compile(COMMIT_NAME_PATTERN)  # always with fullmatch
 # The same check for a msgspec field (msgspec searches: \A and \Z, since `$` would let a newline end it).
 FULL_NAME_FIELD_PATTERN = rf"\A{FULL_NAME_PATTERN}\Z"
-FullShaText = Annotated[Sha, msgspec.Meta(pattern=FULL_NAME_FIELD_PATTERN)]
+FullShaText = Annotated[str, msgspec.Meta(pattern=FULL_NAME_FIELD_PATTERN)]
 TreeShaText = Annotated[TreeSha, msgspec.Meta(pattern=FULL_NAME_FIELD_PATTERN)]
 
 FULL_SHA_WORDS = "a full commit SHA (40 or 64 lowercase hex digits)"

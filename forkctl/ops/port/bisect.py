@@ -18,6 +18,7 @@ import msgspec
 from forkctl.git.commits import CommitInfo
 from forkctl.git.objects import EMPTY_TREE
 from forkctl.git.repo import GitRepo
+from forkctl.git.sha import TreeSha
 from forkctl.ops.port.judge import fate, merge_patch, old_series
 from forkctl.ops.port.preview import PreviewEntry
 from forkctl.series import Series
@@ -42,7 +43,7 @@ class FirstBreaks:
         self.old_commits, _ = old_series(repo, old_base, series)  # the same for every candidate
         self._candidates: list[CommitInfo] | None = None
         # candidate commit -> the fate of each patch merged there so far, and the head tree after it
-        self._merged: dict[str, list[tuple[str, str]]] = {}
+        self._merged: dict[str, list[tuple[str, TreeSha]]] = {}
 
     def know_target(self, entries: list[PreviewEntry]) -> None:
         """What `preview` judged on the target (every patch, in order): those merges are not made again."""
