@@ -80,11 +80,17 @@ def run(module, x, tokens, probs, grad):
     return out.detach(), x.grad
 
 
-def reference(module, x, tokens, probs, grad):
+def expert_linear(module, name: str, expert: int, rows):
+    """`rows @ W.T` in float64, W the expert's own weight in `module.<name>` (linear_fc1 or linear_fc2)."""
+    return rows @ getattr(getattr(module, name), f"weight{expert}").detach().double().t()
+
+
+def reference(module, x, tokens, probs, grad, linear=expert_linear):
     """Per-expert float64 forward and input gradient on the module's own weights.
 
     Mirrors TEGroupedMLP's unfused activation path: fc1, (gated) activation, times the routing
-    probability, fc2.
+    probability, fc2. `linear(module, name, expert, rows)` computes one linear of one expert (the LoRA
+    tests add their adapters' term there, tests/gpu/_lora.py).
     """
     import torch
 
@@ -95,14 +101,14 @@ def reference(module, x, tokens, probs, grad):
     for e, (rows, p) in enumerate(
         zip(torch.split(x64, splits), torch.split(probs.double(), splits), strict=True)
     ):
-        h = rows @ getattr(module.linear_fc1, f"weight{e}").detach().double().t()
+        h = linear(module, "linear_fc1", e, rows)
         if config.gated_linear_unit:
             gate, lin = torch.chunk(h, 2, dim=-1)
             h = config.activation_func(gate) * lin
         else:
             h = config.activation_func(h)
         h = h * p.unsqueeze(-1)
-        outs.append(h @ getattr(module.linear_fc2, f"weight{e}").detach().double().t())
+        outs.append(linear(module, "linear_fc2", e, h))
     out = torch.cat(outs)
     out.backward(grad.double())
     return out.detach(), x64.grad

@@ -165,29 +165,19 @@ def run_arm(module, x, tokens, probs, grad):
 
 
 def reference(module, x, tokens, probs, grad):
-    """Float64 forward and gradients (input, every adapter parameter) on the module's own weights."""
+    """Float64 forward and gradients (input, every adapter parameter) on the module's own weights: the
+    experts' reference of tests/_moe.py with each linear's adapter term added."""
     params = {key: p.detach().double().requires_grad_() for key, p in adapter_params(module).items()}
     scale = LORA_ALPHA / LORA_RANK
-    config = module.config
-    x64 = x.detach().double().requires_grad_()
-    splits = tokens.tolist()
-    outs = []
-    for e, (rows, p) in enumerate(
-        zip(torch.split(x64, splits), torch.split(probs.double(), splits), strict=True)
-    ):
-        h = rows
-        for name in LINEARS:
-            a, b = params[f"{name}.lora_a"], params[f"{name}.lora_b"]
-            g = e if a.shape[0] > 1 else 0
-            weight = getattr(getattr(module, name).to_wrap, f"weight{e}").detach().double()
-            h_in = h
-            h = h_in @ weight.t() + (h_in @ a[g].t()) @ b[g].t() * scale
-            if name == "linear_fc1":
-                h = config.activation_func(h) * p.unsqueeze(-1)
-        outs.append(h)
-    out = torch.cat(outs)
-    out.backward(grad.double())
-    return out.detach(), x64.grad, {key: p.grad for key, p in params.items()}
+
+    def with_adapter(module, name: str, expert: int, rows: torch.Tensor) -> torch.Tensor:
+        a, b = params[f"{name}.lora_a"], params[f"{name}.lora_b"]
+        g = expert if a.shape[0] > 1 else 0
+        base = getattr(getattr(module, name).to_wrap, f"weight{expert}").detach().double()
+        return rows @ base.t() + (rows @ a[g].t()) @ b[g].t() * scale
+
+    out, dx = _moe.reference(module, x, tokens, probs, grad, linear=with_adapter)
+    return out, dx, {key: p.grad for key, p in params.items()}
 
 
 def rel_l2_or_zero(value: torch.Tensor, ref: torch.Tensor) -> float:
