@@ -11,6 +11,10 @@ from typing import TYPE_CHECKING
 if TYPE_CHECKING:
     import torch
 
+# Nemotron-3-Super's MoE layer (FACTS.md): experts, hidden size, expert ffn; its experts are non-gated
+# squared ReLU.
+SUPER = (128, 1024, 2688)
+
 
 def make_config(num_experts: int, hidden: int, ffn: int, **overrides):
     import torch
@@ -35,6 +39,29 @@ def make_config(num_experts: int, hidden: int, ffn: int, **overrides):
     )
     kwargs.update(overrides)
     return TransformerConfig(**kwargs)
+
+
+def squared_relu_config(experts: int = SUPER[0], hidden: int = SUPER[1], ffn: int = SUPER[2], **overrides):
+    """make_config for non-gated squared-ReLU experts, as Nemotron-Super's (its shapes by default)."""
+    from megatron.core.activations import squared_relu
+
+    return make_config(
+        experts, hidden, ffn, **{"gated_linear_unit": False, "activation_func": squared_relu, **overrides}
+    )
+
+
+def skewed_tokens(num_tokens: int, num_experts: int, seed: int, empty: int = 20) -> list[int]:
+    """Zipf-like rows per expert, as a trained router gives; `empty` randomly chosen experts get none."""
+    import torch
+
+    gen = torch.Generator().manual_seed(seed)
+    idle = set(torch.randperm(num_experts, generator=gen)[:empty].tolist())
+    weights = torch.tensor(
+        [0.0 if e in idle else (1 + (e * 53) % num_experts) ** -1.1 for e in range(num_experts)],
+        dtype=torch.float64,
+    )
+    counts = torch.distributions.Multinomial(num_tokens, probs=weights / weights.sum()).sample()
+    return [int(n) for n in counts.tolist()]
 
 
 def build_grouped(config, device, seed: int = 0, frozen: bool = True):
