@@ -65,6 +65,7 @@ class Outcome:
     passed: list[str] = field(default_factory=list)
     skipped: list[str] = field(default_factory=list)
     failed: list[str] = field(default_factory=list)
+    why: dict[str, str] = field(default_factory=dict)  # a failed test's name -> its failure message
 
 
 def extract(dest: Path) -> list[Path]:
@@ -84,13 +85,14 @@ def extract(dest: Path) -> list[Path]:
     return files
 
 
-def run(dest: Path, site: Path, timeout: float = 900) -> Outcome:
-    """pytest on the extracted tests, megatron imported from the patched `site`."""
+def run(dest: Path, site: Path, timeout: float = 900, select: tuple[str, ...] = ("tests",)) -> Outcome:
+    """pytest on the extracted tests (`select`: paths or node ids under `dest`, all of them by default),
+    megatron imported from `site` (the patched copy, or an unpatched one the tests must fail on)."""
     junit = dest / "junit.xml"
     env = _patched.subprocess_env(site)
     env["PYTHONPATH"] = f"{env['PYTHONPATH']}:{dest}"
     env["PYTHONDONTWRITEBYTECODE"] = "1"
-    cmd = [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", f"--junitxml={junit}", "tests"]
+    cmd = [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", f"--junitxml={junit}", *select]
     proc = subprocess.run(
         cmd, cwd=dest, env=env, capture_output=True, text=True, timeout=timeout, check=False
     )
@@ -98,10 +100,13 @@ def run(dest: Path, site: Path, timeout: float = 900) -> Outcome:
     if junit.is_file():
         for case in ElementTree.parse(junit).getroot().iter("testcase"):
             name = f"{case.get('classname')}::{case.get('name')}"
+            # An Element with no children is false: each find is compared with None.
+            failures = [found for found in (case.find("failure"), case.find("error")) if found is not None]
             if case.find("skipped") is not None:
                 outcome.skipped.append(name)
-            elif case.find("failure") is not None or case.find("error") is not None:
+            elif failures:
                 outcome.failed.append(name)
+                outcome.why[name] = failures[0].get("message", "")
             else:
                 outcome.passed.append(name)
     return outcome

@@ -11,6 +11,10 @@ from typing import TYPE_CHECKING
 if TYPE_CHECKING:
     import torch
 
+# Nemotron-3-Super's MoE layer (FACTS.md): experts, hidden size, expert ffn; its experts are non-gated
+# squared ReLU.
+SUPER = (128, 1024, 2688)
+
 
 def make_config(num_experts: int, hidden: int, ffn: int, **overrides):
     import torch
@@ -35,6 +39,29 @@ def make_config(num_experts: int, hidden: int, ffn: int, **overrides):
     )
     kwargs.update(overrides)
     return TransformerConfig(**kwargs)
+
+
+def squared_relu_config(experts: int = SUPER[0], hidden: int = SUPER[1], ffn: int = SUPER[2], **overrides):
+    """make_config for non-gated squared-ReLU experts, as Nemotron-Super's (its shapes by default)."""
+    from megatron.core.activations import squared_relu
+
+    return make_config(
+        experts, hidden, ffn, **{"gated_linear_unit": False, "activation_func": squared_relu, **overrides}
+    )
+
+
+def skewed_tokens(num_tokens: int, num_experts: int, seed: int, empty: int = 20) -> list[int]:
+    """Zipf-like rows per expert, as a trained router gives; `empty` randomly chosen experts get none."""
+    import torch
+
+    gen = torch.Generator().manual_seed(seed)
+    idle = set(torch.randperm(num_experts, generator=gen)[:empty].tolist())
+    weights = torch.tensor(
+        [0.0 if e in idle else (1 + (e * 53) % num_experts) ** -1.1 for e in range(num_experts)],
+        dtype=torch.float64,
+    )
+    counts = torch.distributions.Multinomial(num_tokens, probs=weights / weights.sum()).sample()
+    return [int(n) for n in counts.tolist()]
 
 
 def build_grouped(config, device, seed: int = 0, frozen: bool = True):
@@ -80,11 +107,17 @@ def run(module, x, tokens, probs, grad):
     return out.detach(), x.grad
 
 
-def reference(module, x, tokens, probs, grad):
+def expert_linear(module, name: str, expert: int, rows):
+    """`rows @ W.T` in float64, W the expert's own weight in `module.<name>` (linear_fc1 or linear_fc2)."""
+    return rows @ getattr(getattr(module, name), f"weight{expert}").detach().double().t()
+
+
+def reference(module, x, tokens, probs, grad, linear=expert_linear):
     """Per-expert float64 forward and input gradient on the module's own weights.
 
     Mirrors TEGroupedMLP's unfused activation path: fc1, (gated) activation, times the routing
-    probability, fc2.
+    probability, fc2. `linear(module, name, expert, rows)` computes one linear of one expert (the LoRA
+    tests add their adapters' term there, tests/gpu/_lora.py).
     """
     import torch
 
@@ -95,14 +128,14 @@ def reference(module, x, tokens, probs, grad):
     for e, (rows, p) in enumerate(
         zip(torch.split(x64, splits), torch.split(probs.double(), splits), strict=True)
     ):
-        h = rows @ getattr(module.linear_fc1, f"weight{e}").detach().double().t()
+        h = linear(module, "linear_fc1", e, rows)
         if config.gated_linear_unit:
             gate, lin = torch.chunk(h, 2, dim=-1)
             h = config.activation_func(gate) * lin
         else:
             h = config.activation_func(h)
         h = h * p.unsqueeze(-1)
-        outs.append(h @ getattr(module.linear_fc2, f"weight{e}").detach().double().t())
+        outs.append(linear(module, "linear_fc2", e, h))
     out = torch.cat(outs)
     out.backward(grad.double())
     return out.detach(), x64.grad

@@ -17,6 +17,8 @@ import sys
 import sysconfig
 from pathlib import Path
 
+import pytest
+
 REPO_ROOT = Path(__file__).resolve().parent.parent
 # A file the series adds: proves the tree carries the series after applying.
 SERIES_MARKER = Path("megatron/core/transformer/moe/torch_grouped_linear.py")
@@ -111,6 +113,27 @@ def plain_tree(tmp_path_factory) -> Path:
     if "plain" not in _CACHE:
         _CACHE["plain"] = _shared(tmp_path_factory, "megatron-plain", _copy_package)
     return _CACHE["plain"]
+
+
+@pytest.fixture(scope="session")
+def megatron_tree(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """A patched copy of the installed megatron package, first on sys.path (a fixture of tests/gpu and
+    tests/patches: their conftests import it).
+
+    Nothing in those tests imports megatron at module level, so this runs before the first import.
+    """
+    tree = patched_tree(tmp_path_factory)
+    activate(tree)
+    import megatron.core
+
+    assert str(megatron.core.__file__).startswith(str(tree.resolve()))
+    return tree
+
+
+@pytest.fixture(scope="session")
+def plain_megatron_tree(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """An unpatched copy of the installed megatron package (for 'the old code fails' checks)."""
+    return plain_tree(tmp_path_factory)
 
 
 def activate(tree: Path) -> None:

@@ -12,6 +12,7 @@ from pathlib import Path
 
 import pytest
 
+from tests import budget
 from tests.probe import imported
 from tests.toolkit import Toolkit, flat, make_toolkit
 
@@ -33,6 +34,10 @@ def toolkit(tmp_path: Path) -> Toolkit:
     return make_toolkit(tmp_path)
 
 
+@pytest.mark.budget(
+    "a warm `lint` / `status` start (0.145 / 0.147 s, target 0.25 s; bench/startup_bench.py, 2026-12-02) "
+    "reads the parsed manifest without importing PyYAML"
+)
 def test_a_warm_lint_and_status_do_not_import_yaml(tmp_path: Path, toolkit: Toolkit) -> None:
     cache = tmp_path / "cache"
     code, modules, out = _forkctl(tmp_path, cache, "--manifest", str(toolkit.manifest), "lint")
@@ -42,7 +47,9 @@ def test_a_warm_lint_and_status_do_not_import_yaml(tmp_path: Path, toolkit: Tool
     for verb in ("lint", "status"):
         code, modules, out = _forkctl(tmp_path, cache, "--manifest", str(toolkit.manifest), verb)
         assert code == 0, out
-        assert not {m for m in modules if m == "yaml" or m.startswith("yaml.")}, verb
+        budget.none_of(
+            f"YAML modules imported by a warm {verb}", {m for m in modules if m.split(".")[0] == "yaml"}
+        )
 
 
 def test_an_edited_manifest_is_parsed_again(tmp_path: Path, toolkit: Toolkit) -> None:

@@ -11,6 +11,7 @@ from pathlib import Path
 
 import pytest
 
+from tests import budget
 from tests.chain import check_pins_json, make_chain, make_fixed_chain, url, use_private_cache
 from tests.gitrepos import git
 
@@ -77,6 +78,10 @@ def test_a_pin_on_no_branch_any_more_is_unreachable(tmp_path: Path) -> None:
     assert reachable["kind"] == "unreachable", reachable
 
 
+@pytest.mark.budget(
+    "objects check-pins receives from an empty cache on the real chain: 2,659, 5 of them twice, target none "
+    "twice (bench/check_pins_real.py, 2026-11-30; README, CPU benchmarks)"
+)
 def test_an_upstream_pin_is_diagnosed_from_commits_and_no_tree_arrives_twice(tmp_path: Path) -> None:
     chain = make_chain(tmp_path)
     chain.pin_bridge(chain.upstream_tip, url(chain.fork))
@@ -90,7 +95,8 @@ def test_an_upstream_pin_is_diagnosed_from_commits_and_no_tree_arrives_twice(tmp
     assert f"unpatched upstream commit {chain.upstream_tip[:12]}, 2 commits ahead" in message
     got = received(tmp_path / "cache")
     trees = got.get("tree", [])
-    assert trees and len(trees) == len(set(trees)), "a tree was received twice"
+    assert trees  # trees were received (the count below sees them)
+    budget.none_of("trees received twice", {tree for tree in trees if trees.count(tree) > 1})
     # The upstream tip's tree was never needed: history questions are answered by commits alone.
     tip_tree = git(chain.upstream, "rev-parse", f"{chain.upstream_tip}^{{tree}}")
-    assert tip_tree not in trees
+    budget.none_of("trees received that a history question does not need", {tip_tree} & set(trees))

@@ -14,7 +14,7 @@ import torch.nn.functional as F
 
 from tests import _moe
 
-EXPERTS, HIDDEN, FFN = 128, 1024, 2688
+EXPERTS, HIDDEN, FFN = _moe.SUPER
 NUM_TOKENS = 8192
 LORA_RANK, LORA_ALPHA = 16, 32
 B_INIT_SCALE = 0.5  # adapter output about as large as the base output
@@ -74,26 +74,11 @@ class LoRAGroupedLinear(torch.nn.Module):
         return out + self.adapter(x, m_splits), bias
 
 
-def skewed_tokens(num_tokens: int, num_experts: int, seed: int, empty: int = 20) -> list[int]:
-    """Zipf-like rows per expert; `empty` randomly chosen experts get none."""
-    gen = torch.Generator().manual_seed(seed)
-    idle = set(torch.randperm(num_experts, generator=gen)[:empty].tolist())
-    weights = torch.tensor(
-        [0.0 if e in idle else (1 + (e * 53) % num_experts) ** -1.1 for e in range(num_experts)],
-        dtype=torch.float64,
-    )
-    counts = torch.distributions.Multinomial(num_tokens, probs=weights / weights.sum()).sample()
-    return [int(n) for n in counts.tolist()]
-
-
 def build_arms(device, experts: int = EXPERTS, hidden: int = HIDDEN, ffn: int = FFN):
     """(torch backend, default backend) TEGroupedMLPs on the torch grouped linears, identical frozen weights."""
-    from megatron.core.activations import squared_relu
-
-    shape = dict(gated_linear_unit=False, activation_func=squared_relu)
-    torch_arm = _moe.build_grouped(_moe.make_config(experts, hidden, ffn, **shape), device, seed=2026)
+    torch_arm = _moe.build_grouped(_moe.squared_relu_config(experts, hidden, ffn), device, seed=2026)
     default_arm = _moe.build_grouped(
-        _moe.make_config(experts, hidden, ffn, moe_expert_gemm_backend="transformer_engine", **shape),
+        _moe.squared_relu_config(experts, hidden, ffn, moe_expert_gemm_backend="transformer_engine"),
         device,
         seed=7,
     )
@@ -165,29 +150,19 @@ def run_arm(module, x, tokens, probs, grad):
 
 
 def reference(module, x, tokens, probs, grad):
-    """Float64 forward and gradients (input, every adapter parameter) on the module's own weights."""
+    """Float64 forward and gradients (input, every adapter parameter) on the module's own weights: the
+    experts' reference of tests/_moe.py with each linear's adapter term added."""
     params = {key: p.detach().double().requires_grad_() for key, p in adapter_params(module).items()}
     scale = LORA_ALPHA / LORA_RANK
-    config = module.config
-    x64 = x.detach().double().requires_grad_()
-    splits = tokens.tolist()
-    outs = []
-    for e, (rows, p) in enumerate(
-        zip(torch.split(x64, splits), torch.split(probs.double(), splits), strict=True)
-    ):
-        h = rows
-        for name in LINEARS:
-            a, b = params[f"{name}.lora_a"], params[f"{name}.lora_b"]
-            g = e if a.shape[0] > 1 else 0
-            weight = getattr(getattr(module, name).to_wrap, f"weight{e}").detach().double()
-            h_in = h
-            h = h_in @ weight.t() + (h_in @ a[g].t()) @ b[g].t() * scale
-            if name == "linear_fc1":
-                h = config.activation_func(h) * p.unsqueeze(-1)
-        outs.append(h)
-    out = torch.cat(outs)
-    out.backward(grad.double())
-    return out.detach(), x64.grad, {key: p.grad for key, p in params.items()}
+
+    def with_adapter(module, name: str, expert: int, rows: torch.Tensor) -> torch.Tensor:
+        a, b = params[f"{name}.lora_a"], params[f"{name}.lora_b"]
+        g = expert if a.shape[0] > 1 else 0
+        base = getattr(getattr(module, name).to_wrap, f"weight{expert}").detach().double()
+        return rows @ base.t() + (rows @ a[g].t()) @ b[g].t() * scale
+
+    out, dx = _moe.reference(module, x, tokens, probs, grad, linear=with_adapter)
+    return out, dx, {key: p.grad for key, p in params.items()}
 
 
 def rel_l2_or_zero(value: torch.Tensor, ref: torch.Tensor) -> float:
@@ -210,7 +185,7 @@ def check_parity(
     torch_arm, default_arm = build_arms(device, experts, hidden, ffn)
     for module in (torch_arm, default_arm):
         attach_adapters(module, variant, device)
-    tokens_per_expert = skewed_tokens(num_tokens, experts, seed=11, empty=empty)
+    tokens_per_expert = _moe.skewed_tokens(num_tokens, experts, seed=11, empty=empty)
     idle = [e for e, n in enumerate(tokens_per_expert) if n == 0]
     x, tokens, probs, grad = _moe.routed_inputs(tokens_per_expert, hidden, device, seed=5)
     before = {key: w.detach().clone() for key, w in base_weights(torch_arm).items()}

@@ -17,7 +17,8 @@ pytestmark = [
     pytest.mark.skipif(not _cuda.available(), reason="needs a CUDA GPU"),
 ]
 
-EXPERTS, HIDDEN, FFN, ROWS = 128, 1024, 2688, 8192
+EXPERTS, HIDDEN, FFN = _moe.SUPER
+ROWS = 8192
 # Activations and workspaces differ a little between one grouped kernel and a loop of GEMMs.
 TOLERANCE = 0.05
 
@@ -25,20 +26,12 @@ TOLERANCE = 0.05
 def peak_of_build_move_and_step(backend: str) -> tuple[int, int]:
     """(peak allocated bytes above the start, distinct fc1 expert storages after the move)."""
     import torch
-    from megatron.core.activations import squared_relu
 
     torch.cuda.synchronize()
     torch.cuda.empty_cache()
     start = torch.cuda.memory_allocated()
     torch.cuda.reset_peak_memory_stats()
-    config = _moe.make_config(
-        EXPERTS,
-        HIDDEN,
-        FFN,
-        gated_linear_unit=False,
-        activation_func=squared_relu,
-        moe_expert_gemm_backend=backend,
-    )
+    config = _moe.squared_relu_config(moe_expert_gemm_backend=backend)
     module = _moe.build_grouped(config, "cpu", seed=7).cuda()
     storages = {getattr(module.linear_fc1, f"weight{e}").untyped_storage().data_ptr() for e in range(EXPERTS)}
     tokens_per_expert = [ROWS // EXPERTS] * EXPERTS

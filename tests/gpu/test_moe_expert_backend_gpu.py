@@ -15,36 +15,20 @@ pytestmark = [
     pytest.mark.skipif(not _cuda.available(), reason="needs a CUDA GPU"),
 ]
 
-EXPERTS, HIDDEN, FFN = 128, 1024, 2688
+EXPERTS, HIDDEN, FFN = _moe.SUPER
 
 
 @pytest.fixture(scope="module")
 def super_module(megatron_tree):
     _patched.init_single_rank()
-    from megatron.core.activations import squared_relu
-
-    config = _moe.make_config(EXPERTS, HIDDEN, FFN, gated_linear_unit=False, activation_func=squared_relu)
-    return _moe.build_grouped(config, "cuda", seed=2026)
-
-
-def skewed_tokens(num_tokens: int, seed: int) -> list[int]:
-    """Zipf-like expert loads with ~20 experts receiving no tokens."""
-    import torch
-
-    gen = torch.Generator().manual_seed(seed)
-    empty = set(torch.randperm(EXPERTS, generator=gen)[:20].tolist())
-    weights = torch.tensor(
-        [0.0 if e in empty else 1.0 / (1 + (e * 37) % EXPERTS) ** 1.1 for e in range(EXPERTS)]
-    )
-    counts = torch.distributions.Multinomial(num_tokens, probs=weights / weights.sum()).sample().long()
-    return counts.tolist()
+    return _moe.build_grouped(_moe.squared_relu_config(), "cuda", seed=2026)
 
 
 def test_super_shapes_parity(super_module, record_property):
     import torch
 
     torch.manual_seed(0)
-    tokens_per_expert = skewed_tokens(8192, seed=1)
+    tokens_per_expert = _moe.skewed_tokens(8192, EXPERTS, seed=1)
     n_empty = sum(1 for n in tokens_per_expert if n == 0)
     assert 15 <= n_empty <= 27, n_empty
     x, tokens, probs, grad = _moe.routed_inputs(tokens_per_expert, HIDDEN, "cuda", seed=3)
@@ -64,19 +48,10 @@ def test_super_shapes_parity(super_module, record_property):
 
 def test_super_shapes_matches_default_backend(super_module, record_property):
     """Same weights through the default (per-expert linear) path: only summation order differs."""
-    from megatron.core.activations import squared_relu
-
-    config = _moe.make_config(
-        EXPERTS,
-        HIDDEN,
-        FFN,
-        gated_linear_unit=False,
-        activation_func=squared_relu,
-        moe_expert_gemm_backend="transformer_engine",
-    )
+    config = _moe.squared_relu_config(moe_expert_gemm_backend="transformer_engine")
     default = _moe.build_grouped(config, "cuda", seed=1)
     default.load_state_dict(super_module.state_dict())
-    tokens_per_expert = skewed_tokens(4096, seed=2)
+    tokens_per_expert = _moe.skewed_tokens(4096, EXPERTS, seed=2)
     x, tokens, probs, grad = _moe.routed_inputs(tokens_per_expert, HIDDEN, "cuda", seed=4)
     out, dx = _moe.run(super_module, x, tokens, probs, grad)
     out_d, dx_d = _moe.run(default, x, tokens, probs, grad)

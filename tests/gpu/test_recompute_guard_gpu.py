@@ -1,21 +1,26 @@
-"""The fix(recompute) patch: adapters inside fully recomputed layers train with a frozen input.
+"""The fix(recompute) patch: its own regression test passes on the patched megatron and fails on the
+unpatched one.
 
-Re-entrant checkpointing saves the CUDA RNG state, so this only runs with a GPU. The check runs in
-a child interpreter (recompute_check.py) against the patched copy, and against an unpatched copy
-of the same installed package, which must fail it.
+The regression is the patch's `test_adapters_get_gradients_with_frozen_input` (CUDA only: the local
+attention allocates CUDA buffers, and re-entrant checkpointing saves the CUDA RNG state), extracted from
+the series (tests/_in_patch.py) and run in a child pytest against the patched copy, where both recompute
+methods must pass, and against an unpatched copy of the same megatron, where each must fail on the
+detached output: the test is the patch's own, not a copy of it.
 """
 
 from __future__ import annotations
 
-import subprocess
-import sys
 from pathlib import Path
 
 import pytest
 
-from tests import _cuda, _patched
+from tests import _cuda, _in_patch, _patched
 
-CHECK = Path(__file__).with_name("recompute_check.py")
+REGRESSION = (
+    "tests/unit_tests/transformer/test_full_recompute_frozen_input.py"
+    "::test_adapters_get_gradients_with_frozen_input"
+)
+DETACHED = "checkpointed block output is detached from the adapters"  # the regression's own words
 
 pytestmark = [
     pytest.mark.gpu,
@@ -25,26 +30,24 @@ pytestmark = [
 ]
 
 
-def _check(tree: Path, method: str) -> subprocess.CompletedProcess:
-    proc = subprocess.run(
-        [sys.executable, str(CHECK), method],
-        env=_patched.subprocess_env(tree),
-        capture_output=True,
-        text=True,
-        timeout=300,
-    )
-    print(proc.stdout[-4000:], proc.stderr[-4000:])
-    assert f"megatron.core from {tree.resolve()}" in proc.stdout, "child imported the wrong megatron"
-    return proc
+@pytest.fixture(scope="module")
+def series_tests(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    dest = tmp_path_factory.mktemp("series-tests")
+    _in_patch.extract(dest)
+    return dest
 
 
 @pytest.mark.parametrize("method", ["uniform", "block"])
-def test_patched_adapters_get_gradients(megatron_tree, method):
-    proc = _check(megatron_tree, method)
-    assert proc.returncode == 0 and "ADAPTER_GRADS_OK" in proc.stdout
+def test_patched_adapters_get_gradients(series_tests: Path, tmp_path_factory, method: str) -> None:
+    site = _patched.patched_tree(tmp_path_factory)
+    outcome = _in_patch.run(series_tests, site, select=(f"{REGRESSION}[{method}]",))
+    assert outcome.returncode == 0 and not outcome.failed, outcome.output
+    assert len(outcome.passed) == 1, outcome.output
 
 
 @pytest.mark.parametrize("method", ["uniform", "block"])
-def test_unpatched_fails_the_regression(plain_megatron_tree, method):
-    proc = _check(plain_megatron_tree, method)
-    assert proc.returncode == 3 and "ADAPTER_GRAD_MISSING" in proc.stdout
+def test_unpatched_fails_the_regression(series_tests: Path, tmp_path_factory, method: str) -> None:
+    site = _patched.plain_tree(tmp_path_factory)
+    outcome = _in_patch.run(series_tests, site, select=(f"{REGRESSION}[{method}]",))
+    assert len(outcome.failed) == 1 and not outcome.passed, outcome.output
+    assert DETACHED in outcome.why[outcome.failed[0]], outcome.why

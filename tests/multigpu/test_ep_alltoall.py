@@ -50,10 +50,8 @@ pytestmark = [
 
 @pytest.fixture(scope="module")
 def patched_site(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    """The folder holding the patched `megatron/`: validate's copy when it made one, else our own."""
-    given = os.environ.get("FORKCTL_PATCHED_MEGATRON")
-    if given:
-        return Path(given)
+    """The folder holding the patched `megatron/`: validate's copy when it made one (checked to carry the
+    series), else our own."""
     return _patched.patched_tree(tmp_path_factory)
 
 

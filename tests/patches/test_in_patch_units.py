@@ -39,3 +39,21 @@ def test_the_patches_own_unit_tests_pass_on_cpu(tmp_path_factory, tmp_path: Path
         or "distributed_checkpoint_loads_into_the_other_backend" in n  # megatron's save needs CUDA
         for n in outcome.skipped
     ), outcome.skipped
+
+
+STACKS = (
+    "tests/unit_tests/transformer/test_full_recompute_frozen_input.py"
+    "::test_checkpointed_stacks_train_adapters_with_frozen_input"
+)
+
+
+def test_the_recompute_regression_fails_on_the_unpatched_package(tmp_path_factory, tmp_path: Path) -> None:
+    """The fix(recompute) patch's own regression on CPU (TransformerBlock and the hybrid stack, uniform
+    and block recompute) fails every case on the unpatched megatron, on the detached output it was
+    written for: the patch's test catches the bug, run as it is, not a copy of it."""
+    _in_patch.extract(tmp_path / "upstream-tests")
+    plain = _patched.plain_tree(tmp_path_factory)
+    outcome = _in_patch.run(tmp_path / "upstream-tests", plain, select=(STACKS,))
+    assert len(outcome.failed) == 4 and not outcome.passed, outcome.output
+    detached = "the checkpointed output is detached from the adapters"  # the regression's own words
+    assert all(detached in outcome.why[name] for name in outcome.failed), outcome.why

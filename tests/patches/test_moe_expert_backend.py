@@ -55,3 +55,19 @@ def test_load_state_dict_after_prepare_reaches_the_packed_weights():
     assert module.packed_expert_weights()[1] is packed  # in-place load, no re-pack needed
     donor_out, _ = _moe.run(donor, x, tokens, probs, grad)
     assert torch.equal(out, donor_out)
+
+
+@pytest.mark.parametrize("variant", ["shared", "per_expert"])
+def test_the_gpu_suites_lora_parity_check_holds_on_cpu_at_small_shapes(variant: str):
+    """tests/gpu/_lora.py's whole check (both arms with adapters, the float64 reference it shares with
+    tests/_moe.py, one SGD step) at 8 experts of 32 -> 48 on CPU (torch._grouped_mm runs there): the GPU
+    suite's model code is run by every `make test`, not only on the GPU host."""
+    from tests.gpu import _lora
+
+    figures = _lora.check_parity(variant, device="cpu", experts=8, hidden=H, ffn=FFN, num_tokens=64, empty=2)
+    assert figures["empty_experts"] == 2
+    assert figures["adapter_share_of_out"] > 0.1, "the adapters barely change the output"
+    checked = {k: v for k, v in figures.items() if "rel_l2" in k and k != "adapter_share_of_out"}
+    assert len([k for k in checked if k.startswith("ref_rel_l2_grad.")]) == 4
+    failed = {k: v for k, v in checked.items() if not v < _lora.TOLERANCE}
+    assert not failed, f"relative L2 over {_lora.TOLERANCE}: {failed}"
