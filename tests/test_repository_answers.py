@@ -84,7 +84,8 @@ def test_a_cache_repository_writes_its_facts_when_dropped_outside_the_cli(
         assert not facts_file.exists()
         del cache
         gc.collect()
-    recorded = json.loads(facts_file.read_bytes().partition(b"\n\n")[2])  # a contentcache entry: header, payload
+    # A contentcache entry: a header, an empty line, the payload.
+    recorded = json.loads(facts_file.read_bytes().partition(b"\n\n")[2])
     assert any(key.startswith(f"tree {head}") for key in recorded)
 
 
