@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
+from typing import Any
 
 import msgspec
 import pytest
@@ -78,13 +79,19 @@ def test_apply_refusing_a_stale_patch(tmp_path: Path) -> None:
     assert_explained(code, data)
 
 
-def test_port_stopping_on_a_conflict_and_export_check_of_a_changed_file(tmp_path: Path) -> None:
+def _exported_and_applied(tmp_path: Path) -> tuple[Any, Any]:
+    """A series exported from its dev branch and applied to a bare clone of upstream (the fork)."""
     setup = make_series(tmp_path / "s")
     assert run_json(setup, "export", "--repo", str(setup.dev.path), "--branch", "series")[0] == 0
     fork = clone(setup.upstream, tmp_path / "fork", bare=True)
     code, data = run_json(setup, "apply", "--base", setup.base, "--repo", str(fork.path))
     assert_explained(code, data)
     assert code == 0
+    return setup, fork
+
+
+def test_port_stopping_on_a_conflict_and_export_check_of_a_changed_file(tmp_path: Path) -> None:
+    setup, fork = _exported_and_applied(tmp_path)
     code, data = run_json(setup, "export", "--repo", str(fork.path), "--check")
     assert (code, data["changed"]) == (0, []), data
     assert_explained(code, data)
@@ -105,10 +112,7 @@ def test_port_stopping_on_a_conflict_and_export_check_of_a_changed_file(tmp_path
 
 
 def test_export_check_of_a_patch_the_branch_no_longer_has(tmp_path: Path) -> None:
-    setup = make_series(tmp_path / "s")
-    assert run_json(setup, "export", "--repo", str(setup.dev.path), "--branch", "series")[0] == 0
-    fork = clone(setup.upstream, tmp_path / "fork", bare=True)
-    assert run_json(setup, "apply", "--base", setup.base, "--repo", str(fork.path))[0] == 0
+    setup, fork = _exported_and_applied(tmp_path)
     insert_patch(
         setup,
         1,

@@ -163,7 +163,7 @@ class Commits(GitDir):
             infos.append(
                 CommitInfo(
                     sha=full,
-                    tree=printed_tree(tree, "log --format=%T"),
+                    tree=printed_tree(tree, "log (%T)"),
                     parents=parents.split(),
                     subject=message.split("\n", 1)[0],
                     message=message if message.endswith("\n") else message + "\n",
@@ -185,7 +185,7 @@ class Commits(GitDir):
         """(tree of `tree_of`, committer date of `date_of` in strict ISO 8601), in one process."""
         out = self.git(["log", "--no-walk=unsorted", "--format=%T %cI", tree_of, date_of, "--"]).text
         first, second = out.splitlines() if tree_of != date_of else (out, out)
-        return printed_tree(first.split()[0], "log --format=%T"), second.split()[1]
+        return printed_tree(first.split()[0], "log (%T)"), second.split()[1]
 
     def committer_of(self, sha: str) -> Identity:
         """The committer of `sha`; equal to the author (date included) for forkctl's reproducible commits."""

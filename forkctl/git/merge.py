@@ -58,7 +58,7 @@ class MergeResult(msgspec.Struct, frozen=True):
 def _parse(output: str) -> tuple[TreeSha, list[Stage], list[MergeMessage]]:
     """Parse `merge-tree --write-tree -z --messages` output: tree, unmerged entries, messages."""
     tokens = output.split("\x00")
-    tree = printed_tree(tokens[0], "merge-tree --write-tree")
+    tree = printed_tree(tokens[0], "merge-tree")
     position = 1
     stages: list[Stage] = []
     while position < len(tokens) and tokens[position] != "":
