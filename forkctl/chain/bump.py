@@ -69,7 +69,7 @@ class BumpPlan(msgspec.Struct):
     branch: str
     steps: list[BumpStep]
     check: ChainResult
-    forward: forward.Verdict = msgspec.field(default_factory=forward.Verdict)
+    forward: forward.ForwardVerdict = msgspec.field(default_factory=forward.ForwardVerdict)
 
 
 def _gitlink_and_module(
@@ -235,9 +235,9 @@ def plan_bump(
 
 def judge_forward(
     manifest: Manifest, fork: ForkContext, steps: list[BumpStep], progress: Progress
-) -> forward.Verdict:
+) -> forward.ForwardVerdict:
     """Does each step keep every commit its consumer's pin has now? (forward.py)"""
-    verdict = forward.Verdict()
+    verdict = forward.ForwardVerdict()
     graphs = CommitGraphs(manifest, fork.upstream_url, Remotes(progress), fork.store, fork.base)
     for index, step in enumerate(steps):
         if index == 0:

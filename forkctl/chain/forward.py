@@ -35,7 +35,7 @@ class Backwards(msgspec.Struct, frozen=True):
     wants: WantedBase | None = None  # the fork link: the base the chain wants
 
 
-class Verdict(msgspec.Struct):
+class ForwardVerdict(msgspec.Struct):
     """The forward rule over a planned bump: the steps that would go back, and what could not be told."""
 
     backwards: list[Backwards] = msgspec.field(default_factory=list)
@@ -43,7 +43,7 @@ class Verdict(msgspec.Struct):
 
 
 def judge_fork_step(
-    verdict: Verdict,
+    verdict: ForwardVerdict,
     consumer: Consumer,
     old: str | None,
     new: str,
@@ -69,7 +69,7 @@ def judge_fork_step(
 
 
 def judge_consumer_step(
-    verdict: Verdict,
+    verdict: ForwardVerdict,
     consumer: Consumer,
     previous: Consumer,
     old: str | None,

@@ -114,18 +114,20 @@ def _refuse_ambiguous(evidence: Path, data: bytes) -> None:
         ) from None
 
 
-class Verdict(msgspec.Struct, frozen=True):
+class SignatureVerdict(msgspec.Struct, frozen=True):
     ok: bool
     principal: str | None
     problem: str | None  # "unsigned", "foreign", "edited"
     detail: str
 
 
-def verify(evidence: Path, allowed_signers: list[str]) -> Verdict:
+def verify(evidence: Path, allowed_signers: list[str]) -> SignatureVerdict:
     """Is `<evidence>.sig` a valid signature of the file's bytes by one of `allowed_signers`?"""
     signature = signature_path(evidence)
     if not signature.is_file() or signature.is_symlink():
-        return Verdict(False, None, "unsigned", f"{signature.name} is missing: the evidence is not signed")
+        return SignatureVerdict(
+            False, None, "unsigned", f"{signature.name} is missing: the evidence is not signed"
+        )
     data = evidence.read_bytes()
     with tempfile.TemporaryDirectory(prefix="forkctl-signers-") as scratch:
         allowed = Path(scratch) / "allowed_signers"
@@ -133,7 +135,7 @@ def verify(evidence: Path, allowed_signers: list[str]) -> Verdict:
         found = _ssh_keygen(["-Y", "find-principals", "-s", str(signature), "-f", str(allowed)], b"")
         principals = found.stdout.decode(errors="replace").split()
         if found.returncode != 0 or not principals:
-            return Verdict(
+            return SignatureVerdict(
                 False,
                 None,
                 "foreign",
@@ -145,10 +147,10 @@ def verify(evidence: Path, allowed_signers: list[str]) -> Verdict:
             ["-Y", "verify", "-f", str(allowed), "-I", principal, "-n", NAMESPACE, "-s", str(signature)], data
         )
     if checked.returncode != 0:
-        return Verdict(
+        return SignatureVerdict(
             False,
             principal,
             "edited",
             f"{evidence.name} does not match its signature by {principal}: it was changed after signing",
         )
-    return Verdict(True, principal, None, f"signed by {principal}")
+    return SignatureVerdict(True, principal, None, f"signed by {principal}")

@@ -8,7 +8,7 @@ from __future__ import annotations
 from typing import Any
 
 from forkctl.chain.bump import BumpStep
-from forkctl.chain.forward import Verdict
+from forkctl.chain.forward import ForwardVerdict
 from forkctl.chain.model import ChainFinding, ChainResult, LinkResult, Status, WantedBase
 from forkctl.manifest import Manifest
 from forkctl.report import Level, Problem, Report, Table
@@ -232,7 +232,7 @@ def bump_json(steps: list[BumpStep], created: bool, pushed: bool) -> list[dict]:
     ]
 
 
-def backwards_json(verdict: Verdict) -> list[dict]:
+def backwards_json(verdict: ForwardVerdict) -> list[dict]:
     """The steps that would take commits away from their consumer (bump-bridge refuses them)."""
     return [
         {

@@ -19,7 +19,7 @@ from forkctl.ops import replay
 from forkctl.series import Patch, Series
 
 
-class Verdict(msgspec.Struct, frozen=True):
+class PatchVerdict(msgspec.Struct, frozen=True):
     """What happens to one patch on a given head."""
 
     kind: str  # "applied", "absorbed" or "conflict"
@@ -138,7 +138,7 @@ class Judge:
             self._ancestry.update({sha: sha in inside for sha in unknown})
         return {sha for sha in commits if self._ancestry[sha]}
 
-    def judge(self, position: int, patch: Patch, head: str, head_tree: TreeSha | None = None) -> Verdict:
+    def judge(self, position: int, patch: Patch, head: str, head_tree: TreeSha | None = None) -> PatchVerdict:
         """The patch's 3-way result on `head` decides: nothing changed is absorbed, a change is applied
         (partial when smaller than the original), a conflict stops; the named upstream commit is the
         evidence each verdict carries."""
@@ -149,7 +149,7 @@ class Judge:
         kind = fate(merged, head_tree)
         if kind == "absorbed":
             rule, commit = named or ("empty", self.repo.last_commit_touching(self._range, patch.paths))
-            return Verdict("absorbed", rule, commit)
+            return PatchVerdict("absorbed", rule, commit)
         if kind == "applied":
             return self._applied(merged, head_tree, old, parent, patch, named)
         if named is None:
@@ -158,7 +158,7 @@ class Judge:
                 if index_apply_check(index, patch.diff, reverse=True):
                     named = "reverse-applies", self.repo.last_commit_touching(self._range, patch.paths)
         rule, commit = named or ("", None)
-        return Verdict("conflict", rule, commit, merged=merged)
+        return PatchVerdict("conflict", rule, commit, merged=merged)
 
     @property
     def _range(self) -> str:
@@ -172,20 +172,20 @@ class Judge:
         parent: str | None,
         patch: Patch,
         named: tuple[str, str] | None,
-    ) -> Verdict:
+    ) -> PatchVerdict:
         """Applied; "partial" when the ported change is smaller than the original (upstream had some,
         the named upstream commit in the detail when there is one). When upstream left every file of the
         patch alone, the port is the same change: nothing to count."""
         if old is None or parent is None or not self.upstream_touched(patch.paths):
-            return Verdict("applied", "clean", tree=merged.tree, merged=merged)
+            return PatchVerdict("applied", "clean", tree=merged.tree, merged=merged)
         before = self.old_changed_lines(old)
         after = self.repo.changed_line_count(head_tree, merged.tree)
         if after < before:
             detail: dict[str, Any] = {"changed_lines": before, "still_needed": after}
             if named is not None:
                 detail["upstream_commit"], detail["named_by"] = named[1], named[0]
-            return Verdict("applied", "partial", tree=merged.tree, merged=merged, detail=detail)
-        return Verdict("applied", "clean", tree=merged.tree, merged=merged)
+            return PatchVerdict("applied", "partial", tree=merged.tree, merged=merged, detail=detail)
+        return PatchVerdict("applied", "clean", tree=merged.tree, merged=merged)
 
 
 def merge_patch(
@@ -209,7 +209,7 @@ def merge_patch(
 
 
 def fate(merged: MergeResult, head_tree: TreeSha) -> str:
-    """ "absorbed" (clean and changing nothing), "applied" (clean) or "conflict": a Verdict's kind."""
+    """ "absorbed" (clean and changing nothing), "applied" (clean) or "conflict": a PatchVerdict's kind."""
     if not merged.clean:
         return "conflict"
     return "absorbed" if merged.tree == head_tree else "applied"

@@ -9,14 +9,14 @@ import msgspec
 from forkctl.git.index import index_apply_check
 from forkctl.git.repo import GitRepo
 from forkctl.ops import export, replay
-from forkctl.ops.port.judge import Judge, Verdict, old_series
+from forkctl.ops.port.judge import Judge, PatchVerdict, old_series
 from forkctl.series import Patch, Series
 
 
 class PreviewEntry(msgspec.Struct, frozen=True):
     position: int
     patch: Patch
-    verdict: Verdict
+    verdict: PatchVerdict
     plain: bool = False  # applies with plain `git apply` (no 3-way needed)
 
 

@@ -21,7 +21,7 @@ from forkctl.ops import export, replay
 from forkctl.ops import state as session
 from forkctl.ops.apply import refuse_checked_out
 from forkctl.ops.port import transaction
-from forkctl.ops.port.judge import Judge, Verdict, old_series
+from forkctl.ops.port.judge import Judge, PatchVerdict, old_series
 from forkctl.series import Patch, Series
 
 OnPatch = Callable[[str], None]  # told each patch's subject as it is done (a progress bar)
@@ -40,7 +40,7 @@ def _message(patch: Patch, old_commit: str | None) -> str:
     return export.with_one_provenance(patch.message, old_commit)
 
 
-def _absorbed(state: session.State, position: int, patch: Patch, verdict: Verdict, **extra: Any) -> None:
+def _absorbed(state: session.State, position: int, patch: Patch, verdict: PatchVerdict, **extra: Any) -> None:
     evidence: dict[str, Any] = {
         "subject": patch.subject,
         "file": state.files[position],
@@ -170,7 +170,12 @@ def skip(repo: GitRepo, manifest: Manifest, load_series: Callable[[], Series], w
     index = state.conflict_index
     when = datetime.now(timezone.utc).replace(microsecond=0).isoformat()
     _absorbed(
-        state, index, series.patches[index], Verdict("absorbed", "skipped"), skipped_by=who, skipped_at=when
+        state,
+        index,
+        series.patches[index],
+        PatchVerdict("absorbed", "skipped"),
+        skipped_by=who,
+        skipped_at=when,
     )
     return _go_on(repo, manifest, series, state, index)
 
