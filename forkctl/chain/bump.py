@@ -31,7 +31,6 @@ from forkctl.errors import BadInput
 from forkctl.git import remote
 from forkctl.git import store as gitstore
 from forkctl.git.commits import Identity
-from forkctl.git.index import index_set_entry
 from forkctl.git.objects import TreeEntry
 from forkctl.git.repo import GitRepo
 from forkctl.git.sha import TreeSha
@@ -116,7 +115,7 @@ def bump_step(
     info = repo.commit_info(parent)
     tree_sha = info.tree
     with repo.private_index(tree_sha) as index:
-        index_set_entry(index, "160000", new, consumer.gitlink)
+        index.set_entry("160000", new, consumer.gitlink)
         if (
             module.url
             and target_upstream
@@ -125,7 +124,7 @@ def bump_step(
             # Credentials in a manifest URL are for fetching; they never go into a consumer's history.
             public_url = without_credentials(target_url)
             blob = repo.gitmodules_with(modules_entry.sha, module.name, "url", public_url)
-            index_set_entry(index, modules_entry.mode, blob, ".gitmodules")
+            index.set_entry(modules_entry.mode, blob, ".gitmodules")
             url_changed = (without_credentials(module.url), public_url)
         tree = index.write_tree()
     old = entry.sha

@@ -19,7 +19,7 @@ import msgspec
 from forkctl.errors import BadInput
 from forkctl.files import atomic_write
 from forkctl.git.sha import require_full_sha
-from forkctl.git.worktree import has_uncommitted_changes, is_tracked
+from forkctl.git.worktree import Worktree
 from forkctl.manifest import Manifest
 from forkctl.manifest.schema import FORK_BASE_FILE
 
@@ -203,7 +203,7 @@ def write(state: FileState, worktree: Path, force: bool = False) -> bool:
     ignored) has no copy anywhere else: replaced only when the caller says so (`force`)."""
     if state.up_to_date:
         return False  # a file that agrees is left as it is, its formatting included
-    if state.exists and not force and not is_tracked(worktree, FORK_BASE_FILE):
+    if state.exists and not force and not Worktree(worktree).is_tracked(FORK_BASE_FILE):
         raise BadInput(
             f"{state.path} exists but git does not track it (untracked or ignored); forkctl will not "
             "replace a file it cannot be restored from",
@@ -211,8 +211,8 @@ def write(state: FileState, worktree: Path, force: bool = False) -> bool:
         )
     if (
         state.exists
-        and is_tracked(worktree, FORK_BASE_FILE)
-        and has_uncommitted_changes(worktree, FORK_BASE_FILE)
+        and Worktree(worktree).is_tracked(FORK_BASE_FILE)
+        and Worktree(worktree).has_uncommitted_changes(FORK_BASE_FILE)
     ):
         raise BadInput(
             f"{state.path} has uncommitted changes; forkctl will not overwrite them",

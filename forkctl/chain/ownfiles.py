@@ -19,7 +19,6 @@ import fnmatch
 import msgspec
 
 from forkctl.chain import forkbase
-from forkctl.git.index import index_replace_entries
 from forkctl.git.objects import TreeEntry
 from forkctl.git.repo import GitRepo
 from forkctl.git.sha import TreeSha
@@ -85,7 +84,7 @@ def published_tree(repo: GitRepo, tip: str, head_tree: TreeSha, own: OwnFiles) -
     if not removed and not at_tip:
         return head_tree
     with repo.private_index(head_tree) as index:
-        index_replace_entries(index, removed, [(e.mode, e.sha, path) for path, e in at_tip.items()])
+        index.replace_entries(removed, [(e.mode, e.sha, path) for path, e in at_tip.items()])
         return index.write_tree()
 
 

@@ -33,7 +33,6 @@ from forkctl.errors import BadInput
 from forkctl.files import atomic_write_text
 from forkctl.git import remote
 from forkctl.git.commits import Identity
-from forkctl.git.index import index_set_entry
 from forkctl.git.repo import GitRepo
 from forkctl.git.sha import TreeSha
 from forkctl.manifest import Manifest, plain
@@ -145,7 +144,7 @@ def _snapshot(repo: GitRepo, files: dict[str, str], scratch: Path) -> TreeSha:
 def _with_gitlinks(repo: GitRepo, tree: TreeSha, gitlinks: dict[str, str]) -> TreeSha:
     with repo.private_index(tree) as index:
         for path, sha in gitlinks.items():
-            index_set_entry(index, "160000", sha, path)
+            index.set_entry("160000", sha, path)
         return index.write_tree()
 
 

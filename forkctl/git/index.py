@@ -46,6 +46,33 @@ class PrivateIndex:
         # that lazily fetches every file of the tree, when only the changed entries are new.
         return printed_tree(self.repo.git(["write-tree", "--missing-ok"], env=self.env).text, "write-tree")
 
+    def apply_check(self, diff: bytes, reverse: bool = False) -> bool:
+        """Would `diff` apply (or, reverse, un-apply) to this private index? Changes nothing."""
+        args = [
+            "apply",
+            "--cached",
+            "--check",
+            "--whitespace=nowarn",
+            *(["--reverse"] if reverse else []),
+            "-",
+        ]
+        return self.repo.git(args, self.env, diff, check=False).status == 0
+
+    def set_entry(self, mode: str, sha: str, path: str) -> None:
+        """Point `path` in a private index at `sha` (mode 160000: a gitlink) without touching any file."""
+        self.repo.git(["update-index", "--add", "--cacheinfo", f"{mode},{sha},{path}"], env=self.env)
+
+    def replace_entries(self, removed: list[str], entries: list[tuple[str, str, str]]) -> None:
+        """Drop `removed` and set each (mode, sha, path) of `entries` in a private index, in one
+        `update-index --index-info` (NUL-separated: any path; a file replaces a directory of that name)."""
+        zero = "0" * 40
+        records = [f"0 {zero}\t{path}" for path in removed] + [
+            f"{mode} {sha}\t{path}" for mode, sha, path in entries
+        ]
+        if records:
+            stdin = "".join(f"{record}\x00" for record in records).encode("utf-8")
+            self.repo.git(["update-index", "-z", "--index-info"], env=self.env, stdin=stdin)
+
 
 class Indexes(GitDir):
     """Hands out private indexes over this repository's objects."""
@@ -80,28 +107,3 @@ class Indexes(GitDir):
             ]
             git([*where, "add", "--all", "--force", "."], cwd=directory, env=env)
             return printed_tree(git([*where, "write-tree"], cwd=directory, env=env).text, "write-tree")
-
-
-def index_apply_check(index: PrivateIndex, diff: bytes, reverse: bool = False) -> bool:
-    """Would `diff` apply (or, reverse, un-apply) to this private index? Changes nothing."""
-    args = ["apply", "--cached", "--check", "--whitespace=nowarn", *(["--reverse"] if reverse else []), "-"]
-    return index.repo.git(args, index.env, diff, check=False).status == 0
-
-
-def index_set_entry(index: PrivateIndex, mode: str, sha: str, path: str) -> None:
-    """Point `path` in a private index at `sha` (mode 160000: a gitlink) without touching any file."""
-    index.repo.git(["update-index", "--add", "--cacheinfo", f"{mode},{sha},{path}"], env=index.env)
-
-
-def index_replace_entries(
-    index: PrivateIndex, removed: list[str], entries: list[tuple[str, str, str]]
-) -> None:
-    """Drop `removed` and set each (mode, sha, path) of `entries` in a private index, in one
-    `update-index --index-info` (NUL-separated: any path; a file replaces a directory of that name)."""
-    zero = "0" * 40
-    records = [f"0 {zero}\t{path}" for path in removed] + [
-        f"{mode} {sha}\t{path}" for mode, sha, path in entries
-    ]
-    if records:
-        stdin = "".join(f"{record}\x00" for record in records).encode("utf-8")
-        index.repo.git(["update-index", "-z", "--index-info"], env=index.env, stdin=stdin)

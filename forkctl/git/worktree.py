@@ -48,49 +48,6 @@ class Worktrees(GitDir):
         return branches
 
 
-def worktree_apply_3way(worktree: Path, diff: bytes) -> tuple[bool, str]:
-    """`git apply --3way` in a worktree (its files and index): conflicts are left as markers."""
-    status, out, err = git(
-        ["apply", "--3way", "--whitespace=nowarn", "-"], cwd=worktree, stdin=diff, check=False
-    )
-    return status == 0, "\n".join(part for part in (out.strip(), err.strip()) if part)
-
-
-def worktree_unmerged_paths(worktree: Path) -> list[str]:
-    return git(["diff", "--name-only", "--diff-filter=U"], cwd=worktree).text.splitlines()
-
-
-def worktree_checkout(worktree: Path, commit: str) -> None:
-    """Point a (forkctl-owned, scratch) worktree at `commit`, discarding whatever it held."""
-    git(["reset", "--quiet", "--hard", commit], cwd=worktree)
-    git(["clean", "-fdq"], cwd=worktree)
-
-
-def worktree_show_tree(worktree: Path, tree: TreeSha) -> None:
-    """Put `tree` into a (forkctl-owned, scratch) worktree's index and files; HEAD stays where it is."""
-    git(["read-tree", "--reset", "-u", tree], cwd=worktree)
-
-
-def worktree_set_unmerged(worktree: Path, stages: list[Stage]) -> None:
-    """Give a (forkctl-owned, scratch) worktree's index the unmerged entries of a conflict, stages 1-3
-    as a stopped `git rebase` leaves them, so that `git status`, `git diff`, `git mergetool` and
-    `git checkout --ours/--theirs` see the conflict. The files are left as they are."""
-    zero = "0" * 40
-    paths = list(dict.fromkeys(stage.path for stage in stages))
-    # A mode-0 record removes the path's entry; then the stages go in (`ls-files --stage` form).
-    records = [f"0 {zero}\t{path}" for path in paths]
-    records += [f"{stage.mode} {stage.sha} {stage.stage}\t{stage.path}" for stage in stages]
-    if records:
-        stdin = "".join(f"{record}\x00" for record in records).encode("utf-8", errors="surrogateescape")
-        git(["update-index", "-z", "--index-info"], cwd=worktree, stdin=stdin)
-
-
-def worktree_write_tree(worktree: Path) -> TreeSha:
-    """Stage every file of a worktree (resolutions included) in its own index and write the tree."""
-    git(["add", "-A", "."], cwd=worktree)
-    return printed_tree(git(["write-tree"], cwd=worktree).text, "write-tree")
-
-
 # --- plain directory trees (no repository) -----------------------------------------------------
 
 
@@ -99,37 +56,86 @@ def _tree_env(tree: Path) -> dict[str, str]:
     return {"GIT_CEILING_DIRECTORIES": str(tree.resolve().parent)}
 
 
-def tree_apply_check(tree: Path, diff: bytes, include: str, reverse: bool = False) -> tuple[bool, str]:
-    """Would `diff` (restricted to `include`) apply to the files under `tree`? (reverse: un-apply)"""
-    args = ["apply", "--check", f"--include={include}", "--whitespace=nowarn"]
-    if reverse:
-        args.append("--reverse")
-    status, _, err = git([*args, "-"], cwd=tree, env=_tree_env(tree), stdin=diff, check=False)
-    return status == 0, err
+class Worktree:
+    """A checked-out worktree forkctl reads or owns, addressed by its path: git runs in it (its files and
+    index), never with `--git-dir` alone."""
+
+    def __init__(self, path: Path) -> None:
+        self.path = Path(path)
+
+    def apply_3way(self, diff: bytes) -> tuple[bool, str]:
+        """`git apply --3way` in a worktree (its files and index): conflicts are left as markers."""
+        status, out, err = git(
+            ["apply", "--3way", "--whitespace=nowarn", "-"], cwd=self.path, stdin=diff, check=False
+        )
+        return status == 0, "\n".join(part for part in (out.strip(), err.strip()) if part)
+
+    def unmerged_paths(self) -> list[str]:
+        return git(["diff", "--name-only", "--diff-filter=U"], cwd=self.path).text.splitlines()
+
+    def checkout(self, commit: str) -> None:
+        """Point a (forkctl-owned, scratch) worktree at `commit`, discarding whatever it held."""
+        git(["reset", "--quiet", "--hard", commit], cwd=self.path)
+        git(["clean", "-fdq"], cwd=self.path)
+
+    def show_tree(self, tree: TreeSha) -> None:
+        """Put `tree` into a (forkctl-owned, scratch) worktree's index and files; HEAD stays where it is."""
+        git(["read-tree", "--reset", "-u", tree], cwd=self.path)
+
+    def set_unmerged(self, stages: list[Stage]) -> None:
+        """Give a (forkctl-owned, scratch) worktree's index the unmerged entries of a conflict, stages 1-3
+        as a stopped `git rebase` leaves them, so that `git status`, `git diff`, `git mergetool` and
+        `git checkout --ours/--theirs` see the conflict. The files are left as they are."""
+        zero = "0" * 40
+        paths = list(dict.fromkeys(stage.path for stage in stages))
+        # A mode-0 record removes the path's entry; then the stages go in (`ls-files --stage` form).
+        records = [f"0 {zero}\t{path}" for path in paths]
+        records += [f"{stage.mode} {stage.sha} {stage.stage}\t{stage.path}" for stage in stages]
+        if records:
+            stdin = "".join(f"{record}\x00" for record in records).encode("utf-8", errors="surrogateescape")
+            git(["update-index", "-z", "--index-info"], cwd=self.path, stdin=stdin)
+
+    def write_tree(self) -> TreeSha:
+        """Stage every file of a worktree (resolutions included) in its own index and write the tree."""
+        git(["add", "-A", "."], cwd=self.path)
+        return printed_tree(git(["write-tree"], cwd=self.path).text, "write-tree")
+
+    def has_uncommitted_changes(self, relpath: str) -> bool:
+        """Whether `relpath` in the worktree differs from HEAD: modified, staged, added, or untracked.
+
+        The path is a literal pathspec, so a name with glob characters never matches other files.
+        """
+        out = git(
+            ["status", "--porcelain=v1", "-z", "--untracked-files=all", "--", f":(literal){relpath}"],
+            cwd=self.path,
+        ).text
+        return bool(out.strip("\0"))
+
+    def is_tracked(self, relpath: str) -> bool:
+        """Whether git tracks `relpath` (it is in the index); False for an untracked or ignored file."""
+        out = git(["ls-files", "-z", "--cached", "--", f":(literal){relpath}"], cwd=self.path).text
+        return bool(out.strip("\0"))
 
 
-def tree_apply(tree: Path, diff: bytes, include: str, reverse: bool = False) -> None:
-    args = ["apply", f"--include={include}", "--whitespace=nowarn"]
-    if reverse:
-        args.append("--reverse")
-    status, _, err = git([*args, "-"], cwd=tree, env=_tree_env(tree), stdin=diff, check=False)
-    if status != 0:
-        raise GitFailed(f"git apply failed in {tree}", err)
+class PlainTree:
+    """A plain directory tree, no repository at all: `apply --tree` patches it in place with `git
+    apply`, its index kept out of the way (`_tree_env`)."""
 
+    def __init__(self, path: Path) -> None:
+        self.path = Path(path)
 
-def has_uncommitted_changes(worktree: Path, relpath: str) -> bool:
-    """Whether `relpath` in the worktree differs from HEAD: modified, staged, added, or untracked.
+    def apply_check(self, diff: bytes, include: str, reverse: bool = False) -> tuple[bool, str]:
+        """Would `diff` (restricted to `include`) apply to the files under `tree`? (reverse: un-apply)"""
+        args = ["apply", "--check", f"--include={include}", "--whitespace=nowarn"]
+        if reverse:
+            args.append("--reverse")
+        status, _, err = git([*args, "-"], cwd=self.path, env=_tree_env(self.path), stdin=diff, check=False)
+        return status == 0, err
 
-    The path is a literal pathspec, so a name with glob characters never matches other files.
-    """
-    out = git(
-        ["status", "--porcelain=v1", "-z", "--untracked-files=all", "--", f":(literal){relpath}"],
-        cwd=worktree,
-    ).text
-    return bool(out.strip("\0"))
-
-
-def is_tracked(worktree: Path, relpath: str) -> bool:
-    """Whether git tracks `relpath` (it is in the index); False for an untracked or ignored file."""
-    out = git(["ls-files", "-z", "--cached", "--", f":(literal){relpath}"], cwd=worktree).text
-    return bool(out.strip("\0"))
+    def apply(self, diff: bytes, include: str, reverse: bool = False) -> None:
+        args = ["apply", f"--include={include}", "--whitespace=nowarn"]
+        if reverse:
+            args.append("--reverse")
+        status, _, err = git([*args, "-"], cwd=self.path, env=_tree_env(self.path), stdin=diff, check=False)
+        if status != 0:
+            raise GitFailed(f"git apply failed in {self.path}", err)

@@ -20,7 +20,7 @@ import msgspec
 from forkctl.compat import StrEnum
 from forkctl.errors import BadInput
 from forkctl.files import atomic_write, remove_temporaries
-from forkctl.git.worktree import tree_apply, tree_apply_check
+from forkctl.git.worktree import PlainTree
 from forkctl.series import Patch
 
 DEFAULT_INCLUDE = "**"  # every path; the manifest's fork.tree_include narrows it
@@ -83,10 +83,10 @@ def _rehearse(tree: Path, patches: list[Patch], include: str, reverse: bool) -> 
         _scratch_copy(tree, touched, scratch)
         ordered = list(reversed(patches)) if reverse else patches
         for patch in ordered:
-            ok, _ = tree_apply_check(scratch, patch.diff, include, reverse=reverse)
+            ok, _ = PlainTree(scratch).apply_check(patch.diff, include, reverse=reverse)
             if not ok:
                 return False
-            tree_apply(scratch, patch.diff, include, reverse=reverse)
+            PlainTree(scratch).apply(patch.diff, include, reverse=reverse)
     return True
 
 
@@ -94,9 +94,9 @@ def _verdict(tree: Path, patch: Patch, include: str) -> PatchVerdict:
     paths = included_paths(patch, include)
     if not paths:
         return PatchVerdict(patch, paths, PatchStatus.NO_PATHS, "")
-    if tree_apply_check(tree, patch.diff, include, reverse=True)[0]:
+    if PlainTree(tree).apply_check(patch.diff, include, reverse=True)[0]:
         return PatchVerdict(patch, paths, PatchStatus.APPLIED, "")
-    ok, message = tree_apply_check(tree, patch.diff, include)
+    ok, message = PlainTree(tree).apply_check(patch.diff, include)
     if ok:
         return PatchVerdict(patch, paths, PatchStatus.NOT_APPLIED, "")
     return PatchVerdict(patch, paths, PatchStatus.CONFLICT, message.strip())
@@ -171,7 +171,7 @@ def execute(tree_plan: TreePlan, reverse: bool = False) -> list[Patch]:
         scratch.mkdir()
         _scratch_copy(tree, set(touched), scratch)
         for patch in ordered:
-            tree_apply(scratch, patch.diff, tree_plan.include, reverse=reverse)
+            PlainTree(scratch).apply(patch.diff, tree_plan.include, reverse=reverse)
         swaps: list[dict[str, str | None]] = []
         for rel in touched:
             result = scratch / rel

@@ -22,14 +22,7 @@ from forkctl.errors import BadInput
 from forkctl.files import atomic_write_text, remove_temporaries
 from forkctl.git.repo import GitRepo
 from forkctl.git.sha import FULL_SHA_WORDS, FullShaText, TreeSha, is_full_sha
-from forkctl.git.worktree import (
-    worktree_apply_3way,
-    worktree_checkout,
-    worktree_set_unmerged,
-    worktree_show_tree,
-    worktree_unmerged_paths,
-    worktree_write_tree,
-)
+from forkctl.git.worktree import Worktree
 from forkctl.ops import markers, progress
 from forkctl.ops.markers import CONFLICT_MARKER_RE
 from forkctl.ops.replay import identity_of
@@ -227,18 +220,19 @@ def open_conflict(
     Either way the worktree is conflicted as after a stopped `git rebase`, its markers named.
     """
     worktree = worktree_path(repo)
+    scratch = Worktree(worktree)
     if worktree.exists():
-        worktree_checkout(worktree, parent)
+        scratch.checkout(parent)
     else:
         worktree.parent.mkdir(parents=True, exist_ok=True)
         repo.add_worktree(worktree, parent)
     if merged is not None and merged.stages:
-        worktree_show_tree(worktree, merged.tree)
-        worktree_set_unmerged(worktree, merged.stages)
+        scratch.show_tree(merged.tree)
+        scratch.set_unmerged(merged.stages)
         paths, message, sides = merged.conflicted, merged.text(), merged.sides
     else:
-        _, message = worktree_apply_3way(worktree, patch.diff)
-        paths, sides = worktree_unmerged_paths(worktree), ("ours", "theirs")
+        _, message = scratch.apply_3way(patch.diff)
+        paths, sides = scratch.unmerged_paths(), ("ours", "theirs")
         if not paths:
             # --3way could not even start (e.g. a file the patch edits is missing): name the patch's files.
             paths = [p for p in patch.paths if (worktree / p).exists() or p in message]
@@ -283,7 +277,7 @@ def resolved_tree(repo: GitRepo, state: State) -> TreeSha:
             f"conflict markers remain in {', '.join(left)} (in {state.worktree})",
             hint=f"resolve them, then run forkctl {state.operation} --continue again (or --abort)",
         )
-    return worktree_write_tree(Path(state.worktree))
+    return Worktree(Path(state.worktree)).write_tree()
 
 
 def commit_resolution(repo: GitRepo, state: State, patch: Patch, message: str) -> str:

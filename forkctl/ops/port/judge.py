@@ -11,7 +11,6 @@ import msgspec
 
 from forkctl.errors import BadInput
 from forkctl.git import store as gitstore
-from forkctl.git.index import index_apply_check
 from forkctl.git.merge import MergeMessage, MergeResult, cherry_pick
 from forkctl.git.repo import GitRepo
 from forkctl.git.sha import TreeSha
@@ -155,7 +154,7 @@ class Judge:
         if named is None:
             # Only a hint for the person resolving: upstream may hold the change in another shape.
             with self.repo.private_index(head_tree) as index:
-                if index_apply_check(index, patch.diff, reverse=True):
+                if index.apply_check(patch.diff, reverse=True):
                     named = "reverse-applies", self.repo.last_commit_touching(self._range, patch.paths)
         rule, commit = named or ("", None)
         return PatchVerdict("conflict", rule, commit, merged=merged)

@@ -6,7 +6,6 @@ from __future__ import annotations
 
 import msgspec
 
-from forkctl.git.index import index_apply_check
 from forkctl.git.repo import GitRepo
 from forkctl.ops import export, replay
 from forkctl.ops.port.judge import Judge, PatchVerdict, old_series
@@ -78,7 +77,7 @@ def _walk(
         plain = False
         if verdict.kind == "applied":
             with repo.private_index(head_tree) as index:
-                plain = index_apply_check(index, patch.diff)
+                plain = index.apply_check(patch.diff)
             assert verdict.tree is not None
             # port's message: the patch's, with its one provenance line (ops/port/run.py)
             message = (
