@@ -123,7 +123,7 @@ class CommitGraph(GitRepo):
 def bound_before(repo: GitRepo, commit: str) -> int | None:
     """Where a bounded graph for questions about `commit` starts: its committer date less the
     margin (None when `repo` cannot read the commit: then the graph is fetched whole)."""
-    status, out, _ = repo.git(["cat-file", "commit", commit], env=NO_LAZY_FETCH, check=False)
+    status, out, _ = repo.git(["cat-file", "commit", commit], env=NO_LAZY_FETCH, check=False).parts()
     for line in out.splitlines() if status == 0 else []:
         if not line:
             break  # the headers end here

@@ -56,7 +56,7 @@ class History(GitDir):
         (n, 0) is `commit` n ahead of `base` (base its ancestor), (0, n) n behind. None when git
         cannot walk the two (a commit is not here: never a download)."""
         args = ["rev-list", "--left-right", "--count", "--end-of-options", f"{base}...{commit}", "--"]
-        status, out, _ = self.git(args, env=NO_LAZY_FETCH, check=False)
+        status, out, _ = self.git(args, env=NO_LAZY_FETCH, check=False).parts()
         counts = out.split()
         if status != 0 or len(counts) != 2 or not all(c.isdigit() for c in counts):
             return None
@@ -65,11 +65,11 @@ class History(GitDir):
     def _left_right(self, base: str, commit: str) -> list[str] | None:
         """`rev-list --left-right base...commit`: '<sha' only `base` reaches, '>sha' only `commit`."""
         args = ["rev-list", "--left-right", "--end-of-options", f"{base}...{commit}", "--"]
-        status, out, _ = self.git(args, env=NO_LAZY_FETCH, check=False)
+        status, out, _ = self.git(args, env=NO_LAZY_FETCH, check=False).parts()
         return out.split() if status == 0 else None
 
     def merge_bases(self, a: str, b: str) -> list[str]:
-        status, out, _ = self.git(["merge-base", "--all", "--end-of-options", a, b], check=False)
+        status, out, _ = self.git(["merge-base", "--all", "--end-of-options", a, b], check=False).parts()
         return out.split() if status == 0 else []
 
     def rev_list(self, range_spec: str, *extra: str) -> list[str]:

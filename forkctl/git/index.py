@@ -26,7 +26,7 @@ class PrivateIndex:
         """Apply a diff to this index only. Returns (applied, git's message when it did not)."""
         status, _, err = self.repo.git(
             ["apply", "--cached", "--whitespace=nowarn", "-"], self.env, diff, check=False
-        )
+        ).parts()
         return status == 0, err
 
     def apply_3way(self, diff: bytes, tree: str) -> tuple[bool, str]:
@@ -35,7 +35,7 @@ class PrivateIndex:
         On failure the index is put back to `tree` (git leaves conflict stages in it).
         """
         args = ["apply", "--cached", "--3way", "--whitespace=nowarn", "-"]
-        status, _, err = self.repo.git(args, self.env, diff, check=False)
+        status, _, err = self.repo.git(args, self.env, diff, check=False).parts()
         if status != 0:
             self.read_tree(tree)
         return status == 0, err

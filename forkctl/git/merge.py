@@ -102,7 +102,9 @@ def cherry_pick(
     if onto_tree is None or date is None:
         onto_tree, date = repo.tree_and_date(onto, commit)
     ours = stand_in(repo, onto_tree, parent, date)
-    status, out, err = repo.git(["merge-tree", "--write-tree", "-z", "--messages", ours, commit], check=False)
+    status, out, err = repo.git(
+        ["merge-tree", "--write-tree", "-z", "--messages", ours, commit], check=False
+    ).parts()
     if status not in (0, 1):
         raise GitFailed("git merge-tree failed", err)
     tree, stages, messages = _parse(out)

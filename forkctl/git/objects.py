@@ -59,7 +59,7 @@ class ObjectReads(Blobs):
             ["rev-parse", "--verify", "--quiet", "--end-of-options", f"{rev}^{{commit}}"],
             env=NO_LAZY_FETCH,
             check=False,
-        )
+        ).parts()
         return parse_full_sha(out.strip()) if status == 0 else None
 
     def resolve_commits(self, revs: list[str]) -> dict[str, Sha | None]:
@@ -84,7 +84,7 @@ class ObjectReads(Blobs):
             stdin = "".join(f"{query}\n" for query in pending).encode()
             status, out, _ = self.git(
                 ["cat-file", f"--batch-check={fmt}"], env=NO_LAZY_FETCH, stdin=stdin, check=False
-            )
+            ).parts()
             lines = out.splitlines()[: len(pending)]
             for query, line in zip(pending, lines, strict=False):
                 absent = line in (f"{query} missing", f"{query} ambiguous")

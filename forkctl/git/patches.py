@@ -78,7 +78,7 @@ class Patches(GitDir):
 
     def range_diff(self, old_range: str, new_range: str) -> str:
         """`git range-diff` of two series, e.g. old-base..old-head vs new-base..new-head (no colour)."""
-        status, out, err = self.git(["range-diff", "--no-color", old_range, new_range], check=False)
+        status, out, err = self.git(["range-diff", "--no-color", old_range, new_range], check=False).parts()
         return out if status == 0 else err
 
     def series_range_diff(self, old: tuple[str, str], new: tuple[str, str]) -> str | None:
@@ -89,7 +89,7 @@ class Patches(GitDir):
             raise BadInput(f"range-diff needs full commit SHAs, got {shas}")
         status, out, _ = self.git(
             ["range-diff", "--no-color", f"{old[0]}..{old[1]}", f"{new[0]}..{new[1]}"], check=False
-        )
+        ).parts()
         return out if status == 0 else None
 
     def patch_ids_in_range(

@@ -40,7 +40,9 @@ def diff_paths_each(diffs: list[bytes]) -> list[list[str]]:
     if not any(diff.strip() for diff in diffs):
         return [[] for _ in diffs]
     stream = b"".join(diff if diff.endswith(b"\n") or not diff else diff + b"\n" for diff in diffs)
-    status, out, err = git(["apply", "--numstat", "-z", "--allow-empty", "-"], stdin=stream, check=False)
+    status, out, err = git(
+        ["apply", "--numstat", "-z", "--allow-empty", "-"], stdin=stream, check=False
+    ).parts()
     if status != 0:
         raise GitFailed("git cannot read the diff", err)
     records = _numstat_records(out)

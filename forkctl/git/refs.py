@@ -28,7 +28,7 @@ def check_branch_name(name: str) -> str:
     """
     if _PLAIN_BRANCH_RE.fullmatch(name) and name != "HEAD" and not name.startswith("refs/"):
         return name
-    status, out, _ = git(["check-ref-format", "--branch", name], check=False)
+    status, out, _ = git(["check-ref-format", "--branch", name], check=False).parts()
     if (
         status != 0
         or out.strip() != name
@@ -47,7 +47,9 @@ class Refs(GitDir):
     """Reading and moving refs."""
 
     def ref_sha(self, ref: str) -> Sha | None:
-        status, out, _ = self.git(["rev-parse", "--verify", "--quiet", "--end-of-options", ref], check=False)
+        status, out, _ = self.git(
+            ["rev-parse", "--verify", "--quiet", "--end-of-options", ref], check=False
+        ).parts()
         return parse_full_sha(out.strip()) if status == 0 else None
 
     def branch_sha(self, branch: str) -> Sha | None:

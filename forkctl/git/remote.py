@@ -221,7 +221,7 @@ def _holds_history(repo: GitRepo) -> bool:
         return False
     status, out, _ = repo.git(
         ["for-each-ref", "--count=1", "--format=%(refname)", "refs/forkctl/heads/"], check=False
-    )
+    ).parts()
     return status == 0 and bool(out.strip())
 
 
@@ -237,7 +237,7 @@ def _promisor_remote(repo: GitRepo, public_url: str) -> str:
         return name
     wanted = {"url": public_url, "promisor": "true", "partialclonefilter": "blob:none"}
     # One read of the remote's settings; writes only for what is missing (the first fetch).
-    _, out, _ = repo.git(["config", "-z", "--get-regexp", rf"^remote\.{name}\."], check=False)
+    _, out, _ = repo.git(["config", "-z", "--get-regexp", rf"^remote\.{name}\."], check=False).parts()
     current = dict(item.split("\n", 1) for item in out.split("\x00") if "\n" in item)
     for key_name, value in wanted.items():
         if current.get(f"remote.{name}.{key_name}") != value:
@@ -279,7 +279,7 @@ def ls_remote(url: str) -> dict[str, str]:
 
     Each answer is recorded in the cache (refs and SHAs only, no URL), for `listed_refs` to fall back on.
     """
-    status, out, err = talk(["ls-remote", "--heads", "--tags"], url, [])
+    status, out, err = talk(["ls-remote", "--heads", "--tags"], url, []).parts()
     if status != 0:
         raise BadInput(
             f"cannot list the refs of {url}: {git_reason(err) or f'git ls-remote exited {status}'}",
@@ -322,7 +322,7 @@ def listed_refs(url: str) -> Listing:
 
 def default_branch(url: str) -> str | None:
     """The branch `HEAD` of `url` points at (its default branch), when the server says."""
-    status, out, _ = talk(["ls-remote", "--symref"], url, ["HEAD"])
+    status, out, _ = talk(["ls-remote", "--symref"], url, ["HEAD"]).parts()
     for line in out.splitlines() if status == 0 else []:
         if line.startswith("ref: ") and line.endswith("\tHEAD"):
             return line[len("ref: ") :].split("\t")[0].removeprefix("refs/heads/")
@@ -331,7 +331,9 @@ def default_branch(url: str) -> str | None:
 
 def push_branch(repo: GitRepo, url: str, sha: str, branch: str) -> None:
     """`git push url sha:refs/heads/branch`, never forced: an existing different branch is refused."""
-    status, _, err = talk(["push", "--quiet", "--no-verify"], url, [f"{sha}:refs/heads/{branch}"], repo=repo)
+    status, _, err = talk(
+        ["push", "--quiet", "--no-verify"], url, [f"{sha}:refs/heads/{branch}"], repo=repo
+    ).parts()
     if status != 0:
         raise BadInput(
             f"pushing {branch} to {url} failed: {err.strip()}",
@@ -358,7 +360,7 @@ def push_fast_forward(repo: GitRepo, url: str, new: str, branch: str, expected: 
         )
     ref = f"refs/heads/{branch}"
     lease = f"--force-with-lease={ref}:{expected or ''}"
-    status, _, err = talk(["push", "--quiet", "--no-verify", lease], url, [f"{new}:{ref}"], repo=repo)
+    status, _, err = talk(["push", "--quiet", "--no-verify", lease], url, [f"{new}:{ref}"], repo=repo).parts()
     if status == 0:
         return
     now = ls_remote(url).get(ref)

@@ -46,7 +46,7 @@ class GitRepo(Submodules, ObjectReads, Commits, History, Refs, Indexes, Worktree
             ["rev-parse", "--absolute-git-dir", "--is-bare-repository", "--show-toplevel"],
             cwd=path,
             check=False,
-        )
+        ).parts()
         lines = out.splitlines()
         if not Path(path).is_dir() or len(lines) not in (2, 3) or (len(lines) == 3 and status != 0):
             raise BadInput(f"{path} is not a git repository", hint="pass the path of a clone")
@@ -93,7 +93,7 @@ class GitRepo(Submodules, ObjectReads, Commits, History, Refs, Indexes, Worktree
 
     def committer_ident(self) -> str | None:
         """`Name <email>` of whoever git would record as committer here (config), or None."""
-        status, out, _ = self.git(["var", "GIT_COMMITTER_IDENT"], check=False)
+        status, out, _ = self.git(["var", "GIT_COMMITTER_IDENT"], check=False).parts()
         return out.rsplit(">", 1)[0] + ">" if status == 0 and ">" in out else None
 
     def set_config(self, key: str, value: str) -> None:
@@ -101,7 +101,7 @@ class GitRepo(Submodules, ObjectReads, Commits, History, Refs, Indexes, Worktree
 
     def remote_urls(self) -> list[str]:
         """The URLs of this clone's remotes (`remote.<name>.url`), in config order."""
-        status, out, _ = self.git(["config", "-z", "--get-regexp", r"^remote\..*\.url$"], check=False)
+        status, out, _ = self.git(["config", "-z", "--get-regexp", r"^remote\..*\.url$"], check=False).parts()
         if status != 0:
             return []
         return [item.split("\n", 1)[1] for item in out.split("\x00") if "\n" in item]
@@ -112,7 +112,7 @@ def checkout_at(cwd: Path) -> tuple[GitRepo, str | None] | None:
     any working tree: one `rev-parse`, where `toplevel` + `GitRepo` + resolving HEAD take four."""
     status, out, _ = git(
         ["rev-parse", "--show-toplevel", "--absolute-git-dir", "HEAD^{commit}"], cwd=cwd, check=False
-    )
+    ).parts()
     lines = out.splitlines()
     if len(lines) < 2 or not lines[0].strip():
         return None
@@ -123,5 +123,5 @@ def checkout_at(cwd: Path) -> tuple[GitRepo, str | None] | None:
 
 def toplevel(cwd: Path) -> Path | None:
     """The root of the working tree that contains `cwd`, or None outside any repository."""
-    status, out, _ = git(["rev-parse", "--show-toplevel"], cwd=cwd, check=False)
+    status, out, _ = git(["rev-parse", "--show-toplevel"], cwd=cwd, check=False).parts()
     return Path(out.strip()) if status == 0 and out.strip() else None

@@ -22,7 +22,7 @@ says whether a failure raises or is data; the repository objects add `--git-dir`
 from __future__ import annotations
 
 import os
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Mapping, Sequence
 from pathlib import Path
 from types import MappingProxyType
 
@@ -195,8 +195,8 @@ def argv(args: Sequence[str]) -> list[str]:
 
 
 class Completed(msgspec.Struct, frozen=True):
-    """A finished git: its status and raw output. It unpacks as (status, text out, text err), the shape
-    a check whose failure is data reads (`status, out, _ = repo.git([...], check=False)`)."""
+    """A finished git: its status and raw output (`status, out, _ = repo.git([...], check=False).parts()`
+    where the failure is data)."""
 
     status: int
     stdout: bytes
@@ -215,8 +215,9 @@ class Completed(msgspec.Struct, frozen=True):
     def err(self) -> str:
         return self.stderr.decode("utf-8", errors="replace")
 
-    def __iter__(self) -> Iterator[int | str]:
-        return iter((self.status, self.out, self.err))
+    def parts(self) -> tuple[int, str, str]:
+        """(status, text out, text err): the shape a check whose failure is data reads."""
+        return self.status, self.out, self.err
 
 
 def git(

@@ -57,7 +57,7 @@ def fetch_commit(url: str, sha: str) -> GitRepo:
     if cache_repo.has_object(f"{sha}^{{commit}}"):
         return cache_repo
     args = ["fetch", "--quiet", "--no-tags", "--filter=blob:none", "--depth=1"]
-    status, _, err = talk(args, url, [f"{sha}:{FETCHED_REFS}{sha}"], repo=cache_repo, fetch=True)
+    status, _, err = talk(args, url, [f"{sha}:{FETCHED_REFS}{sha}"], repo=cache_repo, fetch=True).parts()
     if status != 0 or not cache_repo.has_object(f"{sha}^{{commit}}"):
         reason = err.strip() or f"git fetch exited {status}"
         raise BadInput(

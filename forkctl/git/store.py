@@ -168,7 +168,7 @@ def fetch_sha_why(cache_repo: GitRepo, url: str, sha: str, depth: int | None = 1
     # Kept under a ref, the commit is a "have" for every later fetch into this cache (or from a cache
     # that borrows its objects), so its trees are not sent again with the next commit's.
     refspec = f"{sha}:{FETCHED_REFS}{sha}" if is_full_sha(sha) else sha
-    status, _, err = talk(args, url, [refspec], repo=cache_repo, fetch=True)
+    status, _, err = talk(args, url, [refspec], repo=cache_repo, fetch=True).parts()
     if status == 0 and cache_repo.has_object(f"{sha}^{{commit}}"):
         return None
     return git_reason(err) or f"git fetch exited {status}"
@@ -200,7 +200,7 @@ def fetch_objects(cache_repo: GitRepo, url: str, shas: list[str]) -> None:
     # No negotiation (as git's own lazy fetch): a blob is reachable from the commits the cache has, so
     # with them as "haves" the server would think the cache holds it and send nothing.
     args = ["-c", "fetch.negotiationAlgorithm=noop", "fetch", "--quiet", "--no-tags", "--no-write-fetch-head"]
-    status, _, err = talk([*args, "--filter=blob:none"], url, missing, repo=cache_repo, fetch=True)
+    status, _, err = talk([*args, "--filter=blob:none"], url, missing, repo=cache_repo, fetch=True).parts()
     if status != 0:
         raise BadInput(
             f"cannot fetch {len(missing)} object(s) from {url}: {git_reason(err)}",
@@ -244,7 +244,7 @@ def fetch_history(
     if (cache_repo.git_dir / "shallow").is_file():
         args.append("--unshallow")
     refspecs = ["+refs/heads/*:refs/forkctl/heads/*", "+refs/tags/*:refs/forkctl/tags/*"]
-    status, _, err = talk(args, url, refspecs, repo=cache_repo, fetch=True)
+    status, _, err = talk(args, url, refspecs, repo=cache_repo, fetch=True).parts()
     forget_tips(cache_repo)  # every branch may have moved (or gone: --prune)
     if status != 0:
         raise BadInput(
@@ -320,7 +320,7 @@ def reachability(
             "refs/forkctl/tags/",
         ],
         check=False,
-    )
+    ).parts()
     containing = [
         r.replace("refs/forkctl/heads/", "refs/heads/").replace("refs/forkctl/tags/", "refs/tags/")
         for r in (out.splitlines() if status == 0 else [])

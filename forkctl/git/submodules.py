@@ -153,7 +153,7 @@ class Submodules(ObjectReads):
         # `[include] path`, so a pull request could make forkctl read a URL from a file git never reads).
         status, out, err = self.git(
             ["config", "--no-includes", "--blob", blob, "--null", "--list"], check=False
-        )
+        ).parts()
         if status != 0 and "bad config" in err:
             status, out = self._parse_as_a_file(blob)
             if status != 0:
@@ -175,7 +175,7 @@ class Submodules(ObjectReads):
             return 1, ""
         status, out, _ = self.git(
             ["config", "--no-includes", "--file", "-", "--null", "--list"], stdin=data, check=False
-        )
+        ).parts()
         return status, out
 
     def recorded_gitmodules(self, blob: str) -> list[SubmoduleEntry] | None:

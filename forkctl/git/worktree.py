@@ -67,7 +67,7 @@ class Worktree:
         """`git apply --3way` in a worktree (its files and index): conflicts are left as markers."""
         status, out, err = git(
             ["apply", "--3way", "--whitespace=nowarn", "-"], cwd=self.path, stdin=diff, check=False
-        )
+        ).parts()
         return status == 0, "\n".join(part for part in (out.strip(), err.strip()) if part)
 
     def unmerged_paths(self) -> list[str]:
@@ -129,13 +129,17 @@ class PlainTree:
         args = ["apply", "--check", f"--include={include}", "--whitespace=nowarn"]
         if reverse:
             args.append("--reverse")
-        status, _, err = git([*args, "-"], cwd=self.path, env=_tree_env(self.path), stdin=diff, check=False)
+        status, _, err = git(
+            [*args, "-"], cwd=self.path, env=_tree_env(self.path), stdin=diff, check=False
+        ).parts()
         return status == 0, err
 
     def apply(self, diff: bytes, include: str, reverse: bool = False) -> None:
         args = ["apply", f"--include={include}", "--whitespace=nowarn"]
         if reverse:
             args.append("--reverse")
-        status, _, err = git([*args, "-"], cwd=self.path, env=_tree_env(self.path), stdin=diff, check=False)
+        status, _, err = git(
+            [*args, "-"], cwd=self.path, env=_tree_env(self.path), stdin=diff, check=False
+        ).parts()
         if status != 0:
             raise GitFailed(f"git apply failed in {self.path}", err)
