@@ -60,8 +60,10 @@ def skewed_tokens(num_tokens: int, num_experts: int, seed: int, empty: int = 20)
         [0.0 if e in idle else (1 + (e * 53) % num_experts) ** -1.1 for e in range(num_experts)],
         dtype=torch.float64,
     )
-    counts = torch.distributions.Multinomial(num_tokens, probs=weights / weights.sum()).sample()
-    return [int(n) for n in counts.tolist()]
+    # Drawn with the seeded generator (a Multinomial distribution's sample() draws from the global RNG,
+    # so the counts, and the experts left empty by chance, changed with whatever ran before).
+    rows = torch.multinomial(weights, num_tokens, replacement=True, generator=gen)
+    return [int(n) for n in torch.bincount(rows, minlength=num_experts).tolist()]
 
 
 def build_grouped(config, device, seed: int = 0, frozen: bool = True):

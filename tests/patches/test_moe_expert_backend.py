@@ -57,6 +57,23 @@ def test_load_state_dict_after_prepare_reaches_the_packed_weights():
     assert torch.equal(out, donor_out)
 
 
+def test_the_skewed_routing_depends_on_its_seed_alone():
+    """The GPU suite's routing (tests/_moe.skewed_tokens) is a function of its seed: the counts, and
+    so which experts are empty, must not change with what drew from torch's global RNG before (they
+    did: the draw ignored the seeded generator, and the CPU parity check below once saw 3 empty experts
+    where it asked for 2)."""
+    import torch
+
+    from tests import _moe
+
+    torch.manual_seed(1)
+    first = _moe.skewed_tokens(64, 8, seed=11, empty=2)
+    torch.manual_seed(2)
+    torch.rand(1000)
+    assert _moe.skewed_tokens(64, 8, seed=11, empty=2) == first
+    assert sum(first) == 64 and sum(1 for n in first if n == 0) == 2
+
+
 @pytest.mark.parametrize("variant", ["shared", "per_expert"])
 def test_the_gpu_suites_lora_parity_check_holds_on_cpu_at_small_shapes(variant: str):
     """tests/gpu/_lora.py's whole check (both arms with adapters, the float64 reference it shares with
