@@ -119,12 +119,7 @@ def open_or_update_unless_same(spec: PullRequestSpec, gh: str) -> Opened:
     found = _first_with_body(_run(gh, listing), listing, None)
     if found is None:
         return open_or_update(spec, gh)
-    number, url, body = found
-    edit = ["gh", "pr", "edit", str(number), f"--repo={spec.repo}", f"--body-file={spec.body_file}"]
-    if _same_body(body, spec.body_file):
-        return Opened("unchanged", edit, url=url, number=number)
-    _run(gh, edit)
-    return Opened("updated", edit, url=url, number=number)
+    return _edited("pr", found, spec, gh)
 
 
 def close_superseded(spec: PullRequestSpec, prefix: str, link: str, gh: str) -> list[int]:
@@ -198,8 +193,14 @@ def keep_issue(spec: IssueSpec, gh: str, create: bool = True) -> Opened:
         url = next((line.strip() for line in _run(gh, command).splitlines() if line.startswith("http")), None)
         number = int(url.rsplit("/", 1)[-1]) if url and url.rsplit("/", 1)[-1].isdigit() else None
         return Opened("created", command, url=url, number=number)
+    return _edited("issue", found, spec, gh)
+
+
+def _edited(kind: str, found: tuple[int, str, str], spec: PullRequestSpec | IssueSpec, gh: str) -> Opened:
+    """The pull request or issue `found` (number, url, body) given `spec`'s body: left as it is when the
+    body is already that, else edited with `gh <kind> edit`."""
     number, url, body = found
-    edit = ["gh", "issue", "edit", str(number), f"--repo={spec.repo}", f"--body-file={spec.body_file}"]
+    edit = ["gh", kind, "edit", str(number), f"--repo={spec.repo}", f"--body-file={spec.body_file}"]
     if _same_body(body, spec.body_file):
         return Opened("unchanged", edit, url=url, number=number)
     _run(gh, edit)

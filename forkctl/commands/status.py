@@ -165,20 +165,6 @@ def _series_report(manifest: Manifest, series: Series, verdicts: list[str | None
     return result
 
 
-def _verdict_text(entry: PreviewEntry) -> tuple[str, str]:
-    """(result, evidence) columns for one previewed patch."""
-    verdict = entry.verdict
-    if verdict.kind == "absorbed":
-        return "absorbed", f"{verdict.reason} {(verdict.upstream_commit or '')[:12]}".strip()
-    if verdict.kind == "applied":
-        result = "applies" if entry.plain else "applies with 3-way"
-        if verdict.reason == "partial":
-            result += " (partially absorbed)"
-        return result, ""
-    assert verdict.merged is not None
-    return "conflicts", ", ".join(verdict.merged.conflicted)
-
-
 def _skip_hint(entry: PreviewEntry) -> str:
     from forkctl.ops import port
 
@@ -201,7 +187,9 @@ def _preview_item(
     result: Report, manifest: Manifest, entry: PreviewEntry, target: str, found: FirstBreak | None
 ) -> tuple[dict, list[str]]:
     """One previewed patch: its JSON item and table row; a conflict adds git's words and a problem."""
-    verdict_name, evidence = _verdict_text(entry)
+    from forkctl.report.preview import verdict_words
+
+    verdict_name, evidence = verdict_words(entry)
     item: dict = {
         "order": entry.position + 1,
         "file": str(entry.patch.path.relative_to(manifest.root)),

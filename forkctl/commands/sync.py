@@ -28,6 +28,7 @@ from forkctl.gpu.evidence import evidence_dir, evidence_path
 from forkctl.manifest import Manifest
 from forkctl.report import Level, Problem, Report
 from forkctl.report import sync as views
+from forkctl.report.preview import verdict_words
 
 
 def _body_file(kind: str, key: str) -> Path:
@@ -56,7 +57,7 @@ def _target_lines(target: SyncTarget) -> list[str]:
 def _patch_json(plan: SyncPlan) -> list[dict]:
     items = []
     for entry in plan.entries:
-        state, evidence = views.verdict_words(entry)
+        state, evidence = verdict_words(entry)
         item: dict = {
             "order": entry.position + 1,
             "subject": entry.patch.subject,
@@ -81,7 +82,7 @@ def _patch_json(plan: SyncPlan) -> list[dict]:
 def _plan_lines(plan: SyncPlan) -> list[str]:
     lines = []
     for entry in plan.entries:
-        state, evidence = views.verdict_words(entry)
+        state, evidence = verdict_words(entry)
         lines.append(
             f"  {entry.position + 1:04d} {entry.patch.subject}: {state}"
             + (f" ({evidence})" if evidence else "")

@@ -15,11 +15,11 @@ from typing import TYPE_CHECKING
 from forkctl.manifest import Manifest
 from forkctl.report.chain import _label
 from forkctl.report.markdown import cell, code, fenced
+from forkctl.report.preview import verdict_words
 from forkctl.report.pullrequest import BODY_BUDGET, _cut, _length, _within_limit
 
 if TYPE_CHECKING:
     from forkctl.chain.sync import SyncPlan
-    from forkctl.ops.port import PreviewEntry
 
 DASHBOARD_TITLE = "forkctl sync dashboard"
 _EP_TAG_RE = re.compile(r"-ep([0-9]+)$")
@@ -34,25 +34,6 @@ def pr_title(manifest: Manifest, plan: SyncPlan) -> str:
     target = plan.target
     who = f" (pinned by {target.consumer_upstream})" if target.consumer_upstream else ""
     return f"sync: port the series onto {manifest.upstream.repo}@{target.commit[:12]}{who}"
-
-
-def verdict_words(entry: PreviewEntry) -> tuple[str, str]:
-    """(state, evidence) of one patch on the target."""
-    verdict = entry.verdict
-    if verdict.kind == "absorbed":
-        return "absorbed", f"{verdict.reason} {(verdict.upstream_commit or '')[:12]}".strip()
-    if verdict.kind == "applied":
-        state = "applies" if entry.plain else "applies with 3-way"
-        return (
-            (state + " (partially absorbed)", verdict.detail or "")
-            if verdict.reason == "partial"
-            else (
-                state,
-                "",
-            )
-        )
-    merged = verdict.merged
-    return "conflicts", ", ".join(merged.conflicted) if merged is not None else ""
 
 
 def sync_mermaid(manifest: Manifest, plan: SyncPlan) -> str:
