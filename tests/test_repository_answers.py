@@ -29,12 +29,10 @@ def _module_level_containers(source: str) -> list[str]:
     for node in ast.parse(source).body:
         if isinstance(node, (ast.Assign, ast.AnnAssign)) and node.value is not None:
             value = node.value
-            if isinstance(value, ast.Call) and isinstance(value.func, ast.Name):
-                mutable = value.func.id in ("dict", "set", "list", "memo")
-                value = value.args[0] if value.func.id == "memo" and value.args else value
-            else:
-                mutable = False
-            mutable = mutable or isinstance(value, (ast.Dict, ast.Set, ast.List))
+            called = isinstance(value, ast.Call) and isinstance(value.func, ast.Name)
+            mutable = isinstance(value, (ast.Dict, ast.Set, ast.List)) or (
+                called and value.func.id in ("dict", "set", "list", "memo")  # memo(): the old runmemo's
+            )
             targets = node.targets if isinstance(node, ast.Assign) else [node.target]
             names = [t.id for t in targets if isinstance(t, ast.Name)]
             if mutable and names != ["__all__"]:
