@@ -150,6 +150,26 @@ class DroppedEntry(_Model):
         _check_sha("upstream_commit", self.upstream_commit)
 
 
+# How a pin file is written (chain/pinrecords.py reads and writes each): a new format is a new value
+# here and a codec there. `sha-line`: the full commit SHA and one newline, nothing else (the Bridge's
+# `.main.commit`).
+PinFileFormat = Literal["sha-line"]
+
+
+class PinFile(_Model):
+    """A file of the consumer's tree that records the commit its gitlink pins (besides the gitlink)."""
+
+    path: str
+    format: PinFileFormat
+
+    def __post_init__(self) -> None:
+        _check_relpath("path", self.path)
+        if self.path.endswith("/"):
+            raise FieldError("path", f"{self.path!r} names a folder; give the file's path")
+        if PurePosixPath(self.path).parts[:1] == (".git",) or self.path == ".gitmodules":
+            raise FieldError("path", f"{self.path!r} is git's own file, not a record of the pin")
+
+
 class Consumer(_Model):
     name: str
     upstream: str
@@ -158,6 +178,10 @@ class Consumer(_Model):
     branch: str
     gitlink: str
     upstream_url: str | None = None
+    # The consumer's other records of the commit its gitlink pins, which its own CI requires to agree
+    # with the gitlink (Megatron-Bridge: `.main.commit`): bump-bridge writes them in the bump commit,
+    # check-pins reports one that disagrees. Default: none.
+    pin_files: list[PinFile] = msgspec.field(default_factory=list)
 
     def __post_init__(self) -> None:
         if self.gitlink.strip() == "":
@@ -165,6 +189,25 @@ class Consumer(_Model):
                 "gitlink", "the gitlink path is empty; give the submodule path, e.g. 3rdparty/Megatron-LM"
             )
         _check_relpath("gitlink", self.gitlink)
+        _check_pin_files(self.gitlink, self.pin_files)
+
+
+def _check_pin_files(gitlink: str, files: list[PinFile]) -> None:
+    """Each pin file once, and outside the submodule (a path there is the submodule's, not the consumer's)."""
+    seen: set[str] = set()
+    submodule = PurePosixPath(gitlink)
+    for entry in files:
+        path = PurePosixPath(entry.path)
+        if path == submodule:
+            raise FieldError("pin_files", f"{entry.path!r} is the gitlink itself; name the file beside it")
+        if submodule in path.parents:
+            raise FieldError(
+                "pin_files",
+                f"{entry.path!r} is inside the submodule at {gitlink}; name a file of the consumer",
+            )
+        if str(path) in seen:
+            raise FieldError("pin_files", f"{entry.path!r} is listed twice; list each file once")
+        seen.add(str(path))
 
 
 class Validation(_Model):
