@@ -8,13 +8,17 @@ Real repositories (tests/chain.py), the real CLI in process, a private cache per
 
 from __future__ import annotations
 
+import subprocess
 from pathlib import Path
 
 import pytest
 import yaml
+from click.testing import CliRunner
 
+from forkctl.cli import cli
 from forkctl.manifest import load
-from tests.chain import BRIDGE_GITLINK, Chain, url, use_private_cache
+from tests.bridgerule import main_commit_matches_submodule
+from tests.chain import BRIDGE_GITLINK, Chain, forkctl_json, make_chain, url, use_private_cache
 from tests.gitrepos import git
 from tests.test_manifest import VALID, _lint, _write
 from tests.toolkit import flat
@@ -115,3 +119,173 @@ def test_bad_pin_files_name_the_line_and_exit_2(
     assert code == 2, output
     assert expected in flat(output)
     assert f"{path}:{line}:" in flat(output) and "pin_files" in flat(output)
+
+
+# --- bump-bridge -------------------------------------------------------------------------------------
+
+
+def test_bump_writes_the_record_in_the_same_reproducible_commit(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    chain = make_chain(tmp_path)
+    parent = _bridge_recording(chain, chain.base + "\n")
+    _name_pin_files(chain)
+    code, report = forkctl_json(chain, "bump-bridge", "--through", "nemo-rl", "--push")
+    assert code == 0, report["problems"]
+    bridge_step = report["steps"][0]
+    commit = bridge_step["commit"]
+    assert git(chain.bridge, "rev-parse", f"{commit}~1") == parent
+    assert git(chain.bridge, "diff", "--name-only", parent, commit).splitlines() == [
+        ".gitmodules",
+        MAIN_COMMIT,
+        BRIDGE_GITLINK,
+    ]
+    assert git(chain.bridge, "cat-file", "blob", f"{commit}:{MAIN_COMMIT}") == chain.head
+    shown = subprocess.run(
+        ["git", "cat-file", "blob", f"{commit}:{MAIN_COMMIT}"],
+        cwd=chain.bridge,
+        capture_output=True,
+        check=True,
+    ).stdout
+    assert shown == f"{chain.head}\n".encode()  # the full SHA and one newline, as the Bridge writes it
+    main_commit_matches_submodule(chain.bridge, commit)  # the Bridge's own rule holds on the bump commit
+    message = git(chain.bridge, "log", "-1", "--format=%B", commit)
+    assert f"{MAIN_COMMIT}: {chain.base} -> {chain.head}" in message
+    assert bridge_step["records"] == [
+        {"path": MAIN_COMMIT, "format": "sha-line", "old": chain.base, "new": chain.head}
+    ]
+    assert report["steps"][1]["records"] == []
+    # The checked chain includes the record, and it agrees.
+    kinds = [(f["check"], f["kind"]) for f in report["links"][0]["findings"]]
+    assert ("pin-file", "ok") in kinds
+    # Same inputs, same SHA: a rerun from a fresh cache finds its pushes already there.
+    monkeypatch.setenv("FORKCTL_CACHE", str(tmp_path / "cache2"))
+    code, again = forkctl_json(chain, "bump-bridge", "--through", "nemo-rl", "--push")
+    assert code == 0, again["problems"]
+    assert [s["commit"] for s in again["steps"]] == [s["commit"] for s in report["steps"]]
+    assert [s["push"] for s in again["steps"]] == ["already there", "already there"]
+    # The user's checkout still has the old record (the bump touched no file).
+    assert (chain.bridge_work.path / MAIN_COMMIT).read_text() == chain.base + "\n"
+
+
+def test_the_bridge_rule_fails_on_a_gitlink_only_bump(tmp_path: Path) -> None:
+    chain = make_chain(tmp_path)
+    parent = _bridge_recording(chain, chain.base + "\n")
+    main_commit_matches_submodule(chain.bridge, parent)  # holds where both say the base
+    old_bump = _gitlink_only_bump(chain.bridge, parent, chain.head)
+    with pytest.raises(AssertionError, match="names " + chain.base):
+        main_commit_matches_submodule(chain.bridge, old_bump)
+
+
+def test_bump_refuses_a_record_the_consumer_does_not_keep(tmp_path: Path) -> None:
+    chain = make_chain(tmp_path)
+    _name_pin_files(chain)  # the Bridge's tree has no .main.commit
+    before = chain.refs(chain.bridge)
+    code, report = forkctl_json(chain, "bump-bridge", "--push")
+    assert code == 2, report
+    text = flat(" ".join(p["message"] + " " + (p.get("hint") or "") for p in report["problems"]))
+    assert MAIN_COMMIT in text and "pin_files" in text
+    assert chain.refs(chain.bridge) == before
+
+
+# --- check-pins --------------------------------------------------------------------------------------
+
+
+def _check_bridge(chain: Chain) -> tuple[int, dict]:
+    return forkctl_json(chain, "check-pins", "--consumer", url(chain.bridge))
+
+
+def _record_finding(report: dict) -> dict:
+    findings = [f for f in report["links"][0]["findings"] if f["check"] == "pin-file"]
+    assert len(findings) == 1, report["links"][0]["findings"]
+    return findings[0]
+
+
+def test_check_pins_reports_a_stale_record_and_its_fix_works_as_printed(tmp_path: Path) -> None:
+    chain = make_chain(tmp_path)
+    _bridge_recording(chain, chain.base + "\n", pin=chain.head)  # gitlink right, record stale
+    _name_pin_files(chain)
+    code, report = _check_bridge(chain)
+    assert code == 1, report
+    finding = _record_finding(report)
+    assert finding["status"] == "MISMATCH" and finding["kind"] == "pin-file-mismatch"
+    assert chain.base in finding["message"] and chain.head in finding["message"]
+    assert report["links"][0]["records"] == [
+        {"path": MAIN_COMMIT, "format": "sha-line", "recorded": chain.base, "agrees": False}
+    ]
+    # The gitlink itself passes: only the record fails.
+    assert all(f["status"] == "OK" for f in report["links"][0]["findings"] if f["check"] != "pin-file")
+    fix = finding["fix"].split(" (")[0]
+    subprocess.run(["sh", "-c", fix], cwd=chain.bridge_work.path, check=True)
+    chain.pin_bridge(chain.head, files={MAIN_COMMIT: (chain.bridge_work.path / MAIN_COMMIT).read_text()})
+    code, report = _check_bridge(chain)
+    assert code == 0, report["problems"]
+    assert _record_finding(report)["kind"] == "ok"
+
+
+@pytest.mark.parametrize(
+    ("content", "kind"),
+    [(None, "pin-file-missing"), ("SHORT", "pin-file-malformed"), ("", "pin-file-malformed")],
+    ids=["missing", "abbreviated", "empty"],
+)
+def test_check_pins_reports_a_missing_or_malformed_record(
+    tmp_path: Path, content: str | None, kind: str
+) -> None:
+    chain = make_chain(tmp_path)
+    text = chain.head[:12] + "\n" if content == "SHORT" else content
+    _bridge_recording(chain, text, pin=chain.head)
+    _name_pin_files(chain)
+    code, report = _check_bridge(chain)
+    assert code == 1, report
+    finding = _record_finding(report)
+    assert finding["kind"] == kind and finding["status"] == "MISMATCH"
+    assert MAIN_COMMIT in finding["message"] and finding["fix"]
+
+
+def test_check_pins_under_test_points_at_the_record(tmp_path: Path) -> None:
+    chain = make_chain(tmp_path)
+    _bridge_recording(chain, chain.base + "\n", pin=chain.head)
+    _name_pin_files(chain)
+    result = CliRunner().invoke(
+        cli,
+        [
+            "--manifest",
+            str(chain.manifest),
+            "check-pins",
+            "--under-test",
+            str(chain.bridge_work.path),
+            "--json",
+        ],
+    )
+    assert result.exit_code == 1, result.output
+    import json
+
+    finding = _record_finding(json.loads(result.stdout))
+    assert finding["file"] == MAIN_COMMIT and finding["line"] == 1
+
+
+def test_a_consumer_without_pin_files_is_checked_as_before(tmp_path: Path) -> None:
+    chain = make_chain(tmp_path)
+    _bridge_recording(chain, chain.base + "\n", pin=chain.head)  # a stale file nobody named
+    code, report = _check_bridge(chain)
+    assert code == 0, report["problems"]
+    assert not [f for f in report["links"][0]["findings"] if f["check"] == "pin-file"]
+
+
+# --- describe ----------------------------------------------------------------------------------------
+
+
+def test_describe_shows_every_record_the_move_writes(tmp_path: Path) -> None:
+    chain = make_chain(tmp_path)
+    _bridge_recording(chain, chain.base + "\n")
+    _name_pin_files(chain)
+    code, payload = forkctl_json(chain, "describe")
+    assert code == 0, payload
+    records = payload["parts"]["records"]
+    assert records[0]["consumer"] == "megatron-bridge"
+    assert records[0]["gitlink"] == {"path": BRIDGE_GITLINK, "old": chain.base, "new": chain.head}
+    assert records[0]["files"] == [
+        {"path": MAIN_COMMIT, "format": "sha-line", "old": chain.base, "new": chain.head}
+    ]
+    body = payload["body"]
+    assert f"`{MAIN_COMMIT}`" in body and f"`{chain.base[:12]}` -> `{chain.head[:12]}`" in body

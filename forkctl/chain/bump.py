@@ -1,13 +1,14 @@
 """Moving the chain: the consumer commits that pin the fork head, one gitlink each.
 
-Each commit is made in a private index (the gitlink changed, `.gitmodules` pointed at the fork when it
-still names upstream), never in a user's index or worktree. A plan makes the commits (objects only),
+Each commit is made in a private index (the gitlink changed, the consumer's other records of the pin
+rewritten (manifest `pin_files`, e.g. the Bridge's `.main.commit`), `.gitmodules` pointed at the fork
+when it still names upstream), never in a user's index or worktree. A plan makes the commits (objects only),
 judges that each moves its consumer forward (forward.py) and checks the chain they make; applying it
 creates the branches, pushing it pushes them, never forced.
 
 A bump commit is a pure function of its inputs, so a rerun on any machine or cache makes the same SHA
-(and finds the branch it pushed before equal): its tree (the parent's, with the gitlink and maybe the
-`.gitmodules` URL changed), its parent, its message (both SHAs, the series), and an identity and date
+(and finds the branch it pushed before equal): its tree (the parent's, with the gitlink, its pin files
+and maybe the `.gitmodules` URL changed), its parent, its message (both SHAs, the series), and an identity and date
 taken from them, never from the machine: author = committer = `BUMP_NAME <BUMP_EMAIL>`, dated the later of the
 parent's committer date and the new pin's committer date (the fork head's, whose commits carry their
 patches' dates; for a later consumer, the previous bump commit's).
@@ -21,10 +22,11 @@ from pathlib import Path
 
 import msgspec
 
-from forkctl.chain import forward
+from forkctl.chain import forward, pinrecords
 from forkctl.chain.checks import check_chain
 from forkctl.chain.forkhead import ForkContext
 from forkctl.chain.model import ChainResult, Progress
+from forkctl.chain.pinrecords import RecordChange
 from forkctl.chain.reachable import CommitGraphs
 from forkctl.chain.sources import Remotes, Source, branch_to_bump
 from forkctl.errors import BadInput
@@ -59,6 +61,7 @@ class BumpStep(msgspec.Struct):
     old_url: str | None = None  # the absolute .gitmodules URL of the gitlink at the parent
     date: str = ""  # the commit's author and committer date (see the module docstring)
     pushed: str | None = None  # after push_steps: "pushed", or "already there"
+    records: list[RecordChange] = msgspec.field(default_factory=list)  # pin files rewritten with the gitlink
 
 
 class BumpPlan(msgspec.Struct):
@@ -73,10 +76,11 @@ class BumpPlan(msgspec.Struct):
 
 def _gitlink_and_module(
     source: Source, repo: GitRepo, parent: str
-) -> tuple[TreeEntry, TreeEntry, SubmoduleEntry]:
-    """(gitlink entry, .gitmodules entry, its submodule for the gitlink) at the consumer's `parent`."""
+) -> tuple[TreeEntry, TreeEntry, SubmoduleEntry, dict[str, TreeEntry]]:
+    """(gitlink entry, .gitmodules entry, its submodule for the gitlink, the tree entries read) at the
+    consumer's `parent`; the entries include the consumer's pin files (manifest `pin_files`)."""
     consumer = source.consumer
-    entries = repo.tree_entries(parent, [consumer.gitlink, ".gitmodules"])
+    entries = repo.tree_entries(parent, [consumer.gitlink, ".gitmodules", *pinrecords.paths(consumer)])
     entry = entries.get(consumer.gitlink)
     if entry is None or entry.kind != "commit":
         raise BadInput(
@@ -86,14 +90,17 @@ def _gitlink_and_module(
     modules_entry = entries.get(".gitmodules")
     if modules_entry is not None and modules_entry.kind != "blob":
         modules_entry = None
-    if modules_entry is not None and source.local is None:
-        # The cache's .gitmodules: the one file a bump reads, fetched explicitly (no lazy fetch).
-        gitstore.fetch_objects(repo, source.fetch_url, [modules_entry.sha])
+    if source.local is None:
+        # The cache's .gitmodules and pin files: the only files a bump reads, fetched explicitly in one
+        # request (no lazy fetch; a consumer's large files are never read).
+        small = [e.sha for e in entries.values() if e.kind == "blob" and e.path != consumer.gitlink]
+        if small:
+            gitstore.fetch_objects(repo, source.fetch_url, small)
     modules = repo.parse_gitmodules(modules_entry.sha) if modules_entry else []
     module = next((m for m in modules if m.path == consumer.gitlink), None)
     if module is None or modules_entry is None:
         raise BadInput(f"{consumer.name}@{parent[:12]}: .gitmodules has no entry for {consumer.gitlink}")
-    return entry, modules_entry, module
+    return entry, modules_entry, module, entries
 
 
 def bump_step(
@@ -110,12 +117,15 @@ def bump_step(
     """Make (but do not reference) the commit that moves the consumer's gitlink to `new` (whose
     committer date is `new_date`)."""
     consumer = source.consumer
-    entry, modules_entry, module = _gitlink_and_module(source, repo, parent)
+    entry, modules_entry, module, entries = _gitlink_and_module(source, repo, parent)
+    records = pinrecords.record_changes(repo, parent, consumer, entries, new)
     url_changed = None
     info = repo.commit_info(parent)
     tree_sha = info.tree
     with repo.private_index(tree_sha) as index:
         index.set_entry("160000", new, consumer.gitlink)
+        for record in records:  # the consumer's other records of the pin, in the same commit
+            index.set_entry(record.mode, record.blob, record.path)
         if (
             module.url
             and target_upstream
@@ -129,7 +139,7 @@ def bump_step(
         tree = index.write_tree()
     old = entry.sha
     subject = f"build: pin {consumer.gitlink} at {new[:12]} (forkctl bump)"
-    lines = [subject, "", f"{consumer.gitlink}: {old} -> {new}", ""]
+    lines = [subject, "", f"{consumer.gitlink}: {old} -> {new}", *pinrecords.message_lines(records), ""]
     if url_changed:
         lines += [f".gitmodules submodule.{module.name}.url: {url_changed[0]} -> {url_changed[1]}", ""]
     message = "\n".join(lines) + message_body
@@ -153,6 +163,7 @@ def bump_step(
         existing,
         old_url,
         date,
+        records=records,
     )
 
 

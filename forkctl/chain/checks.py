@@ -9,7 +9,7 @@ commit of the previous consumer that itself passes (checked as a link of its own
 
 from __future__ import annotations
 
-from forkctl.chain import forkbase
+from forkctl.chain import forkbase, pinrecords
 from forkctl.chain.declared import (
     check_update,
     check_url,
@@ -26,7 +26,7 @@ from forkctl.chain.sources import Remotes, Source, Store, commit_to_check, plann
 from forkctl.errors import BadInput
 from forkctl.git import remote
 from forkctl.git.repo import GitRepo
-from forkctl.manifest import Manifest
+from forkctl.manifest import Consumer, Manifest
 
 
 class Checker:
@@ -110,7 +110,7 @@ class Checker:
             repo = store.holding(commit)
             if repo is None:
                 continue
-            entries = repo.tree_entries(commit, [".gitmodules", forkbase.FORK_BASE_FILE, consumer.gitlink])
+            entries = repo.tree_entries(commit, _paths_read(consumer))
             entry = entries.get(consumer.gitlink)
             if entry is not None and entry.kind == "commit":
                 found.append(entry.sha)
@@ -129,7 +129,7 @@ class Checker:
         link = LinkResult(consumer.name, index, commit, role, consumer.gitlink, target.name)
         self._results[key] = link
         self.progress(f"checking {consumer.name}@{commit[:12]} ({role})")
-        entries = repo.tree_entries(commit, [".gitmodules", forkbase.FORK_BASE_FILE, consumer.gitlink])
+        entries = repo.tree_entries(commit, _paths_read(consumer))
         files = {path: e.sha for path, e in entries.items() if e.kind == "blob"}
         store = self.store(index)
         store.ensure_blobs(repo, [sha for path, sha in files.items() if path != ".gitmodules"])
@@ -151,6 +151,8 @@ class Checker:
             check_fork_pin(link, entry.sha, url, self.fork, self.graphs)
         else:
             self._check_consumer_pin(index, entry.sha, url, link)
+        bump = "forkctl bump-bridge" + (f" --through {consumer.name}" if index else "")
+        pinrecords.check_records(link, repo, consumer, entries, entry.sha, bump, self.start == index)
         return link
 
     def _check_consumer_pin(self, index: int, pinned: str, url: str | None, link: LinkResult) -> None:
@@ -181,6 +183,12 @@ class Checker:
                 f"(see {inner.consumer}@{pinned[:12]})",
                 f"fix {inner.consumer} first, then bump this pin (forkctl bump-bridge --through {link.consumer})",
             )
+
+
+def _paths_read(consumer: Consumer) -> list[str]:
+    """The paths a link's check reads from a consumer commit's tree (one `ls-tree`, asked the same way
+    by the prefetch and the check so the second finds the first's answer)."""
+    return [".gitmodules", forkbase.FORK_BASE_FILE, consumer.gitlink, *pinrecords.paths(consumer)]
 
 
 def _fork_branch_notes(checker: Checker) -> list[ChainFinding]:

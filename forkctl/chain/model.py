@@ -49,6 +49,15 @@ class ChainFinding(msgspec.Struct, frozen=True):
     wants: WantedBase | None = None
 
 
+class PinRecord(msgspec.Struct, frozen=True):
+    """A file of the consumer commit that records its pin besides the gitlink (manifest `pin_files`)."""
+
+    path: str
+    format: str
+    recorded: str | None  # the commit it names; None: missing or malformed
+    agrees: bool  # it names the gitlink's commit
+
+
 class LinkResult(msgspec.Struct):
     """One consumer commit and the gitlink it holds."""
 
@@ -62,6 +71,7 @@ class LinkResult(msgspec.Struct):
     url: str | None = None
     expected: str | None = None  # the fork link's expected SHA
     findings: list[ChainFinding] = msgspec.field(default_factory=list)
+    records: list[PinRecord] = msgspec.field(default_factory=list)
 
     @property
     def status(self) -> Status:

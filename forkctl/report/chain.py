@@ -177,6 +177,11 @@ def _link_json(link: LinkResult) -> dict[str, Any]:
         "expected": link.expected,
         "status": link.status.value,
         "findings": [_finding_json(f) for f in link.findings],
+        # The consumer's other records of this pin (manifest pin_files) as read at the commit.
+        "records": [
+            {"path": r.path, "format": r.format, "recorded": r.recorded, "agrees": r.agrees}
+            for r in link.records
+        ],
     }
 
 
@@ -204,6 +209,7 @@ def bump_lines(steps: list[BumpStep]) -> list[str]:
         url_note = (
             f"; .gitmodules url {step.url_changed[0]} -> {step.url_changed[1]}" if step.url_changed else ""
         )
+        url_note += "".join(f"; {r.path} {(r.old or 'not a SHA')[:12]} -> {r.new[:12]}" for r in step.records)
         described.append(
             f"{step.consumer.name}: {step.branch} = {step.commit[:12]} on {step.consumer.branch} "
             f"{step.parent[:12]}: {step.gitlink} {(step.old or '-')[:12]} -> {step.new[:12]}{url_note}"
@@ -223,6 +229,7 @@ def bump_json(steps: list[BumpStep], created: bool, pushed: bool) -> list[dict]:
             "old": step.old,
             "new": step.new,
             "gitmodules_url": list(step.url_changed) if step.url_changed else None,
+            "records": records_json(step),
             "created": created,
             "pushed": pushed,
             "push": step.pushed,  # "pushed" or "already there" once pushed, else None
@@ -230,6 +237,11 @@ def bump_json(steps: list[BumpStep], created: bool, pushed: bool) -> list[dict]:
         }
         for step in steps
     ]
+
+
+def records_json(step: BumpStep) -> list[dict]:
+    """The pin files the step's commit rewrites with its gitlink (old: None when it held no SHA)."""
+    return [{"path": r.path, "format": r.format, "old": r.old, "new": r.new} for r in step.records]
 
 
 def backwards_json(verdict: ForwardVerdict) -> list[dict]:

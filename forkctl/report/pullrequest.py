@@ -59,7 +59,43 @@ def step_header(step: BumpStep) -> list[str]:
         lines.append(
             f"It points `.gitmodules` at {code(step.url_changed[1])} (was {code(step.url_changed[0])})."
         )
+    lines += [f"It rewrites {line} with the gitlink." for line in _record_moves(step)]
     return [*lines, ""]
+
+
+def _record_moves(step: BumpStep) -> list[str]:
+    """`path` (`old` -> `new`) for each pin file the step's commit rewrites."""
+    return [
+        f"{code(r.path)} (`{r.old[:12]}` -> `{r.new[:12]}`)"
+        if r.old
+        else f"{code(r.path)} (not a commit SHA -> `{r.new[:12]}`)"
+        for r in step.records
+    ]
+
+
+def _records(facts: MoveFacts) -> list[str]:
+    """Every record of each pin the move writes: the gitlink and the consumer's pin files."""
+    if facts.plan is None or not facts.plan.steps:
+        return []
+    lines = ["### Every record of each pin", ""]
+    for step in facts.plan.steps:
+        old = f"`{step.old[:12]}`" if step.old else "nothing"
+        moves = [f"gitlink {code(step.gitlink)} ({old} -> `{step.new[:12]}`)", *_record_moves(step)]
+        lines.append(f"- {code(step.consumer.name)}: {', '.join(moves)}")
+    return [*lines, ""]
+
+
+def records_parts(facts: MoveFacts) -> list[dict[str, Any]]:
+    """The records each planned consumer commit writes, as JSON."""
+    steps = facts.plan.steps if facts.plan is not None else []
+    return [
+        {
+            "consumer": step.consumer.name,
+            "gitlink": {"path": step.gitlink, "old": step.old, "new": step.new},
+            "files": [{"path": r.path, "format": r.format, "old": r.old, "new": r.new} for r in step.records],
+        }
+        for step in steps
+    ]
 
 
 def _why(manifest: Manifest, facts: MoveFacts) -> list[str]:
@@ -185,7 +221,7 @@ def pr_body(manifest: Manifest, facts: MoveFacts, summary: GateSummary, step: Bu
     before = [f"## Move the chain to fork head {code(head)}", ""]
     before += step_header(step) if step is not None else []
     before += _why(manifest, facts) + _series(facts) + _dropped(facts)
-    after = ["### The chain", "", chain_mermaid(manifest, facts), ""]
+    after = [*_records(facts), "### The chain", "", chain_mermaid(manifest, facts), ""]
     after += _evidence(summary) + _gate_needs(manifest, summary)
     if facts.missing:
         after += ["### Not available when this was written", ""]
@@ -226,6 +262,7 @@ def pr_parts(manifest: Manifest, facts: MoveFacts, summary: GateSummary) -> dict
         "previous_base": facts.previous_base,
         "range_diff": facts.range_diff,
         "mermaid": chain_mermaid(manifest, facts),
+        "records": records_parts(facts),
         "gate": None
         if verdict is None
         else {
