@@ -14,6 +14,7 @@ from forkctl.cli import cli
 from forkctl.demo.package import find_installed
 from forkctl.errors import BadInput
 from forkctl.manifest import load
+from tests.bridgerule import main_commit_matches_submodule
 from tests.gitrepos import git, init_repo
 
 REPO_MANIFEST = Path(__file__).resolve().parent.parent / "manifest.yaml"
@@ -98,6 +99,48 @@ def test_demo_finds_the_unpatched_base_bumps_and_passes(tmp_path: Path, repo_roo
     assert final["links"][0]["pinned"] == report["fork_head"]
     assert report["verdict"].startswith("demo: OK")
     assert report["workdir"] == str(keep.resolve())
+
+
+@pytest.mark.slow
+def test_the_demo_bridge_keeps_main_commit_and_its_bump_passes_the_bridge_rule(
+    tmp_path: Path, repo_root: Path
+) -> None:
+    """The demo's Bridge-shaped consumer records its pin twice, as Megatron-Bridge does (the gitlink
+    and `.main.commit`): the Bridge's own rule (tests/bridgerule.py) holds at its base, holds on the
+    demo's bump commit, and fails on a bump that moves the gitlink alone."""
+    keep = tmp_path / "demo"
+    code, report = demo(repo_root / "manifest.yaml", "--keep-in", str(keep))[:2]
+    assert code == 0, report
+    bridge = keep / "bridge.git"
+    assert git(bridge, "cat-file", "blob", "farai/main:.main.commit") == report["base"]
+    main_commit_matches_submodule(bridge, "farai/main")
+    bridge_step = report["bump"]["steps"][0]
+    main_commit_matches_submodule(bridge, bridge_step["commit"])
+    assert git(bridge, "cat-file", "blob", f"{bridge_step['commit']}:.main.commit") == report["fork_head"]
+    assert bridge_step["records"] == [
+        {"path": ".main.commit", "format": "sha-line", "old": report["base"], "new": report["fork_head"]}
+    ]
+    tree = git(bridge, "mktree", input=_gitlink_moved(bridge, "farai/main", report["fork_head"]))
+    gitlink_only = git(bridge, "commit-tree", tree, "-p", "farai/main", "-m", "gitlink only", env=_IDENTITY)
+    with pytest.raises(AssertionError, match=r"\.main\.commit names"):
+        main_commit_matches_submodule(bridge, gitlink_only)
+
+
+_IDENTITY = {k: "demo-test" for k in ("GIT_AUTHOR_NAME", "GIT_COMMITTER_NAME")} | {
+    "GIT_AUTHOR_EMAIL": "t@t.invalid",
+    "GIT_COMMITTER_EMAIL": "t@t.invalid",
+    "PATH": "/usr/bin:/bin",
+}
+
+
+def _gitlink_moved(repo: Path, commit: str, new: str) -> bytes:
+    """`commit`'s root tree listing with its 3rdparty subtree's gitlink moved to `new` (mktree input)."""
+    third = git(repo, "ls-tree", f"{commit}:3rdparty").replace(
+        git(repo, "rev-parse", f"{commit}:3rdparty/Megatron-LM"), new
+    )
+    subtree = git(repo, "mktree", input=(third + "\n").encode())
+    root = git(repo, "ls-tree", commit).replace(git(repo, "rev-parse", f"{commit}:3rdparty"), subtree)
+    return (root + "\n").encode()
 
 
 @pytest.mark.slow

@@ -21,7 +21,7 @@ from forkctl.demo import chain as demochain
 from forkctl.demo.package import find_installed
 from forkctl.errors import BadInput
 from forkctl.report import Problem, Report, Table
-from forkctl.report.chain import chain_report, text_diagram
+from forkctl.report.chain import chain_report, records_json, text_diagram
 
 
 def _workdir(keep: Path | None) -> tuple[Path, tempfile.TemporaryDirectory[str] | None]:
@@ -139,6 +139,7 @@ def _story(chain: demochain.DemoChain, flow: demochain.Flow) -> list[str]:
     )
     for step in flow.steps:
         url_note = f", .gitmodules url -> {step.url_changed[1]}" if step.url_changed else ""
+        url_note += "".join(f", {r.path} -> {r.new[:12]}" for r in step.records)
         lines.append(
             f"2. bump-bridge: {step.consumer.name} {step.branch} = {step.commit[:12]}: {step.gitlink} "
             f"{(step.old or '-')[:12]} -> {step.new[:12]}{url_note}"
@@ -186,6 +187,7 @@ def _data(chain: demochain.DemoChain, flow: demochain.Flow, kept: bool, verdict:
                     "old": s.old,
                     "new": s.new,
                     "gitmodules_url": list(s.url_changed) if s.url_changed else None,
+                    "records": records_json(s),
                 }
                 for s in flow.steps
             ],

@@ -3,7 +3,8 @@
 `build_chain` makes, under one folder: a synthetic upstream whose base commit is the installed package's
 `megatron/` tree (fixed identity and date, so the same package gives the same SHA), the fork built from
 it by the apply core and pushed to `farai/main`, a Bridge-shaped consumer that pins the plain upstream
-base (as upstream Bridge does today), a NeMo-RL-shaped consumer with the shallow Bridge submodule plus
+base (as upstream Bridge does today) in its gitlink and in the pin files the manifest names (the Bridge's
+`.main.commit`), a NeMo-RL-shaped consumer with the shallow Bridge submodule plus
 Automodel and Gym, and a toolkit (the real manifest, URLs rewritten to those bare remotes, the real patch
 series). `run_flow` then does what a maintainer does: check-pins (the mismatch), bump-bridge --through
 the last consumer --push, check-pins on the bumped branches (passes). Everything runs through the same
@@ -23,6 +24,7 @@ import msgspec
 import yaml
 
 from forkctl import manifest as manifest_mod
+from forkctl.chain import pinrecords
 from forkctl.chain.bump import BumpPlan, BumpStep, apply_step, plan_bump, push_steps
 from forkctl.chain.checks import check_chain
 from forkctl.chain.forkhead import ForkContext, fork_context
@@ -186,18 +188,25 @@ def _tiny_repo(root: Path, name: str) -> tuple[Path, str]:
     return path, _publish(repo, tree, f"{name}: initial\n", CONSUMER_ID, ["main"])
 
 
-def _consumer_entries(manifest_data: dict[str, Any]) -> list[dict[str, str]]:
-    """The real manifest's first two consumers (names, branches, gitlinks), defaults where missing."""
+def _consumer_entries(manifest_data: dict[str, Any]) -> list[dict[str, Any]]:
+    """The real manifest's first two consumers (names, branches, gitlinks, pin files), defaults where
+    missing."""
     real = manifest_data.get("consumers") or []
     entries = []
     for index, default in enumerate(DEFAULT_CONSUMERS):
         given = real[index] if index < len(real) and isinstance(real[index], dict) else {}
-        entries.append({**default, **{k: str(v) for k, v in given.items() if k in default and v is not None}})
+        entry: dict[str, Any] = {
+            **default,
+            **{k: str(v) for k, v in given.items() if k in default and v is not None},
+        }
+        if given.get("pin_files"):  # the consumer's other records of its pin (the Bridge's .main.commit)
+            entry["pin_files"] = given["pin_files"]
+        entries.append(entry)
     return entries
 
 
 def _write_toolkit(
-    root: Path, real: Manifest, base: str, urls: dict[str, str], consumers: list[dict[str, str]]
+    root: Path, real: Manifest, base: str, urls: dict[str, str], consumers: list[dict[str, Any]]
 ) -> Path:
     """toolkit/: the real manifest pointed at the demo remotes, and the real patch files."""
     toolkit = root / "toolkit"
@@ -242,6 +251,39 @@ def _build_fork(root: Path, manifest: Manifest, upstream: Path, base: str, packa
     return head
 
 
+def _make_bridge(
+    root: Path,
+    manifest: Manifest,
+    real: Manifest,
+    path: Path,
+    upstream_url: str,
+    base: str,
+    progress: Progress,
+) -> str:
+    """The Bridge-shaped consumer: one commit pinning the plain upstream `base` in its gitlink and in
+    each pin file the manifest names (as the real Bridge keeps `.main.commit` beside the gitlink), its
+    `.gitmodules` naming upstream. Returns that commit."""
+    consumer = manifest.consumers[0]
+    progress(
+        f"{consumer.name}: pins the plain upstream base at {consumer.gitlink}"
+        + "".join(f" and in {pin_file.path}" for pin_file in consumer.pin_files)
+        + ", .gitmodules names upstream"
+    )
+    repo = _serve(path)
+    files = {
+        "README.md": f"{consumer.name} (demo consumer)\n",
+        ".gitmodules": _gitmodules([(consumer.gitlink, upstream_url, {})]),
+        **{
+            pin_file.path: pinrecords.render(pin_file, base).decode("ascii")
+            for pin_file in consumer.pin_files
+        },
+    }
+    tree = _snapshot(repo, files, root / "scratch")
+    tree = _with_gitlinks(repo, tree, {consumer.gitlink: base})
+    message = f"{consumer.name}: pin {real.upstream.repo} {real.upstream.branch}\n"
+    return _publish(repo, tree, message, CONSUMER_ID, ["main", consumer.branch])
+
+
 def build_chain(root: Path, real: Manifest, package: Installed, progress: Progress) -> DemoChain:
     """Every repository of the demo under `root` (which must be empty); see the module docstring."""
     upstream, base = _make_upstream(root, package, progress)
@@ -263,23 +305,7 @@ def build_chain(root: Path, real: Manifest, package: Installed, progress: Progre
     )
     head = _build_fork(root, manifest, upstream, base, package)
 
-    progress(
-        f"{bridge['name']}: pins the plain upstream base at {bridge['gitlink']}, .gitmodules names upstream"
-    )
-    bridge_repo = _serve(paths[bridge["name"]])
-    files = {
-        "README.md": f"{bridge['name']} (demo consumer)\n",
-        ".gitmodules": _gitmodules([(bridge["gitlink"], urls["upstream"], {})]),
-    }
-    tree = _snapshot(bridge_repo, files, root / "scratch")
-    tree = _with_gitlinks(bridge_repo, tree, {bridge["gitlink"]: base})
-    bridge_head = _publish(
-        bridge_repo,
-        tree,
-        f"{bridge['name']}: pin {real.upstream.repo} {real.upstream.branch}\n",
-        CONSUMER_ID,
-        ["main", bridge["branch"]],
-    )
+    bridge_head = _make_bridge(root, manifest, real, paths[bridge["name"]], urls["upstream"], base, progress)
 
     others = {path: _tiny_repo(root, path.rsplit("/", 1)[-1]) for path in real.demo.other_submodules}
     progress(
