@@ -2,7 +2,8 @@
 
 A new branch `<fork.bump_branch_prefix><sha12>` (this fork: `forkctl/bump-megatron-<sha12>`) from each consumer branch head, whose one commit moves the
 gitlink (private index: read-tree, update-index --cacheinfo 160000, write-tree, commit-tree; no
-submodule checkout, never the user's index or worktree) and points `.gitmodules` at the fork when it
+submodule checkout, never the user's index or worktree), rewrites the consumer's other records of the
+pin (manifest `pin_files`, the Bridge's `.main.commit`) and points `.gitmodules` at the fork when it
 still names upstream. Each step must move its consumer forward (the new pin holds every upstream
 commit the old one had; `--allow-backwards` to mean otherwise), and the check-pins core runs on the
 new branches; it must pass.
@@ -216,6 +217,8 @@ def command(
     """Pin the fork head in the Bridge (and, with --through, in NeMo-RL) on new forkctl/bump-* branches.
 
     \b
+    Each commit also rewrites the consumer's pin files (manifest pin_files, e.g. the Bridge's
+    .main.commit) to the new pin; one the consumer's tree lacks is refused (exit 2).
     --open-pr implies --push. Bump commits are reproducible (author and committer "forkctl bump",
     dated the later of the parent's and the new pin's committer dates), so a rerun on any machine or
     cache makes the same commits, finds pushed branches "already there" and updates the pull requests.

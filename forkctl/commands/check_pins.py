@@ -2,8 +2,9 @@
 
 Nearest consumer first: the Bridge must pin exactly apply(series, base) at its gitlink (or the report
 says why not), each further consumer must pin a commit of the previous one that itself passes, every
-`.gitmodules` URL must name the fork, and every pinned SHA must be reachable from a branch or tag of
-that URL. All of it is read from commit objects: no submodule is initialised or checked out.
+`.gitmodules` URL must name the fork, every pinned SHA must be reachable from a branch or tag of
+that URL, and every other record of a pin (manifest `pin_files`, the Bridge's `.main.commit`) must name
+the gitlink's commit. All of it is read from commit objects: no submodule is initialised or checked out.
 
 `--under-test PATH[@REV]|HERE` judges one consumer commit on its own (a consumer's pull request): from
 that commit down to the fork head, never another consumer's branch head, its `.gitmodules` findings
@@ -82,8 +83,9 @@ def command(
     upstream_repo: str | None,
 ) -> Report:
     """Check the nested pin chain: the nearest consumer pins exactly the fork head apply(series, base), each
-    further consumer pins a passing commit of the previous one, .gitmodules URLs name the forks, and every
-    pinned SHA is reachable from a branch or tag of its URL. Reads commit objects only (uninitialised and
+    further consumer pins a passing commit of the previous one, .gitmodules URLs name the forks, every
+    pinned SHA is reachable from a branch or tag of its URL, and each pin file the manifest names
+    (pin_files, e.g. .main.commit) names the gitlink's commit. Reads commit objects only (uninitialised and
     shallow submodules are fine). With --under-test, only the given consumer commit and what it pins,
     recursively (for a consumer's pull request); run in a consumer's checkout, that is the default for
     its HEAD (--branches: every consumer's branch instead). Exit 0 all good, 1 a link fails, 2 bad input or an
