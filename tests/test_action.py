@@ -9,16 +9,22 @@ $RUNNER_TEMP, $GITHUB_ACTION_PATH) in a shallow, submodule-less clone of a Bridg
 tmp, and reads $GITHUB_OUTPUT as the runner does (both `name=value` and `name<<DELIMITER`). It plays the
 install step itself (that step needs the network): its output is a venv that sees this checkout's
 forkctl and this environment's dependencies. The action has no variable that would skip the install.
+The install step runs for real on its own, offline (uv from a local wheel, the locked wheels of
+.wheelhouse/ as an index), in a NeMo-RL-like checkout with its own [tool.uv] and pip settings.
 """
 
 from __future__ import annotations
 
+import base64
+import hashlib
 import json
 import os
 import re
+import shutil
 import site
 import subprocess
 import sys
+import zipfile
 from pathlib import Path
 
 import pytest
@@ -463,3 +469,148 @@ def test_the_action_runs_sync_and_no_other_command(tmp_path: Path) -> None:
         result = _run_action(chain.toolkit, {**inputs, "command": command}, tmp_path)
         assert result.returncode == 2 and "must be check-pins or sync" in result.stderr
     assert not marker.exists()
+
+
+# --- the install step, run for real in a consumer's checkout (offline) ------------------------------
+
+WHEELHOUSE = ROOT / ".wheelhouse"
+
+
+def _uv_binary() -> Path | None:
+    """The uv this checkout was set up with (scripts/bootstrap.sh: .tools/, else the one on PATH)."""
+    found = ROOT / ".tools" / "bin" / "uv"
+    return found if found.exists() else (Path(p) if (p := shutil.which("uv")) else None)
+
+
+def _pinned_uv() -> str:
+    bootstrap = (ROOT / "scripts" / "bootstrap.sh").read_text()
+    return re.search(r'^UV_VERSION="([^"]+)"', bootstrap, re.M).group(1)
+
+
+def _offline_sources(tmp: Path) -> tuple[Path, Path]:
+    """(a find-links folder with a wheel of the pinned uv, made from the uv binary set-up installed; a
+    file:// simple index of the locked wheels in .wheelhouse/): what the install step fetches, here."""
+    uv, version = _uv_binary(), _pinned_uv()
+    if not (WHEELHOUSE / ".stamp").exists() or uv is None:
+        pytest.skip(
+            ".wheelhouse/ or uv is missing (scripts/bootstrap.sh makes both when the network is there)"
+        )
+    if subprocess.run([str(uv), "--version"], capture_output=True, text=True).stdout.split()[1] != version:
+        pytest.skip(f"the uv set-up installed is not {version}")
+    wheels = tmp / "uv-wheel"
+    wheels.mkdir()
+    files = {
+        f"uv-{version}.data/scripts/uv": uv.read_bytes(),
+        f"uv-{version}.dist-info/METADATA": f"Metadata-Version: 2.1\nName: uv\nVersion: {version}\n".encode(),
+        f"uv-{version}.dist-info/WHEEL": b"Wheel-Version: 1.0\nRoot-Is-Purelib: false\nTag: py3-none-any\n",
+    }
+    record = [f"{name},sha256={_record_digest(data)},{len(data)}" for name, data in files.items()]
+    files[f"uv-{version}.dist-info/RECORD"] = "\n".join(
+        [*record, f"uv-{version}.dist-info/RECORD,,", ""]
+    ).encode()
+    with zipfile.ZipFile(wheels / f"uv-{version}-py3-none-any.whl", "w", zipfile.ZIP_DEFLATED) as wheel:
+        for name, data in files.items():
+            info = zipfile.ZipInfo(name)
+            info.external_attr = 0o100755 << 16  # the script stays executable
+            wheel.writestr(info, data, zipfile.ZIP_DEFLATED)
+    index = tmp / "locked-index"
+    for wheel_file in WHEELHOUSE.glob("*.whl"):
+        project = index / re.sub(r"[-_.]+", "-", wheel_file.name.split("-")[0]).lower()
+        project.mkdir(parents=True, exist_ok=True)
+        shutil.copy(wheel_file, project / wheel_file.name)
+    for project in index.iterdir():
+        links = [
+            f'<a href="{w.name}#sha256={hashlib.sha256(w.read_bytes()).hexdigest()}">{w.name}</a>'
+            for w in sorted(project.glob("*.whl"))
+        ]
+        (project / "index.html").write_text("<html><body>\n" + "\n".join(links) + "\n</body></html>\n")
+    return wheels, index
+
+
+def _record_digest(data: bytes) -> str:
+    return base64.urlsafe_b64encode(hashlib.sha256(data).digest()).rstrip(b"=").decode()
+
+
+def _locked_click() -> str:
+    """The click version uv.lock pins (as the wheelhouse's export of it says)."""
+    return re.search(r"^click==(\S+)", (WHEELHOUSE / "requirements.txt").read_text(), re.M).group(1)
+
+
+def _nemo_like_checkout(tmp: Path, setting: str) -> Path:
+    """A consumer checkout whose pyproject.toml carries one of NeMo-RL's kinds of uv settings, or
+    (`pip`) a pip configuration of the job's, with what each would do to the install."""
+    workspace = tmp / "nemo-checkout"
+    workspace.mkdir()
+    extra = tmp / "nemo-extra-index" / "click"  # an index whose click is not the locked one
+    extra.mkdir(parents=True)
+    planted = f"click-{_locked_click()}-py3-none-any.whl"
+    (extra / planted).write_bytes(b"not the locked click")
+    (extra / "index.html").write_text(f'<a href="{planted}">{planted}</a>\n')
+    uv_settings = {
+        # NeMo-RL's constraints: with hashes required, uv wants every requirement pinned with `==`.
+        "constraints": 'constraint-dependencies = ["setuptools>=70", "click==8.1.8"]',
+        # The Bridge's extra index, searched before the default one.
+        "extra-index": f'extra-index-url = ["{extra.parent.as_uri()}"]',
+        "pip": "",
+    }[setting]
+    (workspace / "pyproject.toml").write_text(
+        '[project]\nname = "nemo-rl-like"\nversion = "0.0.0"\nrequires-python = ">=3.10"\n'
+        f"dependencies = []\n\n[tool.uv]\n{uv_settings}\n"
+    )
+    (workspace / "constraints.txt").write_text("uv==0.1.0\n")
+    (workspace / "pip.conf").write_text(f"[global]\nconstraint = {workspace / 'constraints.txt'}\n")
+    return workspace
+
+
+@pytest.mark.parametrize("setting", ["constraints", "extra-index", "pip"])
+def test_the_install_step_installs_in_a_checkout_with_its_own_uv_and_pip_settings(
+    tmp_path: Path, setting: str
+) -> None:
+    """The install step, run for real (offline: uv from a local wheel, the locked wheels from a local
+    index, as the job's own PIP_/UV_ variables may point it at a mirror), from a NeMo-RL-like checkout:
+    neither the checkout's [tool.uv] constraints or extra index nor a pip configuration change what is
+    installed."""
+    wheels, index = _offline_sources(tmp_path)
+    workspace = _nemo_like_checkout(tmp_path, setting)
+    runner = tmp_path / "runner"
+    runner.mkdir()
+    output = tmp_path / "output-install"
+    output.write_text("")
+    env = {
+        k: v
+        for k, v in os.environ.items()
+        if not k.startswith(("FORKCTL_", "GITHUB_", "PYTEST_", "PIP_", "UV_"))
+    }
+    env |= {
+        "RUNNER_TEMP": str(runner),
+        "GITHUB_OUTPUT": str(output),
+        "GITHUB_ACTION_PATH": str(ROOT),
+        "GITHUB_WORKSPACE": str(workspace),
+        "FORKCTL_ACTION_SETUP_PYTHON": sys.executable,
+        "PIP_NO_INDEX": "1",
+        "PIP_FIND_LINKS": str(wheels),
+        "UV_OFFLINE": "1",
+        "UV_DEFAULT_INDEX": index.as_uri(),
+        "UV_CACHE_DIR": str(tmp_path / "uv-cache"),
+    }
+    if setting == "pip":
+        env["PIP_CONFIG_FILE"] = str(workspace / "pip.conf")
+    script = tmp_path / "install.sh"
+    script.write_text(_step("install")["run"])
+    result = subprocess.run(
+        ["bash", "--noprofile", "--norc", "-eo", "pipefail", str(script)],
+        cwd=workspace,
+        env=env,
+        capture_output=True,
+        text=True,
+    )
+    assert result.returncode == 0, result.stdout + result.stderr
+    python = read_outputs(output.read_text())["python"]
+    installed = subprocess.run(
+        [python, "-I", "-c", "import click, forkctl; print(click.__version__, forkctl.__file__)"],
+        capture_output=True,
+        text=True,
+        check=True,
+    ).stdout.split()
+    assert installed[0] == _locked_click() and not installed[1].startswith(str(ROOT / "forkctl"))
+    assert subprocess.run([python, "-I", "-m", "forkctl", "--version"], capture_output=True).returncode == 0

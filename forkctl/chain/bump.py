@@ -11,7 +11,9 @@ A bump commit is a pure function of its inputs, so a rerun on any machine or cac
 and maybe the `.gitmodules` URL changed), its parent, its message (both SHAs, the series), and an identity and date
 taken from them, never from the machine: author = committer = `BUMP_NAME <BUMP_EMAIL>`, dated the later of the
 parent's committer date and the new pin's committer date (the fork head's, whose commits carry their
-patches' dates; for a later consumer, the previous bump commit's).
+patches' dates; for a later consumer, the previous bump commit's). When the caller or the manifest
+(`fork.bump_signoff`) names a signer, that identity authors and commits it and the message ends with
+its `Signed-off-by:` (the consumers ask for the DCO, whose check wants the author's own sign-off).
 """
 
 from __future__ import annotations
@@ -22,6 +24,7 @@ from pathlib import Path
 
 import msgspec
 
+from forkctl import mail
 from forkctl.chain import forward, pinrecords
 from forkctl.chain.checks import check_chain
 from forkctl.chain.forkhead import ForkContext
@@ -113,9 +116,10 @@ def bump_step(
     branch: str,
     message_body: str,
     new_date: str,
+    signer: tuple[str, str] | None = None,
 ) -> BumpStep:
     """Make (but do not reference) the commit that moves the consumer's gitlink to `new` (whose
-    committer date is `new_date`)."""
+    committer date is `new_date`), by and signed off by `signer` (name, email) when one is named."""
     consumer = source.consumer
     entry, modules_entry, module, entries = _gitlink_and_module(source, repo, parent)
     records = pinrecords.record_changes(repo, parent, consumer, entries, new)
@@ -143,10 +147,13 @@ def bump_step(
     if url_changed:
         lines += [f".gitmodules submodule.{module.name}.url: {url_changed[0]} -> {url_changed[1]}", ""]
     message = "\n".join(lines) + message_body
+    if signer is not None:
+        message = f"{message.rstrip()}\n\nSigned-off-by: {signer[0]} <{signer[1]}>\n"
     existing = repo.ref_sha(f"refs/heads/{branch}")
     date = later((info.committer or info.author).date, new_date)
+    name, email = signer or (BUMP_NAME, BUMP_EMAIL)
     commit = _same_commit(repo, existing, tree, parent, message) or repo.commit_tree(
-        tree, [parent], message, Identity(BUMP_NAME, BUMP_EMAIL, date)
+        tree, [parent], message, Identity(name, email, date)
     )
     old_url = remote.resolve_relative_url(module.url, consumer.url) if module.url else None
     return BumpStep(
@@ -202,12 +209,13 @@ def plan_bump(
     local_repos: dict[int, Path | None],
     progress: Progress,
     pin: str | None = None,
+    signoff: str | None = None,
 ) -> BumpPlan:
     """Plan consumers 0..last: each pins the new commit of the one before it (the first pins `pin`,
     default the fork head; in merge mode its published merge). Commits are made (objects only, no ref
     moves); each step is judged forward or not (`plan.forward`: the caller refuses what goes back);
     then the planned chain is checked, with the planned commits counted as reachable because they are
-    not pushed yet."""
+    not pushed yet. `signoff` (`Name <email>`, default the manifest's fork.bump_signoff) signs each off."""
     new_pin = pin or fork.head
     branch = f"{manifest.fork.bump_branch_prefix}{new_pin[:12]}"
     body = series_description(manifest, fork, new_pin)
@@ -216,12 +224,15 @@ def plan_bump(
     target_url, target_upstream = manifest.fork.url, manifest.upstream.url
     pinned = fork.store.commit_info(new_pin)
     new_date = (pinned.committer or pinned.author).date
+    signer = mail.address(signoff or manifest.fork.bump_signoff or "")
     for index in range(last + 1):
         consumer = manifest.consumers[index]
         source = Source(consumer, local=local_repos.get(index))
         repo, head = branch_to_bump(source, progress)
         progress(f"{consumer.name}: moving {consumer.gitlink} to {new_pin[:12]} on {branch}")
-        step = bump_step(source, repo, head, new_pin, target_url, target_upstream, branch, body, new_date)
+        step = bump_step(
+            source, repo, head, new_pin, target_url, target_upstream, branch, body, new_date, signer
+        )
         steps.append(step)
         sources.append(
             Source(

@@ -17,7 +17,7 @@ from pathlib import Path
 
 import click
 
-from forkctl import github, report
+from forkctl import github, mail, report
 from forkctl.chain.bump import BumpPlan, BumpStep, apply_step, plan_bump, push_steps
 from forkctl.chain.describe import complete, manifest_facts
 from forkctl.chain.forkhead import ForkContext, fork_context
@@ -53,6 +53,14 @@ def _local_clones(last: int, bridge_repo: Path | None, through_repo: Path | None
             "--through-repo needs --through", hint="name the consumer it is a clone of with --through"
         )
     return {0: bridge_repo, **({last: through_repo} if last > 0 else {})}
+
+
+def _check_signoff(signoff: str | None) -> None:
+    if signoff is not None and mail.address(signoff) is None:
+        raise BadInput(
+            f"--signoff (or FORKCTL_SIGNOFF) {signoff!r} is not NAME <EMAIL>",
+            hint="name who signs the bump commits off, e.g. --signoff 'Fork Bot <bot@example.com>'",
+        )
 
 
 def _body_file(step: BumpStep) -> Path:
@@ -186,6 +194,14 @@ def _refused_backwards(out: Report, plan: BumpPlan, allowed: bool, described: li
     "contain). Without it such a bump is refused (exit 1) with the way forward: forkctl port --onto "
     "the consumer's base.",
 )
+@click.option(
+    "--signoff",
+    metavar="'NAME <EMAIL>'",
+    envvar="FORKCTL_SIGNOFF",
+    help="Who submits the bump (the consumers ask for the DCO): each bump commit is authored by NAME "
+    "<EMAIL> and ends with its Signed-off-by. Default: $FORKCTL_SIGNOFF (a bot in CI), else the "
+    "manifest's fork.bump_signoff, else none (forkctl's own identity, unsigned).",
+)
 @click.option("--dry-run", is_flag=True, help="Print the plan (and the check it would pass); change no ref.")
 @click.option(
     "--push",
@@ -210,6 +226,7 @@ def command(
     through_repo: Path | None,
     upstream_repo: str | None,
     allow_backwards: bool,
+    signoff: str | None,
     dry_run: bool,
     push: bool,
     open_pr: bool,
@@ -219,9 +236,10 @@ def command(
     \b
     Each commit also rewrites the consumer's pin files (manifest pin_files, e.g. the Bridge's
     .main.commit) to the new pin; one the consumer's tree lacks is refused (exit 2).
-    --open-pr implies --push. Bump commits are reproducible (author and committer "forkctl bump",
-    dated the later of the parent's and the new pin's committer dates), so a rerun on any machine or
-    cache makes the same commits, finds pushed branches "already there" and updates the pull requests.
+    --open-pr implies --push. Bump commits are reproducible (author and committer "forkctl bump", or
+    the --signoff identity, which also signs them off; dated the later of the parent's and the new pin's
+    committer dates), so a rerun on any machine or cache makes the same commits, finds pushed branches
+    "already there" and updates the pull requests.
     Exit 0 done, 1 a step would go back (see --allow-backwards), the bumped chain fails
     check-pins, or --open-pr opened nothing (gh missing or refused: the body and the gh command to run
     are printed), 2 bad input.
@@ -230,6 +248,7 @@ def command(
         flag = "--open-pr" if open_pr else "--push"
         raise BadInput(f"--dry-run and {flag} contradict each other", hint="drop one of them")
     push = push or open_pr
+    _check_signoff(signoff)
     manifest = ctx.manifest()
     if not manifest.consumers:
         raise BadInput("the manifest lists no consumers", hint="add consumers: to manifest.yaml")
@@ -237,9 +256,8 @@ def command(
     with report.phases("bump-bridge") as progress:
         fork = fork_context(manifest, upstream_repo, progress)
         pin = _pin(manifest, fork, fork_commit)
-        plan = plan_bump(
-            manifest, fork, last, _local_clones(last, bridge_repo, through_repo), progress, pin=pin
-        )
+        clones = _local_clones(last, bridge_repo, through_repo)
+        plan = plan_bump(manifest, fork, last, clones, progress, pin=pin, signoff=signoff)
         steps = plan.steps
         out = chain_report("bump-bridge", manifest, plan.check)
         described = bump_lines(steps)

@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import click
 
@@ -13,6 +15,9 @@ from forkctl.manifest import PATCHES_ROOT, Manifest
 from forkctl.manifest.schema import SeriesEntry
 from forkctl.report import Level, Problem, Report
 from forkctl.series import NAME_RE, Patch, parse_patch, parse_patches
+
+if TYPE_CHECKING:  # --repo alone reads git objects
+    from forkctl.git.repo import GitRepo
 
 
 def _unlisted(manifest: Manifest) -> list[Path]:
@@ -26,6 +31,55 @@ def signed_off_by_author(patch: Patch) -> bool:
     of GitHub reads it: anywhere in the message, the key in any case.)"""
     wanted = f"signed-off-by: {patch.author_name} <{patch.author_email}>".casefold()
     return any(line.strip().casefold() == wanted for line in patch.body.splitlines())
+
+
+def _signoff_problem(
+    manifest: Manifest, entry: SeriesEntry, patch: Patch, clone: Callable[[], GitRepo] | None
+) -> Problem | None:
+    """Under fork.require_signoff: the patch's author signed it off, or (proved in the --repo clone) it
+    is a verbatim pick of an upstream commit, whose trailers are upstream's own; else which sign-off is
+    missing, why the patch does not count as upstream's, and how to fix it."""
+    if signed_off_by_author(patch):
+        return None
+    wanted = f"Signed-off-by: {patch.author_name} <{patch.author_email}>"
+    branches = [manifest.upstream.branch, manifest.fork.mirror_branch]
+    pick = None
+    if clone is not None and patch.provenance:
+        from forkctl.ops import upstreampick  # only --repo reads git objects
+
+        pick = upstreampick.check_pick(clone(), branches, patch)
+    if pick is not None and pick.verbatim:
+        return None
+    message = f"no '{wanted}' trailer (fork.require_signoff: the upstream takes patches under the DCO)"
+    hint = (
+        f"sign it off on the branch (git commit --amend -s, or git rebase --signoff) so it carries '{wanted}', "
+        "and re-export it with forkctl export"
+    )
+    if pick is not None:
+        message += f"; not a verbatim upstream pick: {pick.why_not}"
+    elif patch.provenance and clone is None:
+        origin = patch.provenance[0]
+        message += f"; its provenance names {origin[:12]}, unchecked without --repo"
+        hint += (
+            f"; if it is upstream's commit {origin[:12]} picked verbatim (git cherry-pick -x), "
+            f"forkctl lint --repo <a clone with upstream's {manifest.upstream.branch}> checks that and accepts it"
+        )
+    return Problem(message, file=entry.file, hint=hint)
+
+
+def _clone_opener(manifest: Manifest, repo_path: Path) -> Callable[[], GitRepo]:
+    """The --repo clone, opened (and checked for the base) on first use: a series whose patches are all
+    signed off reads no repository for it."""
+    opened: list[GitRepo] = []
+
+    def clone() -> GitRepo:
+        if not opened:
+            from forkctl.ops import replay
+
+            opened.append(replay.base_in_clone(repo_path, manifest.upstream.base)[0])
+        return opened[0]
+
+    return clone
 
 
 def _check_name(position: int, rel: str, patch: Patch | None) -> list[str]:
@@ -150,21 +204,15 @@ def command(ctx: Context, repo_path: Path | None) -> Report:
     result = Report(command="lint")
     parsed = _parsed(manifest, result)
     manifest_rel = str(manifest.path.relative_to(manifest.root))
+    clone = _clone_opener(manifest, repo_path) if repo_path is not None else None
     for position, (entry, patch) in enumerate(zip(manifest.series, parsed, strict=True)):
         for message in _check_name(position, entry.file, patch):
             result.fail(Problem(message, file=entry.file))
         if patch is None:
             continue
-        if manifest.fork.require_signoff and not signed_off_by_author(patch):
-            result.fail(
-                Problem(
-                    f"no 'Signed-off-by: {patch.author_name} <{patch.author_email}>' trailer "
-                    "(fork.require_signoff: the upstream takes patches under the DCO)",
-                    file=entry.file,
-                    hint="sign it off on the branch (git commit --amend -s, or git rebase --signoff) "
-                    "and re-export it with forkctl export",
-                )
-            )
+        unsigned = _signoff_problem(manifest, entry, patch, clone) if manifest.fork.require_signoff else None
+        if unsigned is not None:
+            result.fail(unsigned)
         for problem in _provenance_problems(entry, patch, manifest_rel):
             result.fail(problem)
     for path in _unlisted(manifest):

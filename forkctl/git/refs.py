@@ -55,6 +55,14 @@ class Refs(GitDir):
     def branch_sha(self, branch: str) -> Sha | None:
         return self.ref_sha(f"refs/heads/{branch}")
 
+    def branch_tips(self, branch: str) -> list[Sha]:
+        """Where a branch of this name points here: the local branch and each remote's tracking branch
+        (`refs/heads/B`, `refs/remotes/<remote>/B`)."""
+        out = self.git(
+            ["for-each-ref", "--format=%(objectname)", f"refs/heads/{branch}", f"refs/remotes/*/{branch}"]
+        ).text
+        return [sha for line in out.split() if (sha := parse_full_sha(line)) is not None]
+
     def update_ref(self, ref: str, new: str, old: str | None, reason: str) -> None:
         """Move `ref` to `new` only if it still points at `old` (ZERO_SHA/None: must not exist)."""
         self.git(["update-ref", "-m", f"forkctl: {reason}", ref, new, old or ZERO_SHA])

@@ -13,6 +13,7 @@ from typing import Any, Literal
 
 import msgspec
 
+from forkctl import mail
 from forkctl.git.sha import is_commit_name
 from forkctl.schema import FieldError
 
@@ -98,6 +99,10 @@ class Fork(_Model):
     tree_include: str = "**"
     # The branch forkctl creates in each consumer to move its pin: `<prefix><fork-head sha12>`.
     bump_branch_prefix: str = "forkctl/bump-"
+    # `Name <email>` who signs bump commits off (and authors them: a DCO check wants the sign-off of the
+    # commit's author), e.g. the bot that opens the bump pull requests; `bump-bridge --signoff` (or
+    # FORKCTL_SIGNOFF) names another. None: bump commits are forkctl's own, with no sign-off.
+    bump_signoff: str | None = None
     # How `forkctl publish` lands apply(series, base) on `branch`: `rebuild` pushes it only as a
     # fast-forward (or a new branch); `merge` (for merge-only branches) lands it as a merge commit onto
     # the old tip whose tree is the new head's, so the branch never needs a force-push.
@@ -114,6 +119,10 @@ class Fork(_Model):
             _check_own_path(glob)
         if not self.bump_branch_prefix.strip() or self.bump_branch_prefix.startswith("-"):
             raise FieldError("bump_branch_prefix", f"{self.bump_branch_prefix!r} cannot start a branch name")
+        if self.bump_signoff is not None and mail.address(self.bump_signoff) is None:
+            raise FieldError(
+                "bump_signoff", f"{self.bump_signoff!r} is not NAME <EMAIL>, e.g. Fork Bot <bot@example.com>"
+            )
 
 
 class SeriesEntry(_Model):
