@@ -123,3 +123,28 @@ def test_pins_on_two_lines_of_history_are_a_finding_without_a_port_line(tmp_path
     code, synced = forkctl_json(chain, "sync", "--dry-run")
     assert code == 1 and synced["way_forward"]["target"] is None, synced
     assert "port --onto" not in json.dumps(synced["problems"])
+
+
+# --- describe: the previous pin's own base (issue 32, item 7) -----------------------------------------
+
+
+@pytest.mark.parametrize("pinned", ["fork-head", "plain-upstream"])
+def test_describe_lists_no_upstream_commit_as_a_removed_patch(tmp_path: Path, pinned: str) -> None:
+    """The previous pin stands on a newer base than the manifest's: the range-diff compares the series
+    on each pin's own base, so the upstream commits between the bases are no patch of either side."""
+    chain = make_chain(tmp_path)
+    newer = chain.upstream_tip
+    previous = newer if pinned == "plain-upstream" else chain.am_branch("on-newer", newer, chain.patches)
+    chain.pin_bridge(previous, url(chain.fork))
+    code, described = forkctl_json(chain, "describe")
+    assert code == 0, described
+    parts = described["parts"]
+    upstream_subjects = git(chain.upstream, "log", "--format=%s", f"{chain.base}..{newer}").splitlines()
+    assert upstream_subjects  # the commits between the bases
+    shown = parts["range_diff"] or ""
+    assert not [s for s in upstream_subjects if s in shown], shown
+    if pinned == "fork-head":
+        assert parts["previous_base"] == newer
+        assert "feat(core): a returns 10" in shown  # the patches themselves are still compared
+    else:
+        assert parts["range_diff"] is None and "plain upstream commit" in described["body"]

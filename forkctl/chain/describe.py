@@ -129,7 +129,7 @@ def _previous_series(
 ) -> None:
     """The previous fork head's base, the dropped entries since it, and the range-diff old vs new."""
     store = fork.store
-    fork.upstream_tip(manifest.upstream.branch)  # full upstream history first: no shallow boundary
+    tip = fork.upstream_tip(manifest.upstream.branch)  # full upstream history first: no shallow boundary
     progress(f"fetching the previously pinned fork head {previous[:12]} from {manifest.fork.url}")
     if not gitstore.fetch_sha(store, manifest.fork.url, previous, depth=None):
         facts.missing.append(
@@ -137,11 +137,10 @@ def _previous_series(
             f"{manifest.fork.url}"
         )
         return
-    bases = store.merge_bases(previous, fork.base)
-    if not bases:
+    previous_base = _own_base(store, previous, fork.base, tip)
+    if previous_base is None:
         facts.missing.append(f"the range-diff is skipped: {previous[:12]} shares no history with upstream")
         return
-    previous_base = bases[0]
     if previous_base == previous or store.is_ancestor(previous, fork.base):
         facts.missing.append(
             f"the range-diff is skipped: no previous fork head (the pin {previous[:12]} is a plain upstream "
@@ -155,6 +154,24 @@ def _previous_series(
     facts.range_diff = store.series_range_diff((previous_base, previous), (fork.base, fork.head))
     if facts.range_diff is None:
         facts.missing.append("the range-diff is not available: git range-diff failed")
+
+
+def _own_base(store: GitRepo, previous: str, base: str, tip: str | None) -> str | None:
+    """The upstream commit the previous pin stands on: the newest of its merge-bases with the manifest
+    base and with upstream's branch tip. Its merge-base with the manifest base alone would count the
+    upstream commits between the two bases as the previous series' patches (removed in the range-diff)."""
+    found = [
+        b
+        for upstream in dict.fromkeys([base, *([tip] if tip else [])])
+        for b in store.merge_bases(previous, upstream)[:1]
+    ]
+    if not found:
+        return None
+    newest = found[0]
+    for candidate in found[1:]:
+        if store.is_ancestor(newest, candidate):
+            newest = candidate
+    return newest
 
 
 def _dropped_since(store: GitRepo, dropped: list[DroppedEntry], previous_base: str) -> list[DroppedEntry]:
