@@ -148,3 +148,29 @@ def test_describe_lists_no_upstream_commit_as_a_removed_patch(tmp_path: Path, pi
         assert "feat(core): a returns 10" in shown  # the patches themselves are still compared
     else:
         assert parts["range_diff"] is None and "plain upstream commit" in described["body"]
+
+
+# --- reachability: which branch, and how many (issue 32, item 7) --------------------------------------
+
+
+def test_the_reachability_finding_names_the_default_branch_and_the_count(tmp_path: Path) -> None:
+    """NeMo-RL pins a Bridge commit that neither the manifest's branch nor any tip holds, but `main`
+    (the Bridge's default branch) and five branches named before it do: the finding names `main` and
+    says how many of the Bridge's branches hold the commit, not the first three in name order."""
+    chain = make_chain(tmp_path)
+    work = chain.bridge_work
+    pinned = work.commit("bridge: a change", {"src/bridge/extra.py": "E = 1\n"})
+    work.commit("bridge: a later change", {"src/bridge/later.py": "L = 1\n"})
+    for branch in ["main", *(f"aa-{n}" for n in range(5))]:
+        work.git("push", "-q", "origin", f"HEAD:refs/heads/{branch}")
+    chain.pin_nemo(pinned)
+    branches = git(chain.bridge, "for-each-ref", "--format=%(refname)", "refs/heads/").splitlines()
+    holding = git(chain.bridge, "for-each-ref", "--contains", pinned, "--format=%(refname)").splitlines()
+    assert (len(branches), len(holding)) == (7, 6)  # farai/main does not hold it
+    _, report = forkctl_json(chain, "check-pins", "--branches")
+    nemo = next(link for link in report["links"] if link["consumer"] == "nemo-rl")
+    (reachable,) = [f for f in nemo["findings"] if f["check"] == "reachable"]
+    assert reachable["status"] == "OK", reachable
+    message = reachable["message"]
+    assert f"reachable from main (its default branch) of {url(chain.bridge)}" in message, message
+    assert "6 of its 7 branches hold it" in message and "aa-" not in message, message
