@@ -35,7 +35,8 @@ def pin_finding(report: dict) -> dict:
 @pytest.mark.parametrize("pinned", ["plain-upstream", "fork-head"])
 def test_check_pins_names_the_port_onto_the_consumers_base(tmp_path: Path, pinned: str) -> None:
     """Upstream moved on and the consumer followed (a plain upstream commit, or a fork head built on
-    it): the fix is the exact `forkctl port --onto <full sha>`, not a bump that goes back."""
+    it): the fix is the exact `forkctl port --onto <full sha>`, not a bump that goes back, printed once
+    as the chain's way forward (the finding points there)."""
     chain = make_chain(tmp_path)
     ahead = chain.upstream_tip  # 2 upstream commits after the manifest base
     sha = ahead if pinned == "plain-upstream" else chain.am_branch("ported", ahead, chain.patches)
@@ -44,7 +45,8 @@ def test_check_pins_names_the_port_onto_the_consumers_base(tmp_path: Path, pinne
     assert code == 1
     finding = pin_finding(report)
     assert finding["kind"] == ("unpatched-upstream" if pinned == "plain-upstream" else "wrong-base")
-    assert f"forkctl port --onto {ahead}" in finding["fix"]
+    assert ahead[:12] in finding["fix"] and "way forward" in finding["fix"]
+    assert report["way_forward"]["command"] == f"forkctl port --onto {ahead}"
     assert finding["wants_base"] == {
         "commit": ahead,
         "lacks": 2,
@@ -52,9 +54,10 @@ def test_check_pins_names_the_port_onto_the_consumers_base(tmp_path: Path, pinne
         "command": f"forkctl port --onto {ahead}",
     }
     assert "already builds on" in finding["message"] and "2 upstream commits" in finding["message"]
-    # The text report prints the same command as the hint.
+    # The text report prints the command once, as the way forward's fix.
     result = CliRunner().invoke(cli, ["--manifest", str(chain.manifest), "check-pins"])
-    assert f"forkctl port --onto {ahead}" in result.output
+    assert result.output.count("forkctl port --onto") == 1
+    assert f"forkctl port --onto {ahead}, then forkctl bump-bridge" in result.output
 
 
 def test_a_pin_behind_the_base_is_still_fixed_by_the_bump(tmp_path: Path) -> None:

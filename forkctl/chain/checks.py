@@ -20,9 +20,10 @@ from forkctl.chain.declared import (
 )
 from forkctl.chain.forkhead import ForkContext, fork_context
 from forkctl.chain.forklink import check_fork_pin, fork_branch_notes
-from forkctl.chain.model import ChainFinding, ChainResult, LinkResult, Progress, Status
+from forkctl.chain.model import ChainFinding, ChainResult, LinkResult, Progress, Status, WayForward
 from forkctl.chain.reachable import CommitGraphs, check_reachable, recorded_branch_finding
-from forkctl.chain.sources import Remotes, Source, Store, commit_to_check, planned_commit
+from forkctl.chain.sources import Remotes, Source, Store, commit_to_check, default_sources, planned_commit
+from forkctl.chain.wayforward import one_way_forward, pin_bases, point_at, upstream_ancestry
 from forkctl.errors import BadInput
 from forkctl.git import remote
 from forkctl.git.repo import GitRepo
@@ -78,7 +79,11 @@ class Checker:
                 point_at_gitmodules(self.store(index).repo_with(commit), commit, link)
         links = sorted(self._results.values(), key=lambda link: link.index)
         notes = _fork_branch_notes(self)
-        return ChainResult(self.fork.base, self.fork.head, self.fork.patches, links, notes)
+        ancestry = upstream_ancestry(self.fork, self.graphs)
+        way = one_way_forward(self.fork.base, pin_bases(links), ancestry)
+        if way.moves:
+            point_at(links, way)
+        return ChainResult(self.fork.base, self.fork.head, self.fork.patches, links, notes, way)
 
     def _prefetch(self) -> None:
         """Fetch the consumer commits the check will read, one request per repository, outermost
@@ -242,3 +247,11 @@ def check_chain(
         manifest, fork, sources, progress, pending=pending or {}, fork_location=fork_location, start=start
     )
     return checker.run()
+
+
+def chain_way_forward(manifest: Manifest, fork: ForkContext, progress: Progress) -> WayForward:
+    """Where the pins of every consumer's branch (and what they pin, recursively) want the fork: the
+    one way forward check-pins prints, for describe and sync to name the same target."""
+    result = check_chain(manifest, default_sources(manifest, []), progress=progress, fork=fork)
+    assert result.way_forward is not None  # a whole check always decides it
+    return result.way_forward

@@ -11,8 +11,9 @@ from __future__ import annotations
 import msgspec
 
 from forkctl.chain.bump import BumpPlan, plan_bump
+from forkctl.chain.checks import chain_way_forward
 from forkctl.chain.forkhead import ForkContext, fork_context
-from forkctl.chain.model import Progress
+from forkctl.chain.model import Progress, WayForward
 from forkctl.errors import ForkctlError
 from forkctl.git import store as gitstore
 from forkctl.git.repo import GitRepo
@@ -41,10 +42,12 @@ class MoveFacts(msgspec.Struct):
     previous_base: str | None = None
     range_diff: str | None = None
     plan: BumpPlan | None = None
-    # The upstream commit the chain wants the fork on, and why: the manifest base, or the newer one a
-    # consumer already builds on (then the move is `forkctl port --onto` it, not a bump).
+    # The upstream commit the chain wants the fork on, and why: the manifest base, or the newer one the
+    # consumers already build on (then the move is `forkctl port --onto` it, not a bump), by the one
+    # rule check-pins and sync follow (chain/wayforward.py); None when the pins diverge.
     wanted_base: str | None = None
     wanted_because: str | None = None
+    way_forward: WayForward | None = None
     missing: list[str] = msgspec.field(default_factory=list)
 
 
@@ -93,7 +96,7 @@ def complete(
         facts.missing.append("the base the chain wants is not known: the consumers' pins are unknown")
         facts.missing.append("the range-diff is not available: the consumers' pins are unknown")
         return
-    _wanted_base(facts, fork, plan)
+    _wanted_base(facts, manifest, fork, progress)
     previous = plan.steps[0].old
     facts.previous_fork_head = previous
     if previous is None or previous == fork.head:
@@ -105,22 +108,20 @@ def complete(
         facts.missing.append(f"the range-diff is not available: {exc.message}")
 
 
-def _wanted_base(facts: MoveFacts, fork: ForkContext, plan: BumpPlan) -> None:
-    """The base the chain wants: a newer upstream commit the first consumer already builds on (the
-    bump would go back from it), else the manifest base."""
-    ahead = next((b for b in plan.forward.backwards if b.wants is not None), None)
-    if ahead is None or ahead.wants is None:
-        facts.wanted_base = fork.base
-        facts.wanted_because = "the manifest base: no consumer pins upstream commits it lacks"
+def _wanted_base(facts: MoveFacts, manifest: Manifest, fork: ForkContext, progress: Progress) -> None:
+    """The base the chain wants, as check-pins finds it over every consumer's pins: the one way
+    forward (the manifest base when no pin builds past it), or why there is none."""
+    try:
+        way = chain_way_forward(manifest, fork, progress)
+    except ForkctlError as exc:
+        facts.missing.append(f"the base the chain wants is not known: the consumers' pins: {exc.message}")
         return
-    wants = ahead.wants
-    many = f"{wants.lacks} upstream commits" if wants.lacks >= 0 else "upstream commits"
-    facts.wanted_base = wants.commit
-    facts.wanted_because = (
-        f"{ahead.consumer} already builds on it ({many} that the manifest base {fork.base[:12]} lacks): "
-        f"move the fork there first with `{wants.port_command}`; bumping to this fork head would "
-        "take them away"
-    )
+    facts.way_forward, facts.wanted_base, facts.wanted_because = way, way.target, way.because
+    if way.command is not None:
+        facts.wanted_because = (
+            f"{way.because}: move the fork there first with `{way.command}`; bumping to this fork head "
+            "would take those commits away"
+        )
 
 
 def _previous_series(
@@ -128,7 +129,7 @@ def _previous_series(
 ) -> None:
     """The previous fork head's base, the dropped entries since it, and the range-diff old vs new."""
     store = fork.store
-    fork.upstream_tip(manifest.upstream.branch)  # full upstream history first: no shallow boundary
+    tip = fork.upstream_tip(manifest.upstream.branch)  # full upstream history first: no shallow boundary
     progress(f"fetching the previously pinned fork head {previous[:12]} from {manifest.fork.url}")
     if not gitstore.fetch_sha(store, manifest.fork.url, previous, depth=None):
         facts.missing.append(
@@ -136,11 +137,10 @@ def _previous_series(
             f"{manifest.fork.url}"
         )
         return
-    bases = store.merge_bases(previous, fork.base)
-    if not bases:
+    previous_base = _own_base(store, previous, fork.base, tip)
+    if previous_base is None:
         facts.missing.append(f"the range-diff is skipped: {previous[:12]} shares no history with upstream")
         return
-    previous_base = bases[0]
     if previous_base == previous or store.is_ancestor(previous, fork.base):
         facts.missing.append(
             f"the range-diff is skipped: no previous fork head (the pin {previous[:12]} is a plain upstream "
@@ -154,6 +154,24 @@ def _previous_series(
     facts.range_diff = store.series_range_diff((previous_base, previous), (fork.base, fork.head))
     if facts.range_diff is None:
         facts.missing.append("the range-diff is not available: git range-diff failed")
+
+
+def _own_base(store: GitRepo, previous: str, base: str, tip: str | None) -> str | None:
+    """The upstream commit the previous pin stands on: the newest of its merge-bases with the manifest
+    base and with upstream's branch tip. Its merge-base with the manifest base alone would count the
+    upstream commits between the two bases as the previous series' patches (removed in the range-diff)."""
+    found = [
+        b
+        for upstream in dict.fromkeys([base, *([tip] if tip else [])])
+        for b in store.merge_bases(previous, upstream)[:1]
+    ]
+    if not found:
+        return None
+    newest = found[0]
+    for candidate in found[1:]:
+        if store.is_ancestor(newest, candidate):
+            newest = candidate
+    return newest
 
 
 def _dropped_since(store: GitRepo, dropped: list[DroppedEntry], previous_base: str) -> list[DroppedEntry]:

@@ -35,6 +35,49 @@ class WantedBase(msgspec.Struct, frozen=True):
         return f"forkctl port --onto {self.commit}" + ("" if self.descends else " --backport")
 
 
+# How the one way forward is chosen (chain/wayforward.py): printed once by every verb that names it.
+RULE = (
+    "the newest upstream commit a consumer pin builds on, when the base of every other pin is its ancestor "
+    "(the pins lie on one line of upstream history)"
+)
+
+
+class PinBase(msgspec.Struct, frozen=True):
+    """One consumer commit whose pin builds on `base`, an upstream commit the manifest base lacks."""
+
+    consumer: str
+    commit: str  # the consumer commit holding the pin
+    role: str  # "branch farai/main", "pinned by nemo-rl", ...
+    base: str
+    lacks: int  # upstream commits of `base` the manifest base lacks (-1: not known)
+    descends: bool  # `base` descends from the manifest base
+
+    @property
+    def who(self) -> str:
+        return f"{self.consumer}@{self.commit[:12]} ({self.role})"
+
+
+class WayForward(msgspec.Struct, frozen=True):
+    """Where the chain wants the fork: `target`, by `RULE` over `pins`; `moves` when that is not the
+    manifest base. `diverged` names two pin bases on different lines (then there is no target)."""
+
+    base: str  # the manifest base
+    target: str | None
+    because: str
+    pins: list[PinBase] = msgspec.field(default_factory=list)
+    moves: bool = False
+    descends: bool = True  # the target descends from the manifest base (else the port is a backport)
+    diverged: tuple[str, str] | None = None
+    rule: str = RULE
+
+    @property
+    def command(self) -> str | None:
+        """The one port that moves the fork there; None when nothing moves or nothing can."""
+        if self.target is None or not self.moves:
+            return None
+        return f"forkctl port --onto {self.target}" + ("" if self.descends else " --backport")
+
+
 class ChainFinding(msgspec.Struct, frozen=True):
     check: str  # pin, url, reachable, fork-base, nested
     status: Status
@@ -99,6 +142,7 @@ class ChainResult(msgspec.Struct):
     patches: list[Patch]
     links: list[LinkResult]
     fork_branch_notes: list[ChainFinding] = msgspec.field(default_factory=list)
+    way_forward: WayForward | None = None  # where the pins want the fork (chain/wayforward.py)
 
     @property
     def ok(self) -> bool:

@@ -113,8 +113,9 @@ def check_reachable(
         graphs.for_url(url), url, sha, refs, likely=likely, since=graphs.since
     )
     if result.reachable:
-        shown = ", ".join(r.removeprefix("refs/heads/").removeprefix("refs/tags/") for r in result.refs[:3])
-        link.add("reachable", Status.OK, "ok", f"{sha[:12]} is reachable from {shown} of {url}")
+        link.add(
+            "reachable", Status.OK, "ok", _reachable_from(sha, url, result, refs, likely, graphs.remotes)
+        )
     else:
         link.add(
             "reachable",
@@ -125,6 +126,54 @@ def check_reachable(
             f"push it to a branch of {url} (git push {url} {sha[:12]}:refs/heads/<branch>), or pin a "
             "pushed commit",
         )
+
+
+def _short(ref: str) -> str:
+    return ref.removeprefix("refs/heads/").removeprefix("refs/tags/")
+
+
+def _reachable_from(
+    sha: str,
+    url: str,
+    found: gitstore.Reachability,
+    listed: dict[str, str],
+    likely: tuple[str, ...],
+    remotes: Remotes,
+) -> str:
+    """Which ref the pin is reachable from, the one a reader would look at first (the branch the
+    manifest names, else the URL's default branch), and, when every ref was searched, how many hold it."""
+    named = found.refs[0]
+    if len(found.refs) > 1:
+        default = remotes.default_branch(url)
+        wanted = [f"refs/heads/{b}" for b in (*likely, *([default] if default else []))]
+        named = next((ref for ref in wanted if ref in found.refs), named)
+        is_default = default is not None and named == f"refs/heads/{default}"
+    else:
+        is_default = False
+    role = (
+        " (the branch the manifest names)"
+        if _short(named) in likely
+        else " (its default branch)"
+        if is_default
+        else ""
+    )
+    said = f"{sha[:12]} is {'the tip of' if found.how == 'tip' else 'reachable from'} {_short(named)}{role} of {url}"
+    if found.how == "likely":
+        return said + " (asked first; its other branches were not searched)"
+    if found.how == "tip":  # read from the listing: which other refs hold it was not asked
+        return said + (f"; the tip of {len(found.refs)} of its refs" if len(found.refs) > 1 else "")
+    return f"{said}; {_counted(found.refs, listed)}"
+
+
+def _counted(refs: list[str], listed: dict[str, str]) -> str:
+    """'6 of its 7 branches hold it' (and its tags, when it has any)."""
+    branches = sum(ref.startswith("refs/heads/") for ref in listed)
+    tags = len(listed) - branches
+    held_branches = sum(ref.startswith("refs/heads/") for ref in refs)
+    said = f"{held_branches} of its {branches} branches"
+    if tags:
+        said += f" and {len(refs) - held_branches} of its {tags} tags"
+    return said + " hold it"
 
 
 def recorded_branch_finding(source: Source, remotes: Remotes, link: LinkResult) -> None:

@@ -88,6 +88,14 @@ class Remotes(msgspec.Struct):
 
     progress: Progress
     _listings: dict[str, remote.Listing] = msgspec.field(default_factory=dict)
+    _defaults: dict[str, str | None] = msgspec.field(default_factory=dict)
+
+    def default_branch(self, url: str) -> str | None:
+        """The branch `HEAD` of `url` names (None: the server does not say), asked once a run."""
+        key = remote.normalise_url(url)
+        if key not in self._defaults:
+            self._defaults[key] = remote.default_branch(url)
+        return self._defaults[key]
 
     def listing(self, url: str) -> remote.Listing:
         key = remote.normalise_url(url)

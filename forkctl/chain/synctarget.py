@@ -1,6 +1,9 @@
 """Which upstream commit `forkctl sync` ports the series onto, and the rule that chose it.
 
-By default the fork follows its nearest consumer's own upstream: the commit that upstream's default
+By default the fork goes where the consumers' own pins already stand, when they stand past the manifest
+base: the chain's one way forward (chain/wayforward.py), the target check-pins and describe name too,
+by the same rule; pins on two lines of upstream history are a finding, never a target. Otherwise the
+fork follows its nearest consumer's own upstream: the commit that upstream's default
 branch (the branch its `HEAD` names, e.g. NVIDIA-NeMo/Megatron-Bridge `main`) pins at the consumer's
 gitlink path, read from the tree of that branch's tip (objects only: no checkout, no submodule). It is
 a target only when it descends from the manifest base: a pin at or behind the base asks nothing of the
@@ -12,9 +15,10 @@ from __future__ import annotations
 
 import msgspec
 
+from forkctl.chain.checks import chain_way_forward
 from forkctl.chain.forkhead import ForkContext
-from forkctl.chain.model import Progress
-from forkctl.errors import BadInput
+from forkctl.chain.model import Progress, WayForward
+from forkctl.errors import BadInput, ForkctlError
 from forkctl.git import remote
 from forkctl.git import store as gitstore
 from forkctl.git.sha import is_commit_name, is_full_sha
@@ -23,26 +27,29 @@ from forkctl.manifest import Manifest
 RULE_CONSUMER = "consumer-upstream"
 RULE_TIP = "upstream-tip"
 RULE_GIVEN = "given"
+RULE_PINS = "consumer-pins"  # the chain's one way forward (chain/wayforward.py)
 
 
 class SyncTarget(msgspec.Struct, frozen=True):
     """The commit to port onto (`commit`), the rule that chose it and the sentence that says so."""
 
-    commit: str
-    rule: str  # RULE_CONSUMER | RULE_TIP | RULE_GIVEN
+    commit: str  # "" when the consumers' pins diverge (relation "pins-diverged"): there is no target
+    rule: str  # RULE_PINS | RULE_CONSUMER | RULE_TIP | RULE_GIVEN
     because: str
-    relation: str = "ahead"  # the target against the base: ahead | base | behind | diverged
+    relation: str = "ahead"  # the target against the base: ahead | base | behind | diverged | pins-diverged
     consumer: str | None = None  # the consumer whose upstream was read (RULE_CONSUMER)
     consumer_upstream: str | None = None  # its upstream's OWNER/NAME
     consumer_branch: str | None = None  # that upstream's default branch
     consumer_commit: str | None = None  # the branch tip whose gitlink was read
     ahead: int = 0  # upstream commits base..target
+    way: WayForward | None = None  # where the consumers' pins want the fork, when they were read
+    pins_unread: str | None = None  # why they were not, when they could not be
 
 
 def choose_target(manifest: Manifest, fork: ForkContext, onto: str | None, progress: Progress) -> SyncTarget:
     """The sync target for `--onto` (None: the consumer rule), its history in `fork.store`."""
     if onto is None:
-        return _relate(manifest, fork, _consumer_pin(manifest, fork, progress))
+        return _by_default(manifest, fork, progress)
     if onto == "upstream":
         tip = fork.upstream_tip(manifest.upstream.branch)
         if tip is None:
@@ -59,6 +66,23 @@ def choose_target(manifest: Manifest, fork: ForkContext, onto: str | None, progr
         )
     commit = _upstream_commit(manifest, fork, onto)
     return _relate(manifest, fork, SyncTarget(commit, RULE_GIVEN, f"--onto {onto}: the commit given"))
+
+
+def _by_default(manifest: Manifest, fork: ForkContext, progress: Progress) -> SyncTarget:
+    """The chain's one way forward when the consumers' pins stand past the base (or a finding when they
+    diverge); else what the nearest consumer's upstream pins."""
+    try:
+        way: WayForward | None = chain_way_forward(manifest, fork, progress)
+        unread = None
+    except ForkctlError as exc:  # the upstream rule alone then, saying so
+        way, unread = None, exc.message
+    if way is not None and way.moves:
+        if way.target is None:
+            return SyncTarget("", RULE_PINS, way.because, relation="pins-diverged", way=way)
+        because = f"where the consumers' own pins stand: {way.because}"
+        return _relate(manifest, fork, SyncTarget(way.target, RULE_PINS, because, way=way))
+    followed = _relate(manifest, fork, _consumer_pin(manifest, fork, progress))
+    return msgspec.structs.replace(followed, way=way, pins_unread=unread)
 
 
 def _upstream_commit(manifest: Manifest, fork: ForkContext, sha: str) -> str:

@@ -1,7 +1,8 @@
 """forkctl sync: the fork follows its consumers by itself, one idempotent command for a scheduled job.
 
-It picks the target (by default what the nearest consumer's own upstream pins, when that descends from
-the manifest base), ports the series there on objects and: when every patch ports, publishes the merge
+It picks the target (by default where the consumers' own pins already stand, when past the manifest
+base: the one way forward check-pins and describe name too; else what the nearest consumer's own
+upstream pins, when that descends from the manifest base), ports the series there on objects and: when every patch ports, publishes the merge
 that lands it on a `sync/upstream-<date>-<sha12>` branch and opens (or updates) one pull request on the
 fork; when a patch conflicts, moves nothing and keeps one dashboard issue on the fork naming the
 upstream commit that first breaks each patch. The dashboard also previews upstream's branch tip. A rerun
@@ -19,7 +20,7 @@ from forkctl import github, report
 from forkctl.chain.forkhead import fork_context
 from forkctl.chain.publish import SYNC_PREFIX, push_plan
 from forkctl.chain.sync import SyncPlan, plan_sync, preview_tip
-from forkctl.chain.synctarget import SyncTarget, choose_target
+from forkctl.chain.synctarget import RULE_PINS, SyncTarget, choose_target
 from forkctl.cli import options, verbs
 from forkctl.cli.kit import Context, forkctl_command, output_options
 from forkctl.files import atomic_write_text, cache_root
@@ -28,6 +29,7 @@ from forkctl.gpu.evidence import evidence_dir, evidence_path
 from forkctl.manifest import Manifest
 from forkctl.report import Level, Problem, Report
 from forkctl.report import sync as views
+from forkctl.report.chain import way_json, way_problem
 from forkctl.report.preview import verdict_words
 
 
@@ -44,7 +46,16 @@ def _evidence_file(manifest: Manifest, plan: SyncPlan) -> str | None:
 
 
 def _target_lines(target: SyncTarget) -> list[str]:
+    if target.relation == "pins-diverged":  # the problem says why, once
+        return [f"no target ({target.rule}): the consumers' pins lie on two lines of upstream history"]
     lines = [f"target {target.commit} ({target.rule}): {target.because}"]
+    way = target.way
+    if target.rule == RULE_PINS and way is not None and way.command is not None:
+        lines.append(f"the chain's one way forward: {way.command}, by one rule: {way.rule}")
+    if target.pins_unread:
+        lines.append(
+            f"the consumers' pins were not read ({target.pins_unread}): their upstream alone decided"
+        )
     said = {
         "ahead": f"{target.ahead} upstream commits after the manifest base",
         "base": "the manifest base itself",
@@ -250,6 +261,7 @@ def _report(manifest: Manifest, plan: SyncPlan, dry_run: bool) -> Report:
         "relation": plan.target.relation,
         "consumer": plan.target.consumer,
         "consumer_commit": plan.target.consumer_commit,
+        "way_forward": way_json(plan.target.way),
         "base": plan.base,
         "old_head": plan.old_head,
         "patches": _patch_json(plan),
@@ -280,8 +292,9 @@ def _report(manifest: Manifest, plan: SyncPlan, dry_run: bool) -> Report:
 @click.option(
     "--onto",
     metavar="upstream|SHA",
-    help="The upstream commit to port onto: `upstream` (upstream's branch tip) or a SHA. Default: what "
-    "the nearest consumer's own upstream pins on its default branch, when it descends from the base.",
+    help="The upstream commit to port onto: `upstream` (upstream's branch tip) or a SHA. Default: where the "
+    "consumers' own pins already stand, when past the base (check-pins' one way forward); else what the "
+    "nearest consumer's own upstream pins on its default branch, when it descends from the base.",
 )
 @options.upstream_repo("Where upstream's objects are (a clone lent as objects, or a URL).")
 @click.option("--dry-run", is_flag=True, help="Print the plan: push nothing, ask gh nothing.")
@@ -301,7 +314,7 @@ def command(ctx: Context, onto: str | None, upstream_repo: str | None, dry_run: 
     with report.phases("sync") as progress:
         fork = fork_context(manifest, upstream_repo, progress)
         target = choose_target(manifest, fork, onto, progress)
-        if target.relation in ("behind", "diverged"):
+        if target.relation in ("behind", "diverged", "pins-diverged"):
             return _not_a_target(target)
         plan = plan_sync(manifest, fork, target, progress)
         plan.tip = preview_tip(manifest, fork, plan, progress)
@@ -319,11 +332,15 @@ def _not_a_target(target: SyncTarget) -> Report:
     out = Report(command="sync")
     out.lines = _target_lines(target)
     out.data = {
-        "target": target.commit,
+        "target": target.commit or None,
         "rule": target.rule,
         "because": target.because,
         "relation": target.relation,
+        "way_forward": way_json(target.way),
     }
+    if target.relation == "pins-diverged" and target.way is not None:
+        out.fail(way_problem(target.way))
+        return out
     if target.relation == "behind":
         out.lines.append("nothing to sync: the fork is already past it")
         return out

@@ -269,12 +269,15 @@ def fetch_graph_of(graph: GitRepo, url: str, sha: str) -> bool:
 class Reachability(msgspec.Struct, frozen=True):
     reachable: bool
     refs: list[str]  # branches/tags of the URL that contain the commit (tips first)
+    # How it was told: "tip" (the listing: refs whose tip it is), "likely" (the first likely branch that
+    # holds it; the others not searched) or "searched" (`refs` is every branch and tag that holds it).
+    how: str = "searched"
 
 
 def tip_reachability(sha: str, remote_refs: dict[str, str]) -> Reachability | None:
     """Answered by the URL's listing alone: `sha` is the tip of a branch or tag."""
     tips = [ref for ref, tip in remote_refs.items() if tip == sha]
-    return Reachability(True, tips) if tips else None
+    return Reachability(True, tips, "tip") if tips else None
 
 
 def reachability(
@@ -300,13 +303,13 @@ def reachability(
     for branch in dict.fromkeys(likely):
         ref = f"refs/heads/{branch}"
         if ref in remote_refs and graph.known_ancestor(sha, remote_refs[ref]):
-            return Reachability(True, [ref])  # a fact of the history, whatever the graph holds now
+            return Reachability(True, [ref], "likely")  # a fact of the history, whatever the graph holds now
         if ref not in remote_refs or not fetch_graph(graph, url, {ref: remote_refs[ref]}, since):
             continue
         # Asked of the tip's SHA (the graph holds the branch there): the answer is remembered. A
         # bounded graph deepens itself when the bound may hide the commit or the path (graph.py).
         if graph.reaches(remote_refs[ref], sha):
-            return Reachability(True, [ref])
+            return Reachability(True, [ref], "likely")
     fetch_history(graph, url, remote_refs, commits_only=True)
     if not graph.has_object(f"{sha}^{{commit}}"):
         return Reachability(False, [])

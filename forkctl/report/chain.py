@@ -9,7 +9,7 @@ from typing import Any
 
 from forkctl.chain.bump import BumpStep
 from forkctl.chain.forward import ForwardVerdict
-from forkctl.chain.model import ChainFinding, ChainResult, LinkResult, Status, WantedBase
+from forkctl.chain.model import ChainFinding, ChainResult, LinkResult, Status, WantedBase, WayForward
 from forkctl.manifest import Manifest
 from forkctl.report import Level, Problem, Report, Table
 
@@ -122,6 +122,53 @@ def _add_fork_branch(out: Report, manifest: Manifest, notes: list[ChainFinding])
             out.problems.append(Problem(finding.message, level=Level.NOTICE, in_table=True))
 
 
+def way_problem(way: WayForward) -> Problem:
+    """The chain's one way forward as a problem: its one port as the fix, or, when the pins lie on two
+    lines of upstream history, why there is none."""
+    if way.target is None or way.command is None:
+        assert way.diverged is not None
+        one, other = (sha[:12] for sha in way.diverged)
+        return Problem(
+            f"no one way forward: {way.because}",
+            hint=f"bring the pins onto one line first: move one consumer's pin to an upstream commit that "
+            f"contains both {one} and {other}, then run forkctl check-pins again for the one port",
+        )
+    return Problem(
+        f"one way forward: the fork onto {way.target[:12]}, where the chain wants it: {way.because}",
+        hint=f"{way.command}, then forkctl bump-bridge",
+    )
+
+
+def _add_way(out: Report, way: WayForward) -> None:
+    out.lines.append(f"the chain's one way forward, by one rule: {way.rule}")
+    out.fail(way_problem(way))
+
+
+def way_json(way: WayForward | None) -> dict[str, Any] | None:
+    """The one way forward as JSON: the target (None when the pins diverge), the rule, and the pins."""
+    if way is None:
+        return None
+    return {
+        "target": way.target,
+        "moves": way.moves,
+        "command": way.command,
+        "rule": way.rule,
+        "because": way.because,
+        "diverged": list(way.diverged) if way.diverged else None,
+        "pins": [
+            {
+                "consumer": pin.consumer,
+                "commit": pin.commit,
+                "role": pin.role,
+                "base": pin.base,
+                "lacks": pin.lacks,
+                "descends_from_base": pin.descends,
+            }
+            for pin in way.pins
+        ],
+    }
+
+
 def chain_report(command: str, manifest: Manifest, result: ChainResult) -> Report:
     """The chain result as a Report: one table per link, problems with fixes, JSON, and the diagram."""
     out = Report(command=command)
@@ -130,6 +177,8 @@ def chain_report(command: str, manifest: Manifest, result: ChainResult) -> Repor
     if result.fork_branch_notes:
         _add_fork_branch(out, manifest, result.fork_branch_notes)
     out.lines += text_diagram(manifest, result)
+    if result.way_forward is not None and result.way_forward.moves:
+        _add_way(out, result.way_forward)
     verdict = (
         "the chain is consistent" if out.ok else f"{sum(not link.ok for link in result.links)} link(s) fail"
     )
@@ -196,6 +245,7 @@ def chain_data(result: ChainResult) -> dict[str, Any]:
             {"check": f.check, "status": f.status.value, "kind": f.kind, "message": f.message}
             for f in result.fork_branch_notes
         ],
+        "way_forward": way_json(result.way_forward),
     }
 
 

@@ -14,7 +14,7 @@ from typing import TYPE_CHECKING, Any
 import msgspec
 
 from forkctl.manifest import Manifest, plain
-from forkctl.report.chain import mermaid, mermaid_unchecked
+from forkctl.report.chain import mermaid, mermaid_unchecked, way_json
 from forkctl.report.markdown import cell, code, fenced
 
 if TYPE_CHECKING:
@@ -115,10 +115,14 @@ def _why(manifest: Manifest, facts: MoveFacts) -> list[str]:
 
 def _wanted(facts: MoveFacts) -> list[str]:
     """The base the chain now wants, and why (or that it is not known)."""
+    way = facts.way_forward
+    rule = [f"(The one rule, as check-pins and sync apply it: {way.rule}.)", ""] if way and way.moves else []
+    if facts.wanted_base is None and way is not None:  # the pins lie on two lines of upstream history
+        return [f"**The base the chain wants:** none, {code(facts.wanted_because)}.", "", *rule]
     if facts.wanted_base is None:
         return ["**The base the chain wants:** not known (see the end).", ""]
     because = code(facts.wanted_because)
-    return [f"**The base the chain wants:** {code(facts.wanted_base)}, {because}.", ""]
+    return [f"**The base the chain wants:** {code(facts.wanted_base)}, {because}.", "", *rule]
 
 
 def _series(facts: MoveFacts) -> list[str]:
@@ -258,6 +262,7 @@ def pr_parts(manifest: Manifest, facts: MoveFacts, summary: GateSummary) -> dict
         "dropped_since": facts.dropped_since,
         "wanted_base": facts.wanted_base,
         "wanted_base_because": facts.wanted_because,
+        "way_forward": way_json(facts.way_forward),
         "previous_fork_head": facts.previous_fork_head,
         "previous_base": facts.previous_base,
         "range_diff": facts.range_diff,
