@@ -145,7 +145,8 @@ class Checker:
         url = check_url(module, consumer, target, link)
         check_update(module, link)
         if url is not None:
-            check_reachable(link, url, entry.sha, target.likely, self.graphs, self.pending)
+            merged = merged_fix(self.sources[index - 1].consumer.name, consumer.name) if index else ""
+            check_reachable(link, url, entry.sha, target.likely, self.graphs, self.pending, merged)
         check_fork_base(repo, files.get(forkbase.FORK_BASE_FILE), commit, link, self.manifest)
         if index == 0:
             check_fork_pin(link, entry.sha, url, self.fork, self.graphs)
@@ -164,7 +165,7 @@ class Checker:
                 "unreadable",
                 f"pins {self.sources[index - 1].consumer.name}@{pinned[:12]}, which cannot be fetched "
                 f"({previous.why})",
-                "pin a pushed commit",
+                f"{merged_fix(self.sources[index - 1].consumer.name, link.consumer)}; else pin a pushed commit",
             )
             return
         inner = self.check(index - 1, pinned, f"pinned by {link.consumer}")
@@ -181,6 +182,16 @@ class Checker:
                 f"(see {inner.consumer}@{pinned[:12]})",
                 f"fix {inner.consumer} first, then bump this pin (forkctl bump-bridge --through {link.consumer})",
             )
+
+
+def merged_fix(previous: str, consumer: str) -> str:
+    """The fix for a pin of `previous`'s commit that no branch reaches: a bump whose pull request
+    `previous` squash- or rebase-merged (deleting its branch) lives on as the merged commit, and
+    bump-bridge pins `consumer` there."""
+    return (
+        f"if {previous} merged it (squash or rebase, its branch deleted), pin {consumer} at the merged "
+        f"commit: forkctl bump-bridge --through {consumer}"
+    )
 
 
 def _fork_branch_notes(checker: Checker) -> list[ChainFinding]:
