@@ -140,3 +140,24 @@ def test_a_stranded_pin_names_the_bump_that_follows_the_merge(tmp_path: Path) ->
     stranded = next(p for p in check["problems"] if first["steps"][0]["commit"][:12] in p["message"])
     assert "forkctl bump-bridge --through nemo-rl" in (stranded["hint"] or "")
     assert str(tmp_path / "cache") not in str(check)
+
+
+def test_a_bump_branch_from_an_older_consumer_head_is_refused_with_a_fix_outside_the_cache(
+    tmp_path: Path,
+) -> None:
+    """The Bridge's farai/main moved on after the bump branch was pushed, and the branch was not merged:
+    the branch is not built on farai/main, so forkctl neither forces it nor adopts it (exit 2, nothing
+    moved), and the way forward names the URL's branch, never a command inside forkctl's cache."""
+    chain = make_chain(tmp_path)
+    branch = f"forkctl/bump-{chain.head[:12]}"
+    code, first = run(chain, "bump-bridge", "--push")
+    assert code == 0, first["problems"]
+    chain.pin_bridge(chain.base, files={"newer.txt": "farai/main moved\n"})
+    before = chain.refs(chain.bridge)
+    code, again = run(chain, "bump-bridge", "--push")
+    assert code == 2, again
+    assert "already exists" in again["error"] and chain.bridge.as_uri() in again["error"]
+    assert f"--delete {branch}" in again["hint"] and "merge farai/main" in again["hint"]
+    cache = str(tmp_path / "cache")
+    assert cache not in again["error"] and cache not in again["hint"]
+    assert chain.refs(chain.bridge) == before
