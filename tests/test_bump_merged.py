@@ -161,3 +161,29 @@ def test_a_bump_branch_from_an_older_consumer_head_is_refused_with_a_fix_outside
     cache = str(tmp_path / "cache")
     assert cache not in again["error"] and cache not in again["hint"]
     assert chain.refs(chain.bridge) == before
+
+
+def test_nemo_rl_that_merged_the_stranded_pin_moves_to_the_merged_bridge_commit(tmp_path: Path) -> None:
+    """Both pull requests were squash-merged (branches deleted): NeMo-RL's farai/main now pins the
+    stranded Bridge bump commit, whose change the Bridge's farai/main holds as its squash. Moving NeMo-RL
+    to the merged commit loses nothing, so it is not "backwards": one commit on NeMo-RL's farai/main."""
+    chain = make_chain(tmp_path)
+    branch = f"forkctl/bump-{chain.head[:12]}"
+    code, first = run(chain, "bump-bridge", "--through", "nemo-rl", "--push")
+    assert code == 0, first["problems"]
+    stranded = first["steps"][0]["commit"]
+    merged = merge_on_the_bridge(chain, branch, "squash", delete=True)
+    nemo = chain.nemo_work  # NeMo-RL's maintainer squash-merges its pull request too
+    nemo.git("fetch", "-q", "--no-recurse-submodules", "origin")
+    nemo.git("checkout", "-q", "-B", "farai/main", "origin/farai/main")
+    nemo.git("merge", "-q", "--squash", f"origin/{branch}")
+    nemo.git("commit", "-q", "-m", "build: pin the Bridge at the fork head (#7)")
+    nemo.git("push", "-q", "origin", "farai/main", f":{branch}")
+    nemo_head = chain.refs(chain.nemo)[FARAI]
+    assert _gitlink(chain.nemo, nemo_head, NEMO_GITLINK) == stranded
+    code, report = run(chain, "bump-bridge", "--through", "nemo-rl", "--push")
+    assert code == 0, report.get("problems") or report.get("error")
+    assert report["backwards"] == []
+    nemo_tip = chain.refs(chain.nemo)[f"refs/heads/{branch}"]
+    assert git(chain.nemo, "rev-parse", f"{nemo_tip}~1") == nemo_head
+    assert _gitlink(chain.nemo, nemo_tip, NEMO_GITLINK) == merged

@@ -27,7 +27,7 @@ from pathlib import Path
 import msgspec
 
 from forkctl.chain import forward
-from forkctl.chain.bumpbranch import BranchStart, bump_branch_now
+from forkctl.chain.bumpbranch import BranchStart, bump_branch_now, merged_bump
 from forkctl.chain.checks import check_chain
 from forkctl.chain.forkhead import ForkContext
 from forkctl.chain.model import ChainResult, Progress
@@ -274,6 +274,10 @@ def judge_forward(fork: ForkContext, steps: list[BumpStep], graphs: CommitGraphs
             forward.judge_fork_step(verdict, step.consumer, step.old, step.new, step.old_url, fork, graphs)
             continue
         previous = steps[index - 1]
+        if step.old and merged_bump(
+            previous.consumer, previous.repo, previous.push_url, previous.branch_head, step.old, graphs
+        ):
+            continue  # a squash- or rebase-merged bump: its change is on the branch the new pin holds
         forward.judge_consumer_step(
             verdict,
             step.consumer,

@@ -23,6 +23,7 @@ from forkctl.chain.reachable import CommitGraphs
 from forkctl.chain.sources import Source
 from forkctl.git import store as gitstore
 from forkctl.git.repo import GitRepo
+from forkctl.manifest import Consumer
 
 
 class BranchStart(msgspec.Struct, frozen=True):
@@ -52,3 +53,25 @@ def bump_branch_now(
         return BranchStart(existing, False, in_cache=True)  # apply_step refuses it, naming the branch
     contained = forward.contains(repo, source.fetch_url, branch, existing, head, graphs)
     return BranchStart(existing, bool(contained), in_cache=True)
+
+
+def merged_bump(
+    previous: Consumer, repo: GitRepo, url: str, head: str, pinned: str, graphs: CommitGraphs
+) -> bool:
+    """Is `pinned`, the `previous` consumer's commit a later consumer pins now, a bump that the branch
+    head `head` holds as its squash or rebase merge? It is when its one parent is in the branch's
+    history, it changes nothing but the gitlink (and `.gitmodules`), and the branch pins what it pins:
+    then moving on from it to the branch loses nothing, although no branch reaches it. False when
+    that cannot be read (the forward rule then judges it as any other pin)."""
+    if repo.missing_commits([pinned]):
+        return False
+    parents = repo.commit_info(pinned).parents
+    if len(parents) != 1 or repo.missing_commits(parents):
+        return False
+    gitlink = previous.gitlink
+    pins = [repo.tree_entries(commit, [gitlink]).get(gitlink) for commit in (pinned, head)]
+    if pins[0] is None or pins[1] is None or pins[0].sha != pins[1].sha:
+        return False
+    if not repo.changed_paths(parents[0], pinned) <= {gitlink, ".gitmodules"}:
+        return False
+    return bool(forward.contains(repo, url, previous.branch, head, parents[0], graphs))
