@@ -202,12 +202,13 @@ def test_a_printed_branch_delete_fix_quotes_the_branch(tmp_path: Path) -> None:
     chain.manifest.write_text(yaml.safe_dump(data, sort_keys=False))
     branch = f"bump$(touch${{IFS}}PWNED)-{chain.head[:12]}"
     chain.bridge_work.git("branch", branch, "HEAD~0")  # taken, at another commit than the bump's
+    chain.pin_bridge(chain.base, files={"later.txt": "1\n"})  # farai/main moves on: the branch is stale
     args = ["--manifest", str(chain.manifest), "bump-bridge", "--json"]
     result = CliRunner().invoke(cli, [*args, "--bridge-repo", str(chain.bridge_work.path)])
     hint = json.loads(result.stdout)["hint"]
-    command = re.fullmatch(r"delete it \((.*)\) or pass another --fork-commit", hint).group(1)
+    command = re.fullmatch(r"merge farai/main into it, or delete it \((.*)\), then rerun", hint).group(1)
     paste = tmp_path / "paste"
     subprocess.run(["git", "init", "-q", str(paste)], check=True)
     subprocess.run(["bash", "-c", command], cwd=paste, capture_output=True)  # no such branch: git fails
     assert not (paste / "PWNED").exists()
-    assert shlex.split(command) == ["git", "branch", "-D", branch]
+    assert shlex.split(command) == ["git", "-C", str(chain.bridge_work.path), "branch", "-D", branch]

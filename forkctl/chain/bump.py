@@ -14,6 +14,11 @@ parent's committer date and the new pin's committer date (the fork head's, whose
 patches' dates; for a later consumer, the previous bump commit's). When the caller or the manifest
 (`fork.bump_signoff`) names a signer, that identity authors and commits it and the message ends with
 its `Signed-off-by:` (the consumers ask for the DCO, whose check wants the author's own sign-off).
+
+A consumer merges the bump its own way (the Bridge squashes and deletes the branch): a step whose
+commit would change nothing on the consumer branch is done, and the next consumer pins that branch
+head, never the stranded bump commit; an existing bump branch is built on, forward only
+(bumpbranch.py).
 """
 
 from __future__ import annotations
@@ -26,6 +31,7 @@ import msgspec
 
 from forkctl import mail
 from forkctl.chain import forward, pinrecords
+from forkctl.chain.bumpbranch import BranchStart, bump_branch_now, merged_bump
 from forkctl.chain.checks import check_chain
 from forkctl.chain.forkhead import ForkContext
 from forkctl.chain.model import ChainResult, Progress
@@ -47,23 +53,28 @@ from forkctl.redact import without_credentials
 BUMP_NAME, BUMP_EMAIL = "forkctl bump", "bump@forkctl.invalid"
 
 
-class BumpStep(msgspec.Struct):
-    """One consumer commit that moves one gitlink."""
+class BumpStep(msgspec.Struct, kw_only=True):
+    """One consumer commit that moves one gitlink, or a step already done on the consumer branch."""
 
     consumer: Consumer
     repo: GitRepo
     push_url: str
-    parent: str  # the consumer branch head the new branch starts from
+    branch_head: str  # the consumer branch head the step starts from
+    parent: str  # the new commit's parent: the branch head, or the bump branch already built on it
     gitlink: str
-    old: str | None
+    old: str | None  # what the consumer branch pins now
     new: str
-    commit: str
+    commit: str  # the bump commit; for a step already done, the consumer branch head
     branch: str
     url_changed: tuple[str, str] | None  # (old, new) .gitmodules URL when it pointed upstream
-    existing: str | None  # what the branch points at already (None: it does not exist)
-    old_url: str | None = None  # the absolute .gitmodules URL of the gitlink at the parent
+    existing: str | None  # where the branch is already (a user's clone: its own; else at the URL)
+    old_url: str | None = None  # the absolute .gitmodules URL of the gitlink at the branch head
     date: str = ""  # the commit's author and committer date (see the module docstring)
     pushed: str | None = None  # after push_steps: "pushed", or "already there"
+    done: bool = False  # the consumer branch already pins `new` (a merged bump): no commit, no branch
+    builds_on_existing: bool = False  # the commit is on top of the existing branch (or is it)
+    replaces: str | None = None  # the existing branch's pin this commit replaces, when not `old`
+    in_cache: bool = False  # committed in forkctl's cache: its branch there mirrors the URL's
     records: list[RecordChange] = msgspec.field(default_factory=list)  # pin files rewritten with the gitlink
 
 
@@ -106,27 +117,28 @@ def _gitlink_and_module(
     return entry, modules_entry, module, entries
 
 
-def bump_step(
-    source: Source,
-    repo: GitRepo,
-    parent: str,
-    new: str,
-    target_url: str,
-    target_upstream: str | None,
-    branch: str,
-    message_body: str,
-    new_date: str,
-    signer: tuple[str, str] | None = None,
-) -> BumpStep:
-    """Make (but do not reference) the commit that moves the consumer's gitlink to `new` (whose
-    committer date is `new_date`), by and signed off by `signer` (name, email) when one is named."""
+class _Moved(msgspec.Struct, frozen=True):
+    """A commit's tree with the gitlink moved (and `.gitmodules` pointed at the target when it named
+    the target's upstream): what it pinned, and its tree before and after."""
+
+    tree: TreeSha
+    before: TreeSha
+    old: str
+    url_changed: tuple[str, str] | None
+    module: str  # the submodule's name in .gitmodules
+    old_url: str | None
+    records: list[RecordChange]  # the consumer's other records of the pin, rewritten with the gitlink
+
+
+def _moved(
+    source: Source, repo: GitRepo, commit: str, new: str, target_url: str, target_upstream: str | None
+) -> _Moved:
     consumer = source.consumer
-    entry, modules_entry, module, entries = _gitlink_and_module(source, repo, parent)
-    records = pinrecords.record_changes(repo, parent, consumer, entries, new)
+    entry, modules_entry, module, entries = _gitlink_and_module(source, repo, commit)
+    records = pinrecords.record_changes(repo, commit, consumer, entries, new)
     url_changed = None
-    info = repo.commit_info(parent)
-    tree_sha = info.tree
-    with repo.private_index(tree_sha) as index:
+    before = repo.commit_info(commit).tree
+    with repo.private_index(before) as index:
         index.set_entry("160000", new, consumer.gitlink)
         for record in records:  # the consumer's other records of the pin, in the same commit
             index.set_entry(record.mode, record.blob, record.path)
@@ -141,54 +153,79 @@ def bump_step(
             index.set_entry(modules_entry.mode, blob, ".gitmodules")
             url_changed = (without_credentials(module.url), public_url)
         tree = index.write_tree()
-    old = entry.sha
-    subject = f"build: pin {consumer.gitlink} at {new[:12]} (forkctl bump)"
-    lines = [subject, "", f"{consumer.gitlink}: {old} -> {new}", *pinrecords.message_lines(records), ""]
-    if url_changed:
-        lines += [f".gitmodules submodule.{module.name}.url: {url_changed[0]} -> {url_changed[1]}", ""]
+    old_url = remote.resolve_relative_url(module.url, consumer.url) if module.url else None
+    return _Moved(tree, before, entry.sha, url_changed, module.name, old_url, records)
+
+
+def _commit_date(repo: GitRepo, commit: str) -> str:
+    info = repo.commit_info(commit)
+    return (info.committer or info.author).date
+
+
+def bump_step(
+    source: Source,
+    repo: GitRepo,
+    head: str,
+    start: BranchStart,
+    new: str,
+    target: tuple[str, str | None],
+    branch: str,
+    message_body: str,
+    new_date: str,
+    signer: tuple[str, str] | None = None,
+) -> BumpStep:
+    """The step that moves the consumer's gitlink to `new` (whose committer date is `new_date`) on
+    `branch`, `target` = (URL, upstream URL) of what it pins: done when the branch head `head` pins it
+    already; else one commit (made, not referenced) on `head`, or on the bump branch `start` names when
+    that is built on `head` (none when that already pins `new`). The commit is by, and signed off by,
+    `signer` (name, email) when one is named."""
+    consumer = source.consumer
+    at_head = _moved(source, repo, head, new, *target)
+    step = BumpStep(
+        consumer=consumer,
+        repo=repo,
+        push_url=source.fetch_url,
+        branch_head=head,
+        parent=head,
+        gitlink=consumer.gitlink,
+        old=at_head.old,
+        new=new,
+        commit=head,
+        branch=branch,
+        url_changed=at_head.url_changed,
+        existing=start.existing,
+        old_url=at_head.old_url,
+        in_cache=start.in_cache,
+    )
+    if at_head.tree == at_head.before:  # merged already (squash, rebase or merge): never an empty commit
+        step.done, step.date = True, _commit_date(repo, head)
+        return step
+    moved = at_head
+    if start.builds_on_existing and start.existing is not None:
+        step.parent, step.builds_on_existing = start.existing, True
+        moved = _moved(source, repo, start.existing, new, *target)
+        step.url_changed = moved.url_changed
+        if moved.tree == moved.before:  # the branch pins `new` already: it is the step's commit
+            step.commit, step.date = start.existing, _commit_date(repo, start.existing)
+            return step
+        step.replaces = moved.old if moved.old != at_head.old else None
+    step.records = moved.records
+    lines = [f"build: pin {consumer.gitlink} at {new[:12]} (forkctl bump)", ""]
+    lines += [f"{consumer.gitlink}: {moved.old} -> {new}", *pinrecords.message_lines(moved.records), ""]
+    if moved.url_changed:
+        lines += [f".gitmodules submodule.{moved.module}.url: {' -> '.join(moved.url_changed)}", ""]
     message = "\n".join(lines) + message_body
     if signer is not None:
         message = f"{message.rstrip()}\n\nSigned-off-by: {signer[0]} <{signer[1]}>\n"
-    existing = repo.ref_sha(f"refs/heads/{branch}")
-    date = later((info.committer or info.author).date, new_date)
+    step.date = later(_commit_date(repo, step.parent), new_date)
     name, email = signer or (BUMP_NAME, BUMP_EMAIL)
-    commit = _same_commit(repo, existing, tree, parent, message) or repo.commit_tree(
-        tree, [parent], message, Identity(name, email, date)
-    )
-    old_url = remote.resolve_relative_url(module.url, consumer.url) if module.url else None
-    return BumpStep(
-        consumer,
-        repo,
-        source.fetch_url,
-        parent,
-        consumer.gitlink,
-        old,
-        new,
-        commit,
-        branch,
-        url_changed,
-        existing,
-        old_url,
-        date,
-        records=records,
-    )
+    step.commit = repo.commit_tree(moved.tree, [step.parent], message, Identity(name, email, step.date))
+    return step
 
 
 def later(first: str, second: str) -> str:
     """The later of two strict ISO 8601 dates, as written (its own time zone); the first on a tie."""
     return second if datetime.fromisoformat(second) > datetime.fromisoformat(first) else first
-
-
-def _same_commit(repo: GitRepo, existing: str | None, tree: TreeSha, parent: str, message: str) -> str | None:
-    """The branch's commit when it already is this bump (same tree, parent and message): a second run
-    reuses it (then pushes nothing new and updates the pull request) instead of refusing the branch."""
-    if existing is None:
-        return None
-    info = repo.commit_info(existing)
-    same = (
-        info.tree == tree and info.parents == [parent] and info.message.rstrip("\n") == message.rstrip("\n")
-    )
-    return existing if same else None
 
 
 def series_description(manifest: Manifest, fork: ForkContext, pin: str | None = None) -> str:
@@ -212,66 +249,64 @@ def plan_bump(
     signoff: str | None = None,
 ) -> BumpPlan:
     """Plan consumers 0..last: each pins the new commit of the one before it (the first pins `pin`,
-    default the fork head; in merge mode its published merge). Commits are made (objects only, no ref
-    moves); each step is judged forward or not (`plan.forward`: the caller refuses what goes back);
-    then the planned chain is checked, with the planned commits counted as reachable because they are
-    not pushed yet. `signoff` (`Name <email>`, default the manifest's fork.bump_signoff) signs each off."""
+    default the fork head; in merge mode its published merge), or, where that consumer's branch already
+    pins its pin (a merged bump), that branch head. Commits are made (objects only, no ref moves);
+    each step is judged forward or not (`plan.forward`: the caller refuses what goes back); then the
+    planned chain is checked, with the planned commits counted as reachable because they are not
+    pushed yet. `signoff` (`Name <email>`, default the manifest's fork.bump_signoff) signs each off."""
     new_pin = pin or fork.head
     branch = f"{manifest.fork.bump_branch_prefix}{new_pin[:12]}"
     body = series_description(manifest, fork, new_pin)
     steps: list[BumpStep] = []
     sources: list[Source] = []
-    target_url, target_upstream = manifest.fork.url, manifest.upstream.url
-    pinned = fork.store.commit_info(new_pin)
-    new_date = (pinned.committer or pinned.author).date
+    target = (manifest.fork.url, manifest.upstream.url)
+    new_date = _commit_date(fork.store, new_pin)
+    graphs = CommitGraphs(manifest, fork.upstream_url, Remotes(progress), fork.store, fork.base)
     signer = mail.address(signoff or manifest.fork.bump_signoff or "")
     for index in range(last + 1):
         consumer = manifest.consumers[index]
         source = Source(consumer, local=local_repos.get(index))
         repo, head = branch_to_bump(source, progress)
         progress(f"{consumer.name}: moving {consumer.gitlink} to {new_pin[:12]} on {branch}")
-        step = bump_step(
-            source, repo, head, new_pin, target_url, target_upstream, branch, body, new_date, signer
-        )
+        start = bump_branch_now(source, repo, head, branch, graphs)
+        step = bump_step(source, repo, head, start, new_pin, target, branch, body, new_date, signer)
         steps.append(step)
+        where = f"its {consumer.branch}" if step.done else branch
+        label = f"branch {consumer.branch}" if step.done else f"new branch {branch}"
         sources.append(
-            Source(
-                consumer,
-                local=repo.git_dir,
-                rev=step.commit,
-                url=source.fetch_url,
-                label=f"new branch {branch}",
-            )
+            Source(consumer, local=repo.git_dir, rev=step.commit, url=source.fetch_url, label=label)
         )
-        body = f"It pins {consumer.name} {step.commit} ({branch}), which pins the fork head.\n\n" + body
+        body = f"It pins {consumer.name} {step.commit} ({where}), which pins the fork head.\n\n" + body
         new_pin, new_date = step.commit, step.date
-        target_url, target_upstream = consumer.url, consumer.upstream_url
-    verdict = judge_forward(manifest, fork, steps, progress)
+        target = (consumer.url, consumer.upstream_url)
+    verdict = judge_forward(fork, steps, graphs)
     pending: dict[str, list[str]] = {}
     for step in steps:
-        pending.setdefault(remote.normalise_url(step.consumer.url), []).append(step.commit)
+        if not step.done:
+            pending.setdefault(remote.normalise_url(step.consumer.url), []).append(step.commit)
     check = check_chain(manifest, sources, progress=progress, pending=pending, fork=fork)
     return BumpPlan(branch=branch, steps=steps, check=check, forward=verdict)
 
 
-def judge_forward(
-    manifest: Manifest, fork: ForkContext, steps: list[BumpStep], progress: Progress
-) -> forward.ForwardVerdict:
-    """Does each step keep every commit its consumer's pin has now? (forward.py)"""
+def judge_forward(fork: ForkContext, steps: list[BumpStep], graphs: CommitGraphs) -> forward.ForwardVerdict:
+    """Does each step keep every commit its consumer's branch pins now? (forward.py)"""
     verdict = forward.ForwardVerdict()
-    graphs = CommitGraphs(manifest, fork.upstream_url, Remotes(progress), fork.store, fork.base)
     for index, step in enumerate(steps):
         if index == 0:
             forward.judge_fork_step(verdict, step.consumer, step.old, step.new, step.old_url, fork, graphs)
             continue
         previous = steps[index - 1]
+        if step.old and merged_bump(
+            previous.consumer, previous.repo, previous.push_url, previous.branch_head, step.old, graphs
+        ):
+            continue  # a squash- or rebase-merged bump: its change is on the branch the new pin holds
         forward.judge_consumer_step(
             verdict,
             step.consumer,
             previous.consumer,
             step.old,
             step.new,
-            previous.parent,
+            previous.branch_head,
             previous.repo,
             previous.push_url,
             graphs,
@@ -280,15 +315,40 @@ def judge_forward(
 
 
 def apply_step(step: BumpStep) -> None:
-    """Create the step's branch (compare-and-swap: it must not exist, or already be this commit)."""
-    if step.existing == step.commit:
+    """Create or move the step's branch, forward only: in a user's clone a compare-and-swap from where
+    it was; in forkctl's cache its bookkeeping copy of the URL's branch is set (a stale one, e.g. of a
+    branch the URL deleted after a merge, is forkctl's to refresh). A step already done moves nothing;
+    a branch that exists but is not built on the consumer branch head is refused."""
+    if step.done:
         return
-    if step.existing is not None:
-        raise BadInput(
-            f"branch {step.branch} already exists in {step.repo.path} at {step.existing[:12]}",
-            hint=f"delete it ({shlex.join(['git', 'branch', '-D', step.branch])}) or pass another --fork-commit",
+    if step.existing is not None and not step.builds_on_existing:
+        raise _stale_branch(step)
+    ref = f"refs/heads/{step.branch}"
+    if step.in_cache:
+        step.repo.set_ref(ref, step.commit, f"bump {step.gitlink}")
+    elif step.existing != step.commit:
+        step.repo.update_ref(ref, step.commit, step.existing, f"bump {step.gitlink}")
+
+
+def _stale_branch(step: BumpStep) -> BadInput:
+    """The refusal for a bump branch made from an older consumer branch head, with the user's ways
+    forward: at the URL (the cache is forkctl's, never named), or in the user's own clone."""
+    assert step.existing is not None
+    head = f"{step.consumer.branch} {step.branch_head[:12]}"
+    if step.in_cache:
+        delete = shlex.join(["git", "push", step.push_url, "--delete", step.branch])
+        return BadInput(
+            f"branch {step.branch} already exists at {step.push_url} at {step.existing[:12]}, which is not "
+            f"built on {step.consumer.name}'s {head}: forkctl moves it forward only",
+            hint=f"merge {step.consumer.branch} into it and push, or close its pull request and delete it "
+            f"({delete}), then rerun",
         )
-    step.repo.update_ref(f"refs/heads/{step.branch}", step.commit, None, f"bump {step.gitlink}")
+    delete = shlex.join(["git", "-C", str(step.repo.path), "branch", "-D", step.branch])
+    return BadInput(
+        f"branch {step.branch} already exists in {step.repo.path} at {step.existing[:12]}, which is not "
+        f"built on {head}: forkctl moves it forward only",
+        hint=f"merge {step.consumer.branch} into it, or delete it ({delete}), then rerun",
+    )
 
 
 def push_step(step: BumpStep, protected: set[str]) -> str:
@@ -307,5 +367,7 @@ def push_steps(steps: list[BumpStep], progress: Progress) -> None:
     """Push every new branch, never forced, never onto the consumer's own or default branch; each
     step's `pushed` says what happened."""
     for step in steps:
+        if step.done:
+            continue  # the consumer branch pins it already: there is no branch to push
         progress(f"pushing {step.branch} to {step.push_url}")
         step.pushed = push_step(step, {step.consumer.branch, remote.default_branch(step.push_url) or "main"})

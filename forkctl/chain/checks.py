@@ -150,7 +150,8 @@ class Checker:
         url = check_url(module, consumer, target, link)
         check_update(module, link)
         if url is not None:
-            check_reachable(link, url, entry.sha, target.likely, self.graphs, self.pending)
+            merged = merged_fix(self.sources[index - 1].consumer.name, consumer.name) if index else ""
+            check_reachable(link, url, entry.sha, target.likely, self.graphs, self.pending, merged)
         check_fork_base(repo, files.get(forkbase.FORK_BASE_FILE), commit, link, self.manifest)
         if index == 0:
             check_fork_pin(link, entry.sha, url, self.fork, self.graphs)
@@ -171,29 +172,43 @@ class Checker:
                 "unreadable",
                 f"pins {self.sources[index - 1].consumer.name}@{pinned[:12]}, which cannot be fetched "
                 f"({previous.why})",
-                "pin a pushed commit",
+                f"{merged_fix(self.sources[index - 1].consumer.name, link.consumer)}; else pin a pushed commit",
             )
             return
-        inner = self.check(index - 1, pinned, f"pinned by {link.consumer}")
-        failure = inner.first_failure()
-        if failure is None:
-            link.add("nested", Status.OK, "ok", f"pins {inner.consumer}@{pinned[:12]}, which passes")
-        else:
-            link.add(
-                "nested",
-                Status.MISMATCH,
-                "pins-failing-commit",
-                # Its own link says why, with its fix: named here, not said again.
-                f"pins {inner.consumer}@{pinned[:12]}, which itself fails its {failure.check} check "
-                f"(see {inner.consumer}@{pinned[:12]})",
-                f"fix {inner.consumer} first, then bump this pin (forkctl bump-bridge --through {link.consumer})",
-            )
+        _judge_nested(link, self.check(index - 1, pinned, f"pinned by {link.consumer}"), pinned)
+
+
+def _judge_nested(link: LinkResult, inner: LinkResult, pinned: str) -> None:
+    """The consumer's pin passes when the commit it pins (`inner`, checked as its own link) passes."""
+    failure = inner.first_failure()
+    if failure is None:
+        link.add("nested", Status.OK, "ok", f"pins {inner.consumer}@{pinned[:12]}, which passes")
+        return
+    link.add(
+        "nested",
+        Status.MISMATCH,
+        "pins-failing-commit",
+        # Its own link says why, with its fix: named here, not said again.
+        f"pins {inner.consumer}@{pinned[:12]}, which itself fails its {failure.check} check "
+        f"(see {inner.consumer}@{pinned[:12]})",
+        f"fix {inner.consumer} first, then bump this pin (forkctl bump-bridge --through {link.consumer})",
+    )
 
 
 def _paths_read(consumer: Consumer) -> list[str]:
     """The paths a link's check reads from a consumer commit's tree (one `ls-tree`, asked the same way
     by the prefetch and the check so the second finds the first's answer)."""
     return [".gitmodules", forkbase.FORK_BASE_FILE, consumer.gitlink, *pinrecords.paths(consumer)]
+
+
+def merged_fix(previous: str, consumer: str) -> str:
+    """The fix for a pin of `previous`'s commit that no branch reaches: a bump whose pull request
+    `previous` squash- or rebase-merged (deleting its branch) lives on as the merged commit, and
+    bump-bridge pins `consumer` there."""
+    return (
+        f"if {previous} merged it (squash or rebase, its branch deleted), pin {consumer} at the merged "
+        f"commit: forkctl bump-bridge --through {consumer}"
+    )
 
 
 def _fork_branch_notes(checker: Checker) -> list[ChainFinding]:

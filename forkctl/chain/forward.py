@@ -83,7 +83,7 @@ def judge_consumer_step(
     head `branch_head` (held in `repo`, fetched from `url`): `old` must be in the branch's history."""
     if old is None or old in (new, branch_head):
         return
-    contained = _contains(repo, url, previous.branch, branch_head, old, graphs)
+    contained = contains(repo, url, previous.branch, branch_head, old, graphs)
     if contained is None:
         verdict.unjudged.append(
             f"{consumer.name}: whether {previous.name}'s {previous.branch} {branch_head[:12]} contains "
@@ -104,7 +104,7 @@ def judge_consumer_step(
     verdict.backwards.append(Backwards(consumer.name, old, new, message, fix))
 
 
-def _contains(repo: GitRepo, url: str, branch: str, head: str, old: str, graphs: CommitGraphs) -> bool | None:
+def contains(repo: GitRepo, url: str, branch: str, head: str, old: str, graphs: CommitGraphs) -> bool | None:
     """Is `old` an ancestor of `head`? From `repo` when it holds full history (a yes is exact anyhow),
     else from the URL's commit graph when `head` is its branch tip there; None when neither can say."""
     if not repo.missing_objects([old]):

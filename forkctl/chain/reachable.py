@@ -82,9 +82,12 @@ def check_reachable(
     likely: tuple[str, ...],
     graphs: CommitGraphs,
     pending: dict[str, list[str]],
+    merged_fix: str = "",
 ) -> None:
     """Add the link's `reachable` finding: `sha` is a tip this bump is about to push (`pending`), or is
-    reachable from a listed branch or tag of `url` (the `likely` branches asked first)."""
+    reachable from a listed branch or tag of `url` (the `likely` branches asked first). `merged_fix`,
+    for a pin of a consumer's commit, is the way forward when that consumer merged it by squash or
+    rebase and deleted its branch (the usual way a pin is stranded)."""
     for tip in pending.get(remote.normalise_url(url), []):
         if tip == sha:
             link.add(
@@ -123,7 +126,8 @@ def check_reachable(
             "unreachable",
             f"pinned {sha[:12]} is not reachable from any branch or tag of {url}: a fresh recursive clone "
             "cannot check it out (it may exist only on someone's machine)",
-            f"push it to a branch of {url} (git push {url} {sha[:12]}:refs/heads/<branch>), or pin a "
+            (f"{merged_fix}; else " if merged_fix else "")
+            + f"push it to a branch of {url} (git push {url} {sha[:12]}:refs/heads/<branch>), or pin a "
             "pushed commit",
         )
 

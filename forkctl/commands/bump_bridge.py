@@ -95,7 +95,7 @@ def _open_pull_requests(
     gh = github.gh_on_path()
     opened: list[dict] = []
     lines: list[str] = []
-    for step in plan.steps:
+    for step in (s for s in plan.steps if not s.done):  # a step done on its branch has no branch
         body_file = _body_file(step)
         body_file.parent.mkdir(parents=True, exist_ok=True)
         atomic_write_text(body_file, pr_body(manifest, facts, summary, step))
@@ -142,6 +142,30 @@ def _open_pull_requests(
             )
         )
     return opened, lines
+
+
+def _push_lines(steps: list[BumpStep], pushed: bool, open_pr: bool) -> list[str]:
+    """What became of each branch, or how to push it: git for a branch in the user's own clone, a rerun
+    with --push for one in forkctl's cache (a hint never points inside the cache). A step already done
+    on its consumer branch has no branch."""
+    with_branch = [step for step in steps if not step.done]
+    if not with_branch:
+        return []
+    if pushed:
+        lines = [
+            f"{step.consumer.name}: {step.branch} {step.pushed} at {step.push_url}" for step in with_branch
+        ]
+        if not open_pr:
+            lines.append(
+                "the branches are at the consumers' URLs: open pull requests from them (or --open-pr)"
+            )
+        return lines
+    lines = [
+        f"to push: git --git-dir {step.repo.git_dir} push {step.push_url} {step.branch}"
+        for step in with_branch
+        if not step.in_cache
+    ]
+    return [*lines, "(or rerun with --push)" if lines else "to push: rerun with --push"]
 
 
 def _refused_backwards(out: Report, plan: BumpPlan, allowed: bool, described: list[str]) -> bool:
@@ -240,6 +264,10 @@ def command(
     the --signoff identity, which also signs them off; dated the later of the parent's and the new pin's
     committer dates), so a rerun on any machine or cache makes the same commits, finds pushed branches
     "already there" and updates the pull requests.
+    A consumer branch that already pins its new commit (the bump merged by merge commit, squash or
+    rebase, its branch deleted or not) is done: no commit, no branch, and the next consumer pins that
+    branch commit. An existing bump branch built on the consumer branch moves forward by one commit;
+    one made from an older consumer branch is refused (exit 2).
     Exit 0 done, 1 a step would go back (see --allow-backwards), the bumped chain fails
     check-pins, or --open-pr opened nothing (gh missing or refused: the body and the gh command to run
     are printed), 2 bad input.
@@ -280,27 +308,15 @@ def command(
             apply_step(step)
         opened: list[dict] = []
         pr_lines: list[str] = []
-        pushed: list[str] = []
         if push:
             push_steps(steps, progress)
-            pushed = [
-                f"{step.consumer.name}: {step.branch} {step.pushed} at {step.push_url}" for step in steps
-            ]
-            tail = (
-                []
-                if open_pr
-                else ["the branches are at the consumers' URLs: open pull requests from them (or --open-pr)"]
-            )
             if open_pr:
                 opened, pr_lines = _open_pull_requests(manifest, fork, plan, out, progress)
-        else:
-            tail = [
-                f"to push: git --git-dir {step.repo.git_dir} push {step.push_url} {step.branch}"
-                for step in steps
-            ]
-            tail.append("(or rerun with --push)")
-        out.lines = ["created:", *described, *out.lines, *pushed, *tail, *pr_lines]
+        made = any(not step.done and step.commit != step.existing for step in steps)
+        header = "created:" if made else "nothing to create: every step is there already"
+        out.lines = [header, *described, *out.lines, *_push_lines(steps, push, open_pr), *pr_lines]
         out.data["steps"] = bump_json(steps, created=True, pushed=push)
-        for entry, pull_request in zip(out.data["steps"], opened, strict=False):
+        with_branch = [entry for entry in out.data["steps"] if not entry["done"]]
+        for entry, pull_request in zip(with_branch, opened, strict=False):
             entry["pull_request"] = pull_request
         return out

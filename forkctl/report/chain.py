@@ -253,16 +253,34 @@ def chain_data(result: ChainResult) -> dict[str, Any]:
 
 
 def bump_lines(steps: list[BumpStep]) -> list[str]:
-    """One line per new consumer commit: its branch, parent, and the gitlink (and URL) it moves."""
+    """One line per consumer: the step already done on its branch (a merged bump), the bump branch
+    already there, or the commit on its branch: parent, and the gitlink (and URL) it moves."""
     described = []
     for step in steps:
+        name = step.consumer.name
+        if step.done:
+            described.append(
+                f"{name}: already done: {step.consumer.branch} {step.commit[:12]} pins {step.gitlink} at "
+                f"{step.new[:12]} (no new commit, no branch)"
+            )
+            continue
+        if step.commit == step.existing:
+            described.append(
+                f"{name}: already there: {step.branch} {step.commit[:12]} pins {step.gitlink} at "
+                f"{step.new[:12]} (built on {step.consumer.branch} {step.branch_head[:12]})"
+            )
+            continue
         url_note = (
             f"; .gitmodules url {step.url_changed[0]} -> {step.url_changed[1]}" if step.url_changed else ""
         )
+        on = f"{step.branch} {step.parent[:12]}, on {step.consumer.branch} {step.branch_head[:12]}"
+        if not step.builds_on_existing:
+            on = f"{step.consumer.branch} {step.parent[:12]}"
+        replaced = f" (the branch pinned {step.replaces[:12]})" if step.replaces else ""
         url_note += "".join(f"; {r.path} {(r.old or 'not a SHA')[:12]} -> {r.new[:12]}" for r in step.records)
         described.append(
-            f"{step.consumer.name}: {step.branch} = {step.commit[:12]} on {step.consumer.branch} "
-            f"{step.parent[:12]}: {step.gitlink} {(step.old or '-')[:12]} -> {step.new[:12]}{url_note}"
+            f"{name}: {step.branch} = {step.commit[:12]} on {on}: {step.gitlink} "
+            f"{(step.old or '-')[:12]} -> {step.new[:12]}{replaced}{url_note}"
         )
     return described
 
@@ -274,14 +292,17 @@ def bump_json(steps: list[BumpStep], created: bool, pushed: bool) -> list[dict]:
             "repo": str(step.repo.git_dir),
             "branch": step.branch,
             "parent": step.parent,
+            "branch_head": step.branch_head,  # the consumer branch head the step started from
+            "done": step.done,  # the consumer branch already pins `new`: no commit, no branch
+            "replaces": step.replaces,  # the existing bump branch's pin this commit replaces
             "commit": step.commit,
             "gitlink": step.gitlink,
             "old": step.old,
             "new": step.new,
             "gitmodules_url": list(step.url_changed) if step.url_changed else None,
             "records": records_json(step),
-            "created": created,
-            "pushed": pushed,
+            "created": created and not step.done,
+            "pushed": pushed and not step.done,
             "push": step.pushed,  # "pushed" or "already there" once pushed, else None
             "date": step.date,  # the commit's author and committer date (chain/bump.py says the rule)
         }
