@@ -11,33 +11,42 @@ convention, `sync/upstream-<date>-<sha12>` (the base's committer date, so a reru
 branch), and a person lands it with a plain (fast-forward) push. A tip holding changes that are
 neither the series' nor the fork's own is refused, never dropped. Every push is a compare-and-swap
 against the tip that was read.
+
+Forward only: the merge has R's tree, so over a tip built on a newer upstream commit than the base
+(the tip's merge-base with upstream, computed from history: the tip's `.fork-base.json` is only its
+word) it would revert the upstream commits between them. Such a plan is refused (`backwards`) unless
+the caller means to go back. And what is published is what the toolkit committed: `uncommitted_inputs`
+names the manifest and patch files that differ from the toolkit checkout's HEAD.
 """
 
 from __future__ import annotations
 
 import shlex
 from datetime import datetime, timezone
+from pathlib import Path
 
 import msgspec
 
-from forkctl.chain.forkhead import ForkContext, publish_merge_finding
-from forkctl.chain.model import Progress, Status
+from forkctl.chain.forkhead import ForkContext, publish_merge_finding, relation
+from forkctl.chain.model import Progress, Status, WantedBase
 from forkctl.chain.ownfiles import Foreign, foreign_changes, own_files, published_tree, series_claims
 from forkctl.errors import BadInput
 from forkctl.git import remote
 from forkctl.git import store as gitstore
 from forkctl.git.commits import Identity
 from forkctl.git.merge import SYNTHETIC_EMAIL, SYNTHETIC_NAME
-from forkctl.git.repo import GitRepo
+from forkctl.git.repo import GitRepo, toplevel
+from forkctl.git.worktree import Worktree
 from forkctl.manifest import Manifest
 from forkctl.series import Patch, Series
 
 # What a plan does: push nothing (up-to-date, already-published, already-synced), push R (create,
 # fast-forward), push a merge of R onto the tip (merge; sync: to a new sync branch, in rebuild mode),
 # or nothing because it must not (foreign: the tip holds changes publishing would drop; sync-taken:
-# the sync branch holds another commit; moved: the branch moved while publishing).
+# the sync branch holds another commit; moved: the branch moved while publishing; backwards: the tip
+# builds on upstream commits the base lacks; uncommitted: the toolkit's inputs are not committed).
 NOTHING = ("up-to-date", "already-published", "already-synced")
-REFUSED = ("foreign", "sync-taken", "moved")
+REFUSED = ("foreign", "sync-taken", "moved", "backwards", "uncommitted")
 SYNC_PREFIX = "sync/upstream-"
 
 
@@ -56,6 +65,8 @@ class PublishPlan(msgspec.Struct):
     carried: list[str] = msgspec.field(default_factory=list)  # fork-owned paths the merge takes from T
     foreign: list[Foreign] = msgspec.field(default_factory=list)
     land: str | None = None  # rebuild mode: the command that lands the sync branch on `branch`
+    tip_base: str | None = None  # the upstream commit the tip builds on (its merge-base with upstream)
+    backwards: WantedBase | None = None  # tip_base, when it has upstream commits the head's base lacks
 
     @property
     def pushes(self) -> bool:
@@ -96,12 +107,14 @@ def plan_publish(
     progress: Progress,
     sync: bool = False,
     ported_from: list[Patch] | None = None,
+    allow_backwards: bool = False,
 ) -> PublishPlan:
     """Read the branch at `url` and decide what publishing R takes; the merge commit, if one is needed,
     is made (objects only, in `fork.store`), nothing is pushed. `sync` (forkctl sync): whatever
     fork.publish says, what lands R goes to the sync branch, for a pull request; `branch` never moves.
     `ported_from`: the series R was ported from (sync), whose commits on the tip are the series' too
-    (one absorbed upstream is in no patch of R, and is not the tip's own change)."""
+    (one absorbed upstream is in no patch of R, and is not the tip's own change). A tip on a newer
+    upstream base than R's is refused (`backwards`) unless `allow_backwards`."""
     mode = manifest.fork.publish
     digest = Series(base=fork.base, patches=fork.patches).digest
     own = fork.owned or own_files(manifest, fork.base)
@@ -139,6 +152,10 @@ def plan_publish(
     if store.is_ancestor(tip, fork.head):
         plan.action = "fast-forward"
         return _to_sync_branch(plan, store, refs, fork.head) if sync else plan
+    plan.tip_base, plan.backwards = tip_base(store, tip, upstream, fork.base)
+    if plan.backwards is not None and not allow_backwards:
+        plan.action, plan.new = "backwards", None
+        return plan
     progress(f"checking that {branch} holds nothing beside the series and the fork's own files")
     series = [*fork.patches, *(ported_from or [])]
     plan.foreign = foreign_changes(store, tip, fork.head, upstream or fork.base, series, own)
@@ -150,6 +167,34 @@ def plan_publish(
     if mode == "rebuild" or sync:  # never a non-fast-forward of the branch: a sync branch a person lands
         return _to_sync_branch(plan, store, refs, plan.new)
     return plan
+
+
+def tip_base(
+    store: GitRepo, tip: str, upstream: str | None, base: str
+) -> tuple[str | None, WantedBase | None]:
+    """(the upstream commit `tip` builds on, that commit as the base the chain wants when it has
+    upstream commits `base` lacks): the tip's merge-base with upstream's branch `upstream`, from the
+    history `store` holds. Of several merge-bases (criss-cross) the first that `base` lacks commits of
+    is named. (None, None) when upstream's branch is not known or the tip shares no history with it."""
+    if upstream is None:
+        return None, None
+    bases = store.merge_bases(tip, upstream)
+    for found in bases:
+        wants = relation(store, found, base).wants(found)
+        if wants is not None:
+            return found, wants
+    return (bases[0] if bases else None), None
+
+
+def uncommitted_inputs(manifest: Manifest) -> tuple[Path | None, list[str]]:
+    """(the root of the git checkout that holds the toolkit, the manifest and series patch files that
+    differ from its HEAD, named from that root): what would be published that no commit of the toolkit
+    records. (None, []) when the toolkit is no git checkout."""
+    top = toplevel(manifest.root)
+    if top is None:
+        return None, []
+    files = [manifest.path.name, *(entry.file for entry in manifest.series)]
+    return top, Worktree(manifest.root).differs_from_head(files)
 
 
 def _to_sync_branch(plan: PublishPlan, store: GitRepo, refs: dict[str, str], new: str) -> PublishPlan:

@@ -5,7 +5,10 @@ branch); after a port, the merge that lands it goes to a new `sync/upstream-<dat
 the plain push that lands it. `fork.publish: merge` (merge-only branches): a merge commit with the
 head's tree plus the fork's own files (fork.own_paths) and parents [old tip, head] is pushed instead, as
 a fast-forward. A tip holding other changes is refused. Every push is a compare-and-swap against the tip
-read at the start.
+read at the start. Forward only: a tip on a newer upstream base than the manifest's is refused, with the
+`forkctl port --onto` that moves the toolkit there (`--allow-backwards` to go back); and a toolkit that is a
+git checkout publishes only the manifest and patch files its HEAD holds (no option to do otherwise: a
+local commit is the way, and what was published is then always a commit of the toolkit).
 """
 
 from __future__ import annotations
@@ -17,13 +20,15 @@ import click
 
 from forkctl import report
 from forkctl.chain.forkhead import fork_context
+from forkctl.chain.model import WantedBase
 from forkctl.chain.ownfiles import named
-from forkctl.chain.publish import PublishPlan, plan_publish, push_plan
+from forkctl.chain.publish import PublishPlan, plan_publish, push_plan, uncommitted_inputs
 from forkctl.cli import options, verbs
 from forkctl.cli.kit import Context, forkctl_command, output_options
 from forkctl.git.refs import check_branch_name
 from forkctl.git.remote import RemoteMoved
-from forkctl.report import Problem, Report
+from forkctl.manifest import Manifest
+from forkctl.report import Level, Problem, Report
 
 _SAY = {
     "create": "{branch} does not exist at {url}: {verb} it at the fork head {head}",
@@ -53,6 +58,11 @@ def _summary(plan: PublishPlan, dry_run: bool) -> str:
         )
     if plan.action == "sync-taken":
         return f"{plan.target} exists at {plan.url} holding {(plan.target_before or '')[:12]}: nothing pushed"
+    if plan.action == "backwards":
+        return (
+            f"{plan.branch} {before} builds on {(plan.tip_base or '')[:12]}, newer than the manifest base "
+            f"{plan.base[:12]}: nothing pushed"
+        )
     verb = {"create": "would create" if dry_run else "created"}.get(plan.action, "")
     verb = verb or ("would push" if dry_run else "pushed")
     carried = f" + the fork's own {', '.join(plan.carried)} from {before}" if plan.carried else ""
@@ -62,8 +72,44 @@ def _summary(plan: PublishPlan, dry_run: bool) -> str:
     )
 
 
+def _backwards(plan: PublishPlan, wants: WantedBase) -> Problem:
+    """The problem (exit 1) of a tip on a newer upstream base; a notice when the caller means to go back."""
+    many = f"{wants.lacks} upstream commits" if wants.lacks >= 0 else "upstream commits"
+    said = (
+        f"{plan.branch} at {plan.url} ({(plan.before or '')[:12]}) builds on the upstream commit "
+        f"{wants.commit} (its merge-base with upstream), which has {many} the manifest base "
+        f"{plan.base[:12]} lacks: publishing the fork head {plan.head[:12]} over it pushes a merge with "
+        "the head's tree, which reverts them"
+    )
+    if not wants.descends:
+        said += "; that commit does not descend from the manifest base, so the port is a backport"
+    if plan.action != "backwards":
+        return Problem(f"{said} (going back: --allow-backwards)", level=Level.NOTICE)
+    return Problem(
+        f"{said}: nothing was pushed",
+        hint=f"move the toolkit forward onto the branch's base: {wants.port_command}, commit the manifest "
+        "and patches, then forkctl publish again (or pass --allow-backwards to go back)",
+    )
+
+
+def _uncommitted(top: Path, files: list[str]) -> Problem:
+    """The refusal of toolkit files that are not as its HEAD holds them, with the commit that fixes it."""
+    differ = "differs" if len(files) == 1 else "differ"
+    where = shlex.quote(str(top))
+    add = shlex.join(["add", "--force", "--", *files])  # --force: an ignored patch file is added too
+    return Problem(
+        f"the toolkit's {', '.join(files)} {differ} from what its HEAD holds in {top} (uncommitted, untracked "
+        "or ignored): forkctl publishes only what a commit of the toolkit records, so that what the fork "
+        "branch gets can always be traced to the manifest and patches that made it: nothing was pushed",
+        hint=f"commit them (git -C {where} {add} && git -C {where} commit), or undo them, then run forkctl "
+        "publish again",
+    )
+
+
 def _refusal(plan: PublishPlan) -> Problem | None:
     """The problem (exit 1) of a plan that must not push."""
+    if plan.action == "backwards" and plan.backwards is not None:
+        return _backwards(plan, plan.backwards)
     if plan.action == "foreign":
         said = "; ".join(f"{f.commit[:12]} {f.subject!r} changes {named(f.paths)}" for f in plan.foreign)
         return Problem(
@@ -90,11 +136,23 @@ def _refusal(plan: PublishPlan) -> Problem | None:
 @options.repo("A local clone that has the base (lent as objects); default: the cache of upstream's URL.")
 @options.branch("The fork branch to publish to (default: the manifest's fork.branch).")
 @click.option("--to", "to_url", metavar="URL", help="Where to push (default: the manifest's fork.url).")
+@click.option(
+    "--allow-backwards",
+    is_flag=True,
+    help="Publish even over a branch whose tip builds on a newer upstream commit than the manifest base "
+    "(the merge would revert the upstream commits between them). Without it that is refused (exit 1) "
+    "with the way forward: forkctl port --onto the branch's base.",
+)
 @click.option("--dry-run", is_flag=True, help="Read the branch and say what would be pushed; push nothing.")
 @output_options()
 @forkctl_command
 def command(
-    ctx: Context, repo_path: Path | None, branch: str | None, to_url: str | None, dry_run: bool
+    ctx: Context,
+    repo_path: Path | None,
+    branch: str | None,
+    to_url: str | None,
+    allow_backwards: bool,
+    dry_run: bool,
 ) -> Report:
     """Publish the fork head apply(series, base) to the fork's branch at its URL, never forced.
 
@@ -105,15 +163,27 @@ def command(
     fork.publish: merge pushes that merge commit (the head's tree plus the fork's own files,
     fork.own_paths, parents [old tip, head]) to the branch itself, so it never needs a force-push.
     A tip holding changes neither in the series nor fork-owned is refused, never dropped.
-    Exit 0 published or nothing to do; 1 refused: such changes on the tip, the sync branch holds
-    another commit, or the branch moved while publishing (run it again); 2 bad input.
+    Forward only: a tip built on a newer upstream commit than the manifest base (its merge-base with
+    upstream) is refused, with the forkctl port --onto that moves the toolkit there, unless
+    --allow-backwards. A toolkit that is a git checkout publishes only the manifest and patch files
+    its HEAD holds: uncommitted, untracked or ignored ones are refused (commit them).
+    Exit 0 published or nothing to do; 1 refused: such changes on the tip, a tip on a newer base,
+    uncommitted toolkit files, the sync branch holds another commit, or the branch moved while
+    publishing (run it again); 2 bad input. --dry-run refuses the same way.
     """
     manifest = ctx.manifest()
     branch = check_branch_name(branch or manifest.fork.branch)
     url = to_url or manifest.fork.url
-    fork = fork_context(manifest, str(repo_path) if repo_path else None, report.info, location_flag="--repo")
-    plan = plan_publish(manifest, fork, branch, url, report.info)
     out = Report(command="publish")
+    # A manifest named by URL is a snapshot of a commit: committed by definition.
+    top, uncommitted = (None, []) if ctx.remote_spec() else uncommitted_inputs(manifest)
+    if top is not None and uncommitted:
+        out.fail(_uncommitted(top, uncommitted))
+        return _refused_early(out, manifest, branch, url, uncommitted, dry_run)
+    fork = fork_context(manifest, str(repo_path) if repo_path else None, report.info, location_flag="--repo")
+    plan = plan_publish(manifest, fork, branch, url, report.info, allow_backwards=allow_backwards)
+    if plan.backwards is not None and plan.action != "backwards":  # --allow-backwards: said, not hidden
+        out.problems.append(_backwards(plan, plan.backwards))
     refusal = _refusal(plan)
     if refusal is not None:
         out.fail(refusal)
@@ -151,7 +221,42 @@ def command(
         "carried": plan.carried,
         "foreign": [{"commit": f.commit, "subject": f.subject, "paths": f.paths} for f in plan.foreign],
         "land": plan.land,
+        "tip_base": plan.tip_base,
+        "backwards": _backwards_json(plan),
+        "uncommitted": uncommitted,
         "pushed": plan.pushes and not dry_run,
+        "dry_run": dry_run,
+        "summary": summary,
+    }
+    return out
+
+
+def _backwards_json(plan: PublishPlan) -> dict[str, object] | None:
+    wants = plan.backwards
+    if wants is None:
+        return None
+    return {"tip_base": wants.commit, "lacks": wants.lacks, "port": wants.port_command}
+
+
+def _refused_early(
+    out: Report, manifest: Manifest, branch: str, url: str, uncommitted: list[str], dry_run: bool
+) -> Report:
+    """The report of a publish refused before the branch is read: the toolkit's files are not committed."""
+    summary = f"not committed in the toolkit: {', '.join(uncommitted)}: nothing pushed"
+    out.lines = [summary]
+    unread = ("before", "tip", "head", "series_digest", "target", "target_tip", "land", "tip_base")
+    out.data = {
+        "mode": manifest.fork.publish,
+        "action": "uncommitted",
+        "branch": branch,
+        "url": url,
+        **dict.fromkeys(unread),
+        "base": manifest.upstream.base,
+        "carried": [],
+        "foreign": [],
+        "backwards": None,
+        "uncommitted": uncommitted,
+        "pushed": False,
         "dry_run": dry_run,
         "summary": summary,
     }

@@ -152,12 +152,13 @@ def _publish(plan: SyncPlan, out: Report, store) -> bool:  # type: ignore[no-unt
     """Push the sync branch when the plan says so; False when it must not or could not."""
     publish = plan.publish
     assert publish is not None
-    if publish.action in ("foreign", "sync-taken"):
-        why = (
-            f"{publish.branch} holds changes beside the series and the fork's own files"
-            if publish.action == "foreign"
-            else f"{publish.target} exists at {publish.url} holding {(publish.target_before or '')[:12]}"
-        )
+    if publish.action in ("foreign", "sync-taken", "backwards"):
+        why = {
+            "foreign": f"{publish.branch} holds changes beside the series and the fork's own files",
+            "sync-taken": f"{publish.target} exists at {publish.url} holding {(publish.target_before or '')[:12]}",
+            "backwards": f"{publish.branch} builds on {(publish.tip_base or '')[:12]}, which has upstream "
+            f"commits the sync target {publish.base[:12]} lacks (the merge would revert them)",
+        }[publish.action]
         out.fail(Problem(f"{why}: nothing was pushed", hint="run forkctl publish --dry-run for the details"))
         return False
     if publish.target == publish.branch:  # the branch already is (or publishes) the ported head

@@ -111,6 +111,19 @@ class Worktree:
         ).text
         return bool(out.strip("\0"))
 
+    def differs_from_head(self, relpaths: list[str]) -> list[str]:
+        """Which of `relpaths` (relative to `self.path`, the root or a folder of a working tree) are not
+        exactly as HEAD holds them: modified, staged, added, deleted, untracked or ignored; sorted, named
+        as git names them, from the working tree's root. One `git status` for all, literal pathspecs
+        (the runner sets GIT_OPTIONAL_LOCKS=0: the user's index is left as it is)."""
+        if not relpaths:
+            return []
+        args = ["status", "--porcelain=v1", "-z", "--untracked-files=all"]
+        args += ["--ignored=matching", "--no-renames", "--", *(f":(literal){path}" for path in relpaths)]
+        records = git(args, cwd=self.path).text.split("\0")
+        # Each record is "XY path"; --no-renames: no record carries a second path.
+        return sorted({record[3:] for record in records if len(record) > 3})
+
     def is_tracked(self, relpath: str) -> bool:
         """Whether git tracks `relpath` (it is in the index); False for an untracked or ignored file."""
         out = git(["ls-files", "-z", "--cached", "--", f":(literal){relpath}"], cwd=self.path).text
