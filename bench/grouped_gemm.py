@@ -2,17 +2,22 @@
 
 Two levels, both forward plus the input gradient only (frozen weights: no wgrad), same weights and inputs:
 
-The expert layer (fc1, squared ReLU, times the routing probability, fc2), three arms:
+The expert layer (fc1, squared ReLU, times the routing probability, fc2), three arms, four with TE:
   per_expert      TEGroupedMLP on its default path over the torch grouped linears, which launch one GEMM
                   per expert: TE's grouped-linear launch pattern when it has no grouped kernel, with the
                   layer's activation code unchanged, so only the GEMM strategy differs from torch_grouped;
   sequential_mlp  megatron's SequentialMLP (one MLP module per expert);
+  te_grouped      where Transformer Engine imports: TEGroupedMLP on megatron's TE grouped linears
+                  (TEColumnParallelGroupedLinear / TERowParallelGroupedLinear), the path production runs
+                  and the feature replaces: then the baseline the speedups are quoted against;
   torch_grouped   TEGroupedMLP with moe_expert_gemm_backend="torch": one torch._grouped_mm per linear.
   Peak memory counts each arm's own weights (and packed buffer) plus the step's peak, so a packed buffer
   that duplicated the weights would show here.
 
-The expert GEMMs alone (fc1, fc2 forward and their input gradients; no activation), two arms:
+The expert GEMMs alone (fc1, fc2 forward and their input gradients; no activation), two arms, three
+with TE:
   gemm_per_expert one torch.matmul per expert and linear;
+  gemm_te         where Transformer Engine imports: two frozen te.pytorch.GroupedLinear (fc1, fc2);
   gemm_grouped    the patch's frozen_grouped_gemm (torch._grouped_mm) on the packed weights.
   The ceiling and roofline targets are judged here: they are statements about GEMMs.
 
@@ -44,9 +49,9 @@ from typing import Any
 
 import torch
 
-ARMS = ("per_expert", "sequential_mlp", "torch_grouped")
-GEMM_ARMS = ("gemm_per_expert", "gemm_grouped")
-TARGETS = {"speedup": 2.0, "pct_dense_ceiling": 75.0, "pct_roofline": 85.0}
+ARMS = ("per_expert", "sequential_mlp", "te_grouped", "torch_grouped")
+GEMM_ARMS = ("gemm_per_expert", "gemm_te", "gemm_grouped")
+TARGETS = {"speedup": 2.0, "speedup_vs_te": 1.0, "pct_dense_ceiling": 75.0, "pct_roofline": 85.0}
 # Both layer arms run the same TEGroupedMLP code around the GEMMs; the grouped path adds only small
 # bookkeeping tensors (the int32 offsets), far below 1 MiB. A duplicated weight buffer would add
 # hundreds of MiB (704 MiB per linear at the Super shapes), so this slack cannot hide one.
@@ -251,6 +256,64 @@ def grouped_arm(
     return module.requires_grad_(False)
 
 
+def transformer_engine_version() -> tuple[str | None, str]:
+    """(TE's version, "") where its PyTorch part imports, else (None, why not)."""
+    try:
+        import transformer_engine
+        import transformer_engine.pytorch
+    except Exception as error:  # an ImportError, or TE's own check of its library failing at import
+        return None, f"Transformer Engine is not importable ({type(error).__name__}: {error})"
+    return str(transformer_engine.__version__), ""
+
+
+def te_grouped_arm(shape: Shape, fc1: torch.Tensor, fc2: torch.Tensor, fused: bool) -> torch.nn.Module:
+    """TEGroupedMLP on megatron's TE grouped linears (the default production path), same weights."""
+    from megatron.core.extensions.transformer_engine import (
+        TEColumnParallelGroupedLinear,
+        TERowParallelGroupedLinear,
+    )
+    from megatron.core.process_groups_config import ProcessGroupCollection
+    from megatron.core.transformer.mlp import MLPSubmodules
+    from megatron.core.transformer.moe.experts import TEGroupedMLP
+
+    config = make_config(shape, grouped=True, fused=fused, backend="transformer_engine")
+    config.use_cpu_initialization = False  # TE allocates its weights on the current CUDA device
+    submodules = MLPSubmodules(
+        linear_fc1=TEColumnParallelGroupedLinear, linear_fc2=TERowParallelGroupedLinear
+    )
+    pg = ProcessGroupCollection.use_mpu_process_groups()
+    module = TEGroupedMLP(shape.experts, config, submodules, pg_collection=pg).cuda()
+    with torch.no_grad():
+        for expert in range(shape.experts):
+            getattr(module.linear_fc1, f"weight{expert}").copy_(fc1[expert])
+            getattr(module.linear_fc2, f"weight{expert}").copy_(fc2[expert])
+    return module.requires_grad_(False)
+
+
+def gemm_te_arm(fc1: torch.Tensor, fc2: torch.Tensor, counts: list[int]) -> Step:
+    """The four expert GEMMs through two frozen te.pytorch.GroupedLinear (TE's own grouped launch)."""
+    import transformer_engine.pytorch as te
+
+    experts, ffn, hidden = fc1.shape
+    linears = []
+    for weights, (n_in, n_out) in ((fc1, (hidden, ffn)), (fc2, (ffn, hidden))):
+        linear = te.GroupedLinear(
+            experts, n_in, n_out, bias=False, params_dtype=torch.bfloat16, device=weights.device
+        )
+        with torch.no_grad():
+            for expert in range(experts):
+                getattr(linear, f"weight{expert}").copy_(weights[expert])
+        linears.append(linear.requires_grad_(False))
+
+    def step(inputs: Inputs) -> torch.Tensor:
+        x = inputs.x.detach().requires_grad_()
+        out = linears[1](linears[0](x, counts), counts)
+        out.backward(inputs.grad)
+        return out.detach()
+
+    return step
+
+
 # --- measuring ------------------------------------------------------------------------------------
 
 
@@ -355,11 +418,18 @@ def measure_arms(
 
 
 def derive(
-    results: dict[str, dict[str, float]], reference: str, flops: int, roofline_ms: float, dense: float
+    results: dict[str, dict[str, float]],
+    reference: str,
+    te_arm: str,
+    flops: int,
+    roofline_ms: float,
+    dense: float,
 ) -> None:
     for figures in results.values():
         figures["tflops"] = flops / (figures["median_ms"] * 1e-3) / 1e12
         figures["speedup_vs_per_expert"] = results[reference]["median_ms"] / figures["median_ms"]
+        if te_arm in results:
+            figures["speedup_vs_te"] = results[te_arm]["median_ms"] / figures["median_ms"]
         figures["pct_dense_ceiling"] = 100 * figures["tflops"] / dense
         figures["pct_roofline"] = 100 * roofline_ms / figures["median_ms"]
 
@@ -383,8 +453,20 @@ def measure_size(
     )
     layer, layer_out = measure_arms(arms, counts, sets, device, args)
     gemm, gemm_out = measure_arms(gemm_arms, counts, sets, device, args)
-    derive(layer, "per_expert", flops, roofline_ms, ceilings["dense_tflops"])
-    derive(gemm, "gemm_per_expert", flops, roofline_ms, ceilings["dense_tflops"])
+    derive(layer, "per_expert", "te_grouped", flops, roofline_ms, ceilings["dense_tflops"])
+    derive(gemm, "gemm_per_expert", "gemm_te", flops, roofline_ms, ceilings["dense_tflops"])
+    parity = {}
+    for outputs, te_arm, ours in (
+        (layer_out, "te_grouped", "torch_grouped"),
+        (gemm_out, "gemm_te", "gemm_grouped"),
+    ):
+        if te_arm in outputs:
+            diff = (outputs[ours] - outputs[te_arm]).abs()
+            parity[f"{ours}_vs_{te_arm}"] = {
+                "rel_l2": rel_l2(outputs[ours], outputs[te_arm]),
+                "max_abs": float(diff.max()) if diff.numel() else 0.0,
+                "bitwise_equal": bool(torch.equal(outputs[ours], outputs[te_arm])),
+            }
     return {
         "routed_rows": rows,
         "empty_experts": counts.count(0),
@@ -398,6 +480,7 @@ def measure_size(
         "rel_l2_vs_gemm_per_expert": {
             name: rel_l2(out, gemm_out["gemm_per_expert"]) for name, out in gemm_out.items()
         },
+        "parity_vs_te": parity,  # forward outputs; the input gradients are in tests/gpu (TE parity test)
         "arms": layer,
         "gemm_arms": gemm,
     }
@@ -429,6 +512,21 @@ def targets(sizes: list[dict[str, Any]]) -> list[dict[str, Any]]:
                 gemm["speedup_vs_per_expert"] >= TARGETS["speedup"],
             )
         )
+        for ours, te_arm, level in (
+            ("torch_grouped", "te_grouped", "layer"),
+            ("gemm_grouped", "gemm_te", "GEMMs alone"),
+        ):
+            arms = size["arms"] if level == "layer" else size["gemm_arms"]
+            if te_arm in arms:
+                value = arms[ours]["speedup_vs_te"]
+                found.append(
+                    _target(
+                        f"{ours} speedup vs {te_arm} (Transformer Engine, {level}) at {rows} rows",
+                        value,
+                        f">= {TARGETS['speedup_vs_te']}",
+                        value >= TARGETS["speedup_vs_te"],
+                    )
+                )
         peak, base = grouped["peak_mem_mib"], size["arms"]["per_expert"]["peak_mem_mib"]
         found.append(
             _target(
@@ -490,13 +588,15 @@ def plot(result: dict[str, Any], path: Path) -> str | None:
     sizes = result["sizes"]
     labels = [f"{s['routed_rows']:,}" for s in sizes]
     fig, axes = plt.subplots(1, 2, figsize=(11, 4))
-    width = 0.8 / len(ARMS)
-    for index, arm in enumerate(ARMS):
-        xs = [i + (index - 1) * width for i in range(len(sizes))]
+    layer_arms = [arm for arm in ARMS if arm in sizes[0]["arms"]]
+    width = 0.8 / len(layer_arms)
+    for index, arm in enumerate(layer_arms):
+        xs = [i + (index - (len(layer_arms) - 1) / 2) * width for i in range(len(sizes))]
         axes[0].bar(xs, [s["arms"][arm]["median_ms"] for s in sizes], width, label=arm)
-    gemm_width = 0.8 / len(GEMM_ARMS)
-    for index, arm in enumerate(GEMM_ARMS):
-        xs = [i + (index - 0.5) * gemm_width for i in range(len(sizes))]
+    gemm_arms = [arm for arm in GEMM_ARMS if arm in sizes[0]["gemm_arms"]]
+    gemm_width = 0.8 / len(gemm_arms)
+    for index, arm in enumerate(gemm_arms):
+        xs = [i + (index - (len(gemm_arms) - 1) / 2) * gemm_width for i in range(len(sizes))]
         axes[1].bar(xs, [s["gemm_arms"][arm]["pct_roofline"] for s in sizes], gemm_width, label=arm)
     axes[0].set_yscale("log")
     titles = ("expert layer: median ms, fwd + dgrad (log; lower is better)", "expert GEMMs: % of roofline")
@@ -549,6 +649,31 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
         "gemm_per_expert": lambda counts: gemm_per_expert_arm(fc1, fc2, counts),
         "gemm_grouped": lambda counts: gemm_grouped_arm(fc1, fc2, counts),
     }
+    te_version, te_absent = transformer_engine_version() if device.type == "cuda" else (None, "CPU run")
+    if te_version is not None:
+        arms = {
+            **{k: v for k, v in arms.items() if k != "torch_grouped"},
+            "te_grouped": lambda counts: megatron_step(te_grouped_arm(shape, fc1, fc2, fused), counts),
+            "torch_grouped": arms["torch_grouped"],
+        }
+        gemm_arms = {
+            "gemm_per_expert": gemm_arms["gemm_per_expert"],
+            "gemm_te": lambda counts: gemm_te_arm(fc1, fc2, counts),
+            "gemm_grouped": gemm_arms["gemm_grouped"],
+        }
+        baseline = {
+            "name": "transformer_engine",
+            "version": te_version,
+            "layer_arm": "te_grouped",
+            "gemm_arm": "gemm_te",
+        }
+    else:
+        baseline = {
+            "name": "per_expert",
+            "layer_arm": "per_expert",
+            "gemm_arm": "gemm_per_expert",
+            "detail": te_absent,
+        }
     clock = Clock(device)
     dense_n = 256 if args.smoke else 8192
     ceilings = {
@@ -567,6 +692,9 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
         "smoke": args.smoke,
         "device": torch.cuda.get_device_name(0) if device.type == "cuda" else "cpu",
         "torch": torch.__version__,
+        # What the speedups are quoted against: Transformer Engine's grouped linears where TE imports
+        # (what production runs), else the per-expert loop.
+        "baseline": baseline,
         "shape": {
             "experts": shape.experts,
             "hidden": shape.hidden,

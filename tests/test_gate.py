@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import re
 import subprocess
 import sys
 from pathlib import Path
@@ -207,8 +208,8 @@ def _env_rows(toolkit: Toolkit, *args: str) -> dict[str, str]:
     for line in lines:
         if not line.strip():
             break
-        tag, _, status = line.partition("  ")
-        rows[tag.strip()] = status.strip()
+        tag, status, *_ = re.split(r"\s{2,}", line.strip())  # environment, status, baseline
+        rows[tag] = status
     return rows
 
 
@@ -228,3 +229,40 @@ def test_an_environment_with_its_own_failure_is_failed_and_the_other_passed(tmp_
     rows = _env_rows(toolkit, "--require", "sm100")
     assert rows["sm90"] == "passed", rows
     assert rows["sm100"].startswith("failed"), rows
+
+
+def _with_benchmark(run, benchmark: dict):
+    import msgspec
+
+    return msgspec.structs.replace(run, benchmark=benchmark)
+
+
+def _bench(baseline: dict | None) -> dict:
+    arms = {"torch_grouped": {"speedup_vs_per_expert": 6.5}}
+    if baseline and baseline["name"] == "transformer_engine":
+        arms["torch_grouped"]["speedup_vs_te"] = 1.4
+    bench = {"status": "ok", "sizes": [{"routed_rows": 131072, "arms": arms}]}
+    if baseline is not None:
+        bench["baseline"] = baseline
+    return bench
+
+
+def test_the_gate_names_the_baseline_each_run_measured(tmp_path: Path) -> None:
+    toolkit = gpu_toolkit(tmp_path)
+    loaded = load(toolkit)
+    te = {"name": "transformer_engine", "version": "2.20.2", "layer_arm": "te_grouped", "gemm_arm": "gemm_te"}
+    record(toolkit, _with_benchmark(make_run(loaded), _bench(te)))
+    code, payload = gate_json(toolkit)
+    assert code == 0, payload
+    assert payload["baselines"]["sm90"] == "Transformer Engine 2.20.2 (torch_grouped 1.40x at 131,072 rows)"
+    assert "baseline" in gate(toolkit).output and "Transformer Engine 2.20.2" in gate(toolkit).output
+
+
+def test_a_run_without_a_named_baseline_says_per_expert_loop(tmp_path: Path) -> None:
+    toolkit = gpu_toolkit(tmp_path)
+    loaded = load(toolkit)
+    record(toolkit, _with_benchmark(make_run(loaded), _bench(None)))
+    payload = gate_json(toolkit)[1]
+    assert payload["baselines"]["sm90"] == "per-expert loop (torch_grouped 6.50x at 131,072 rows)"
+    record(toolkit, make_run(loaded))  # no benchmark at all (validate --quick)
+    assert gate_json(toolkit)[1]["baselines"]["sm90"] == "none measured (no benchmark in this run)"

@@ -85,12 +85,17 @@ def command(ctx: Context, extra_required: tuple[str, ...], repo_path: Path | Non
         "pending": verdict.pending,
         "fork_head_tree": fork_head_tree,
         "signed_by": verdict.signed_by,
+        "baselines": verdict.baselines,
         "signatures_required": bool(manifest.validation.allowed_signers),
     }
-    rows = [[tag, _env_status(tag, verdict)] for tag in required]
+    rows = [[tag, _env_status(tag, verdict), verdict.baselines.get(tag, "-")] for tag in required]
     if rows:
         result.tables.append(
-            Table(title="required GPU environments", columns=["environment", "status"], rows=rows)
+            Table(
+                title="required GPU environments",
+                columns=["environment", "status", "baseline (speedup at the largest size)"],
+                rows=rows,
+            )
         )
     result.lines.append(f"series digest {verdict.series_digest}, GPU tests digest {verdict.suite_digest}")
     if verdict.ok:

@@ -48,6 +48,8 @@ class GateVerdict(msgspec.Struct):
     warnings: list[Finding] = msgspec.field(default_factory=list)
     signed_by: str | None = None  # the allowed signer whose signature verified, when signatures are required
     pending: dict[str, str] = msgspec.field(default_factory=dict)  # required tags not recorded yet, and why
+    # What each current run's benchmark measured the feature against (Transformer Engine or the loop).
+    baselines: dict[str, str] = msgspec.field(default_factory=dict)
 
     @property
     def ok(self) -> bool:
@@ -123,6 +125,7 @@ def _judge_runs(
     stale = [run for run in placed if not suites.is_current(run)]
     verdict.covered = sorted(run.environment.tag for run in current)
     for run in current:
+        verdict.baselines[run.environment.tag] = baseline_of(run)
         problems = [
             *_run_problems(run, rel),
             *tested.tree_problems(manifest, series, run, rel, fork_head_tree),
@@ -160,6 +163,26 @@ def _judge_runs(
                     env=tag,
                 )
             )
+
+
+def baseline_of(run: Run) -> str:
+    """What the run's benchmark quoted its speedup against, with the layer speedup at its largest size:
+    Transformer Engine's grouped linears where TE was installed, else the per-expert loop (evidence
+    recorded before the benchmark named its baseline measured only the loop)."""
+    bench = run.benchmark or {}
+    sizes = bench.get("sizes") or []
+    if bench.get("status") != "ok" or not sizes:
+        return "none measured (no benchmark in this run)"
+    baseline = bench.get("baseline") or {"name": "per_expert"}
+    largest = max(sizes, key=lambda size: size.get("routed_rows", 0))
+    grouped = largest.get("arms", {}).get("torch_grouped", {})
+    if baseline.get("name") == "transformer_engine":
+        label, speedup = f"Transformer Engine {baseline.get('version', '?')}", grouped.get("speedup_vs_te")
+    else:
+        label, speedup = "per-expert loop", grouped.get("speedup_vs_per_expert")
+    if not isinstance(speedup, (int, float)):
+        return label
+    return f"{label} (torch_grouped {speedup:.2f}x at {largest.get('routed_rows', 0):,} rows)"
 
 
 def _judge_stale(
