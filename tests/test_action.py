@@ -190,21 +190,27 @@ def _run_action(workspace: Path, inputs: dict[str, str], tmp: Path) -> subproces
 
         env = base_env | {k: EXPRESSION.sub(resolve, v) for k, v in step.get("env", {}).items()}
         env["GITHUB_OUTPUT"] = str(output)
-        script = tmp / "step.sh"
-        script.write_text(step["run"])
-        result = subprocess.run(
-            ["bash", "--noprofile", "--norc", "-eo", "pipefail", str(script)],
-            cwd=workspace,
-            env=env,
-            capture_output=True,
-            text=True,
-        )
+        result = run_script(step["run"], tmp / "step.sh", workspace, env)
         if "id" in step:
             assert result.returncode == 0, f"{step['name']}: {result.stderr}"
             for key, value in read_outputs(output.read_text()).items():
                 values[f"steps.{step['id']}.outputs.{key}"] = value
     assert result is not None
     return result
+
+
+def run_script(
+    text: str, script: Path, workspace: Path, env: dict[str, str]
+) -> subprocess.CompletedProcess[str]:
+    """A step's `run:` script as the runner runs it (bash, -e, pipefail) in the workspace."""
+    script.write_text(text)
+    return subprocess.run(
+        ["bash", "--noprofile", "--norc", "-eo", "pipefail", str(script)],
+        cwd=workspace,
+        env=env,
+        capture_output=True,
+        text=True,
+    )
 
 
 def read_outputs(text: str) -> dict[str, str]:
@@ -595,15 +601,7 @@ def test_the_install_step_installs_in_a_checkout_with_its_own_uv_and_pip_setting
     }
     if setting == "pip":
         env["PIP_CONFIG_FILE"] = str(workspace / "pip.conf")
-    script = tmp_path / "install.sh"
-    script.write_text(_step("install")["run"])
-    result = subprocess.run(
-        ["bash", "--noprofile", "--norc", "-eo", "pipefail", str(script)],
-        cwd=workspace,
-        env=env,
-        capture_output=True,
-        text=True,
-    )
+    result = run_script(_step("install")["run"], tmp_path / "install.sh", workspace, env)
     assert result.returncode == 0, result.stdout + result.stderr
     python = read_outputs(output.read_text())["python"]
     installed = subprocess.run(
