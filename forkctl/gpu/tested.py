@@ -11,20 +11,31 @@ from forkctl.manifest import Manifest
 from forkctl.series import Series
 
 
-def pending_finding(tag: str, why: str, covered: bool, rel: str) -> Finding:
-    """A pending tag is never counted as covered: say so, and say when the pending entry is obsolete."""
+def pending_finding(tag: str, why: str, covered: bool, accepted: bool, rel: str) -> Finding:
+    """A pending tag is never counted as covered: unless the caller accepted it by name it fails the gate,
+    with the manifest's reason; say too when the pending entry is obsolete."""
     if covered:
         return Finding(
             f"environment {tag} is listed in validation.pending but the evidence now covers it",
-            f"remove {tag} from validation.pending in manifest.yaml so the gate requires it again",
+            f"remove {tag} from validation.pending in manifest.yaml (and any `--allow-pending {tag}`) so "
+            "the gate requires it again",
+            rel,
+        )
+    record = f"run `{validate_command(tag)}` on a {tag} host, commit the evidence, and remove {tag} from validation.pending"
+    if accepted:
+        return Finding(
+            f"environment {tag} is required but PENDING, accepted by --allow-pending {tag}: not recorded "
+            f"for this series ({why}); no older evidence counts for it",
+            record,
             rel,
         )
     return Finding(
-        f"environment {tag} is required but PENDING: not recorded for this series "
-        f"({why}); no older evidence counts for it",
-        f"run `{validate_command(tag)}` on a {tag} host, commit the evidence, and remove {tag} from "
-        "validation.pending",
+        f"environment {tag} is required but PENDING: not recorded for this series ({why}); "
+        "no older evidence counts for it",
+        f"{record}; or, where the project accepts it unrecorded (its own CI), name it: "
+        f"`forkctl gate --allow-pending {tag}`",
         rel,
+        env=tag,
     )
 
 
