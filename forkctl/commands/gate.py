@@ -64,8 +64,9 @@ def command(
     Passes (exit 0) only when <evidence_dir>/<series-digest>.json exists, was recorded with the
     current GPU test suite, every recorded test passed (at least one ran), every run tested the fork
     head built from the manifest's base (validate --source) with upstream's tests no worse than on
-    the base, and every required environment is covered. A tag listed in validation.pending is
-    never covered by older evidence and fails the gate with the manifest's reason, unless named with
+    the base, each run recorded the library versions validation.environments pins for its tag, and
+    every required environment is covered. A tag listed in validation.pending is never covered
+    by older evidence and fails the gate with the manifest's reason, unless named with
     --allow-pending (then the verdict says it was accepted). Otherwise exits 1 and says what is
     missing: which patch changed since the nearest evidence, which GPU test file changed, which
     environment is not covered, which test failed.

@@ -149,6 +149,7 @@ def _judge_runs(
         problems = [
             *_run_problems(run, rel),
             *tested.tree_problems(manifest, series, run, rel, fork_head_tree),
+            *tested.library_problems(manifest, run, rel),
         ]
         if run.environment.tag in verdict.pending and problems:
             # A pending tag's run that would not pass is no evidence for it: it stays pending.

@@ -8,6 +8,7 @@ from forkctl.git.sha import TreeSha
 from forkctl.gpu.evidence import RERUN_HINT, Run, ep_size, validate_command
 from forkctl.gpu.findings import Finding
 from forkctl.manifest import Manifest
+from forkctl.manifest.libraries import version_matches
 from forkctl.series import Series
 
 
@@ -93,3 +94,29 @@ def tree_problems(
         )
         for nodeid in [*regression.newly_failing, *regression.head_only_failing]
     ]
+
+
+def library_problems(manifest: Manifest, run: Run, rel: str) -> list[Finding]:
+    """The run's recorded library versions against those `validation.environments` pins for its tag:
+    evidence from another combination than the one validated does not count for the environment."""
+    tag = run.environment.tag
+    pins = manifest.validation.environments.get(tag)
+    if pins is None:
+        return []
+    problems = []
+    for library, wanted in pins.pinned().items():
+        recorded = getattr(run.environment, library)
+        if version_matches(wanted, recorded):
+            continue
+        key = f"validation.environments.{tag}.{library}"
+        problems.append(
+            Finding(
+                f"the evidence for {tag} was recorded with {library} {recorded}, but {key} is {wanted} "
+                "(a pin matches that version and those it prefixes at a '.', '+' or '-')",
+                f"run `{validate_command(tag)}` on a {tag} host with {library} {wanted} and commit the "
+                f'evidence; or, to validate {library} {recorded} instead, set {key}: "{recorded}" in '
+                "manifest.yaml in the same reviewed change as that evidence",
+                rel,
+            )
+        )
+    return problems
