@@ -26,7 +26,9 @@ test: setup setup-mermaid  ## what CI runs: the test suite, lint on the real man
 # The CLI's own tests under every other Python 3.10-3.13 here, a pytest session each (offline).
 	scripts/test-pythons.sh
 	$(FORKCTL) lint
-	$(FORKCTL) gate
+# sm90-ep2 is required but pending (manifest.yaml says why): this CI accepts it by name, and only it.
+# Drop the option when the pending entry goes (the gate refuses --allow-pending of a tag not pending).
+	$(FORKCTL) gate --allow-pending sm90-ep2
 
 lint: setup  ## ruff lint + format check and the pre-commit hooks
 	$(VENV)/bin/ruff check forkctl tests bench
@@ -47,7 +49,7 @@ bench: setup  ## CPU benchmarks: start-up, apply vs git am, check-pins vs submod
 validate: setup  ## on a CUDA host: GPU tests + benchmark, writes validation/<series-digest>.json
 	$(FORKCTL) validate --out validation
 
-gate: setup  ## exit 0 only when GPU evidence exists for exactly this series
+gate: setup  ## exit 0 only when GPU evidence covers every required environment for exactly this series (pending fails)
 	$(FORKCTL) gate
 
 clean:  ## remove the environment and caches

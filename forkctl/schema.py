@@ -10,7 +10,7 @@ A check in a struct's `__post_init__` raises `FieldError` so that the message na
 from __future__ import annotations
 
 import re
-from typing import Any, get_args, get_type_hints
+from typing import Any, get_args, get_origin, get_type_hints
 
 import msgspec
 
@@ -37,19 +37,52 @@ def _struct_of(annotation: Any) -> type[msgspec.Struct] | None:
     return None
 
 
+def _field_type(annotation: Any, part: str | int) -> Any:
+    """The type one step down from `annotation`: a struct's field, a list's item, a mapping's value."""
+    args = [arg for arg in get_args(annotation) if arg is not type(None)]
+    if isinstance(annotation, type) and issubclass(annotation, msgspec.Struct):
+        names = {f.encode_name: f.name for f in msgspec.structs.fields(annotation)}
+        return get_type_hints(annotation)[names[part]] if part in names else None
+    if get_origin(annotation) in (list, dict) and args:
+        return args[-1]
+    if len(args) == 1:  # `X | None`
+        return _field_type(args[0], part)
+    return None
+
+
+def _fails(value: Any, annotation: Any) -> bool:
+    try:
+        msgspec.convert(value, annotation)
+    except (msgspec.ValidationError, TypeError, ValueError):
+        return True
+    return False
+
+
+def _named(loc: Loc, data: Any, root: type[msgspec.Struct]) -> Loc:
+    """`loc` with each mapping key msgspec leaves unnamed (`[...]`) replaced by the key it failed on:
+    the first whose value does not validate (msgspec checks a mapping in order)."""
+    named: list[str | int] = []
+    annotation: Any = root
+    for part in loc:
+        annotation = _field_type(annotation, part) if annotation is not None else None
+        if part == _ANY_KEY and isinstance(data, dict) and data:
+            part = next((key for key, value in data.items() if _fails(value, annotation)), next(iter(data)))
+        named.append(part)
+        try:
+            data = data[part]
+        except (KeyError, IndexError, TypeError):
+            data = None
+    return tuple(named)
+
+
 def _holder(loc: Loc, root: type[msgspec.Struct]) -> type[msgspec.Struct] | None:
     """The struct that the mapping holding `loc`'s last key validates against (None: not a struct)."""
-    model: type[msgspec.Struct] | None = root
+    annotation: Any = root
     for part in loc[:-1]:
-        if model is None:
+        if annotation is None:
             return None
-        if isinstance(part, int):
-            continue
-        names = {f.encode_name: f.name for f in msgspec.structs.fields(model)}
-        if part not in names:
-            return None
-        model = _struct_of(get_type_hints(model)[names[part]])
-    return model
+        annotation = _field_type(annotation, part)
+    return _struct_of(annotation) if annotation is not None and get_origin(annotation) is None else None
 
 
 def _allowed_keys(loc: Loc, root: type[msgspec.Struct]) -> list[str]:
@@ -68,7 +101,8 @@ def _allowed_values(loc: Loc, root: type[msgspec.Struct]) -> str:
 
 # msgspec's messages end in " - at `$.series[0].file`"; the path is turned back into a location.
 _AT_RE = re.compile(r"^(?P<what>.*?)(?: - at `\$(?P<path>[^`]*)`)?$", re.DOTALL)
-_PATH_PART_RE = re.compile(r"\.([^.\[]+)|\[(\d+)\]")
+_PATH_PART_RE = re.compile(r"\.([^.\[]+)|\[(\d+)\]|\[\.\.\.\]")
+_ANY_KEY = "[...]"  # msgspec's name for a mapping key it does not print
 _EXPECTED = {
     "str": "a string",
     "int": "an integer",
@@ -79,12 +113,17 @@ _EXPECTED = {
 
 
 def _loc_of(path: str) -> Loc:
-    return tuple(key if key else int(index) for key, index in _PATH_PART_RE.findall(path))
+    return tuple(
+        key if key else int(index) if index else _ANY_KEY for key, index in _PATH_PART_RE.findall(path)
+    )
 
 
 def _value_at(data: Any, loc: Loc) -> Any:
     for part in loc:
-        data = data[part]
+        try:
+            data = data[part]
+        except (KeyError, IndexError, TypeError):
+            return None
     return data
 
 
@@ -92,7 +131,7 @@ def describe(exc: msgspec.ValidationError, data: Any, root: type[msgspec.Struct]
     """(location, message) for a validation error, in the manifest's words."""
     match = _AT_RE.match(str(exc))
     assert match is not None  # the pattern matches any text
-    what, loc = match.group("what"), _loc_of(match.group("path") or "")
+    what, loc = match.group("what"), _named(_loc_of(match.group("path") or ""), data, root)
     cause = exc.__cause__
     if isinstance(cause, FieldError):
         loc = (*loc, cause.key)
@@ -112,7 +151,14 @@ def describe(exc: msgspec.ValidationError, data: Any, root: type[msgspec.Struct]
         return loc, f"unknown key {where!r}: {tip}"
     if wrong := re.match(r"Expected `(\w+)(?: \| null)?`, got `\w+`", what):
         expected = _EXPECTED.get(wrong.group(1), wrong.group(1))
-        return loc, f"{where!r} has the wrong type: expected {expected}, got {_value_at(data, loc)!r}"
+        value = _value_at(data, loc)
+        # YAML reads an unquoted 13.10 as the number 13.1: a version must be quoted to stay itself.
+        quote = (
+            "; quote it (YAML reads 13.10 unquoted as the number 13.1)"
+            if wrong.group(1) == "str" and isinstance(value, (int, float)) and not isinstance(value, bool)
+            else ""
+        )
+        return loc, f"{where!r} has the wrong type: expected {expected}, got {value!r}{quote}"
     if what.startswith("Invalid enum value"):
         return loc, f"{where!r} must be one of {_allowed_values(loc, root)}, got {_value_at(data, loc)!r}"
     if what == _NOT_A_FULL_NAME:

@@ -17,8 +17,10 @@ from forkctl.series import load_series
 def _env_status(tag: str, verdict: gate.GateVerdict) -> str:
     """One environment's line: its own problems, or the evidence's as a whole, fail it; another
     environment's do not (`--require X` for a missing X leaves a passing sm90 passed)."""
-    if tag in verdict.pending:
-        return "PENDING (not recorded for this series; see the warnings)"
+    if tag in verdict.pending and tag not in verdict.covered:
+        if tag in verdict.allowed_pending:
+            return "PENDING, accepted by --allow-pending (see the warnings)"
+        return "PENDING: not recorded for this series (see the errors)"
     if tag not in verdict.covered:
         return "missing"
     if any(problem.env == tag for problem in verdict.problems):
@@ -37,6 +39,15 @@ def _env_status(tag: str, verdict: gate.GateVerdict) -> str:
     help="An environment tag that must be covered, in addition to the manifest's validation.require "
     "(repeatable), e.g. sm90 or sm90-ep4; a tag named here is required even if validation.pending lists it.",
 )
+@click.option(
+    "--allow-pending",
+    "allow_pending",
+    multiple=True,
+    metavar="ENV",
+    help="Accept a required environment that validation.pending lists (with its reason) although no "
+    "evidence covers it (repeatable), e.g. in the project's own CI; the verdict names it. Naming one that "
+    "is not pending is a usage error (exit 2).",
+)
 @options.repo(
     "A local upstream clone holding the base: also check that each run tested exactly the package tree "
     "of apply(series, base) (git rev-parse <fork head>:megatron). Without it the gate checks the base "
@@ -44,16 +55,20 @@ def _env_status(tag: str, verdict: gate.GateVerdict) -> str:
 )
 @output_options(github=True)
 @forkctl_command
-def command(ctx: Context, extra_required: tuple[str, ...], repo_path: Path | None) -> Report:
+def command(
+    ctx: Context, extra_required: tuple[str, ...], allow_pending: tuple[str, ...], repo_path: Path | None
+) -> Report:
     """Check that GPU evidence exists for the current series (CPU only; for CI).
 
     \b
     Passes (exit 0) only when <evidence_dir>/<series-digest>.json exists, was recorded with the
     current GPU test suite, every recorded test passed (at least one ran), every run tested the fork
     head built from the manifest's base (validate --source) with upstream's tests no worse than on
-    the base, and every required environment is covered; a tag listed in validation.pending is
-    reported as PENDING instead (never covered by older evidence). Otherwise exits 1 and says what
-    is missing: which patch changed since the nearest evidence, which GPU test file changed, which
+    the base, each run recorded the library versions validation.environments pins for its tag, and
+    every required environment is covered. A tag listed in validation.pending is never covered
+    by older evidence and fails the gate with the manifest's reason, unless named with
+    --allow-pending (then the verdict says it was accepted). Otherwise exits 1 and says what is
+    missing: which patch changed since the nearest evidence, which GPU test file changed, which
     environment is not covered, which test failed.
     Malformed evidence for the current series is an error naming the file (exit 2).
     """
@@ -70,7 +85,14 @@ def command(ctx: Context, extra_required: tuple[str, ...], repo_path: Path | Non
         fork_head_tree = replay.fork_head_tree(GitRepo(repo_path), series.base, series.patches, package)
         if fork_head_tree is None:
             raise BadInput(f"the fork head in {repo_path} has no {package}/ folder", hint="check --repo")
-    verdict = gate.check(manifest, series, required, pending=pending, fork_head_tree=fork_head_tree)
+    verdict = gate.check(
+        manifest,
+        series,
+        required,
+        pending=pending,
+        fork_head_tree=fork_head_tree,
+        allow_pending=allow_pending,
+    )
     result = Report(command="gate")
     for finding in verdict.problems:
         result.fail(Problem(finding.message, file=finding.file, hint=finding.hint))
@@ -83,6 +105,7 @@ def command(ctx: Context, extra_required: tuple[str, ...], repo_path: Path | Non
         "required": verdict.required,
         "covered": verdict.covered,
         "pending": verdict.pending,
+        "allowed_pending": verdict.allowed_pending,
         "fork_head_tree": fork_head_tree,
         "signed_by": verdict.signed_by,
         "baselines": verdict.baselines,
@@ -102,7 +125,11 @@ def command(ctx: Context, extra_required: tuple[str, ...], repo_path: Path | Non
         result.lines.append(
             f"gate: ok: {verdict.evidence_file} covers {', '.join(verdict.covered)}"
             + (f" (required: {', '.join(required)})" if required else "")
-            + (f"; PENDING, not recorded: {', '.join(verdict.pending)}" if verdict.pending else "")
+            + "".join(
+                f"; PENDING, accepted by --allow-pending: {tag} ({verdict.pending[tag]})"
+                for tag in verdict.allowed_pending
+                if tag not in verdict.covered
+            )
             + (f", signed by {verdict.signed_by}" if verdict.signed_by else "")
         )
     return result

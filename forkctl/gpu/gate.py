@@ -8,6 +8,7 @@ the base moved; the GPU tests changed).
 
 from __future__ import annotations
 
+from collections.abc import Collection
 from pathlib import Path, PurePosixPath
 
 import msgspec
@@ -50,6 +51,9 @@ class GateVerdict(msgspec.Struct):
     pending: dict[str, str] = msgspec.field(default_factory=dict)  # required tags not recorded yet, and why
     # What each current run's benchmark measured the feature against (Transformer Engine or the loop).
     baselines: dict[str, str] = msgspec.field(default_factory=dict)
+    # The pending tags the caller accepted by name (`gate --allow-pending`): reported, never covered. Any
+    # other pending tag fails the gate like a missing one, with its reason.
+    allowed_pending: list[str] = msgspec.field(default_factory=list)
 
     @property
     def ok(self) -> bool:
@@ -63,12 +67,15 @@ def check(
     folder: Path | None = None,
     pending: dict[str, str] | None = None,
     fork_head_tree: TreeSha | None = None,
+    allow_pending: Collection[str] = (),
 ) -> GateVerdict:
     """May this series merge? Evidence for exactly this series and test suite, all passing, every
-    required environment covered, except those `pending` (default: the manifest's validation.pending),
-    which are reported as not recorded. With `fork_head_tree` (the package tree of apply(series, base),
-    read from an upstream clone), each run's tested tree must be exactly it. Malformed evidence for this
-    series raises BadInput."""
+    required environment covered. A tag `pending` lists (default: the manifest's validation.pending) is
+    never covered by older evidence and fails the gate with its reason, unless `allow_pending` names it:
+    then it is reported as accepted (a project's own CI may accept it; a move never should silently).
+    With `fork_head_tree` (the package tree of apply(series, base), read from an upstream clone), each
+    run's tested tree must be exactly it. Malformed evidence for this series, or an `allow_pending` tag
+    that is not a required pending one, raises BadInput."""
     folder = evidence_dir(manifest, folder)
     pending = dict(manifest.validation.pending if pending is None else pending)
     suites = CurrentSuites(manifest)
@@ -81,6 +88,7 @@ def check(
         required=required,
         pending={tag: why for tag, why in pending.items() if tag in required},
     )
+    verdict.allowed_pending = _accepted(list(dict.fromkeys(allow_pending)), verdict)
     if not path.exists():
         _explain_missing(manifest, series, suites, folder, verdict)
         return verdict
@@ -107,6 +115,21 @@ def check(
     return verdict
 
 
+def _accepted(allow_pending: list[str], verdict: GateVerdict) -> list[str]:
+    """Only a required tag the manifest lists as pending (with its reason) can be accepted unrecorded:
+    naming any other is a mistake to say at once, not an acceptance that silently means nothing."""
+    for tag in allow_pending:
+        if tag not in verdict.pending:
+            what = "is not required" if tag not in verdict.required else "is required and not pending"
+            raise BadInput(
+                f"--allow-pending {tag}: {tag} {what} (validation.pending lists: "
+                f"{', '.join(verdict.pending) or 'none'})",
+                hint="name only an environment validation.pending lists, or drop the option; "
+                "one named by --require is not pending",
+            )
+    return allow_pending
+
+
 def _judge_runs(
     manifest: Manifest,
     series: Series,
@@ -129,6 +152,7 @@ def _judge_runs(
         problems = [
             *_run_problems(run, rel),
             *tested.tree_problems(manifest, series, run, rel, fork_head_tree),
+            *tested.library_problems(manifest, run, rel),
         ]
         if run.environment.tag in verdict.pending and problems:
             # A pending tag's run that would not pass is no evidence for it: it stays pending.
@@ -150,9 +174,9 @@ def _judge_runs(
     explained = {run.environment.tag for run in [*stale, *misplaced]}
     for tag in verdict.required:
         if tag in verdict.pending:
-            verdict.warnings.append(
-                tested.pending_finding(tag, verdict.pending[tag], tag in verdict.covered, rel)
-            )
+            covered, accepted = tag in verdict.covered, tag in verdict.allowed_pending
+            finding = tested.pending_finding(tag, verdict.pending[tag], covered, accepted, rel)
+            (verdict.warnings if covered or accepted else verdict.problems).append(finding)
         elif tag not in verdict.covered and tag not in explained:
             verdict.problems.append(
                 Finding(

@@ -8,23 +8,35 @@ from forkctl.git.sha import TreeSha
 from forkctl.gpu.evidence import RERUN_HINT, Run, ep_size, validate_command
 from forkctl.gpu.findings import Finding
 from forkctl.manifest import Manifest
+from forkctl.manifest.libraries import version_matches
 from forkctl.series import Series
 
 
-def pending_finding(tag: str, why: str, covered: bool, rel: str) -> Finding:
-    """A pending tag is never counted as covered: say so, and say when the pending entry is obsolete."""
+def pending_finding(tag: str, why: str, covered: bool, accepted: bool, rel: str) -> Finding:
+    """A pending tag is never counted as covered: unless the caller accepted it by name it fails the gate,
+    with the manifest's reason; say too when the pending entry is obsolete."""
     if covered:
         return Finding(
             f"environment {tag} is listed in validation.pending but the evidence now covers it",
-            f"remove {tag} from validation.pending in manifest.yaml so the gate requires it again",
+            f"remove {tag} from validation.pending in manifest.yaml (and any `--allow-pending {tag}`) so "
+            "the gate requires it again",
+            rel,
+        )
+    record = f"run `{validate_command(tag)}` on a {tag} host, commit the evidence, and remove {tag} from validation.pending"
+    if accepted:
+        return Finding(
+            f"environment {tag} is required but PENDING, accepted by --allow-pending {tag}: not recorded "
+            f"for this series ({why}); no older evidence counts for it",
+            record,
             rel,
         )
     return Finding(
-        f"environment {tag} is required but PENDING: not recorded for this series "
-        f"({why}); no older evidence counts for it",
-        f"run `{validate_command(tag)}` on a {tag} host, commit the evidence, and remove {tag} from "
-        "validation.pending",
+        f"environment {tag} is required but PENDING: not recorded for this series ({why}); "
+        "no older evidence counts for it",
+        f"{record}; or, where the project accepts it unrecorded (its own CI), name it: "
+        f"`forkctl gate --allow-pending {tag}`",
         rel,
+        env=tag,
     )
 
 
@@ -82,3 +94,29 @@ def tree_problems(
         )
         for nodeid in [*regression.newly_failing, *regression.head_only_failing]
     ]
+
+
+def library_problems(manifest: Manifest, run: Run, rel: str) -> list[Finding]:
+    """The run's recorded library versions against those `validation.environments` pins for its tag:
+    evidence from another combination than the one validated does not count for the environment."""
+    tag = run.environment.tag
+    pins = manifest.validation.environments.get(tag)
+    if pins is None:
+        return []
+    problems = []
+    for library, wanted in pins.pinned().items():
+        recorded = getattr(run.environment, library)
+        if version_matches(wanted, recorded):
+            continue
+        key = f"validation.environments.{tag}.{library}"
+        problems.append(
+            Finding(
+                f"the evidence for {tag} was recorded with {library} {recorded}, but {key} is {wanted} "
+                "(a pin matches that version and those it prefixes at a '.', '+' or '-')",
+                f"run `{validate_command(tag)}` on a {tag} host with {library} {wanted} and commit the "
+                f'evidence; or, to validate {library} {recorded} instead, set {key}: "{recorded}" in '
+                "manifest.yaml in the same reviewed change as that evidence",
+                rel,
+            )
+        )
+    return problems

@@ -15,6 +15,7 @@ import msgspec
 
 from forkctl import mail
 from forkctl.git.sha import is_commit_name
+from forkctl.manifest.libraries import LibraryPins
 from forkctl.schema import FieldError
 
 PATCHES_ROOT = "patches"
@@ -233,6 +234,10 @@ class Validation(_Model):
     # Required environments that cannot be recorded for the current series yet (tag -> why, e.g. no such
     # host is lent): the gate reports each as pending, never as covered, and older evidence never counts.
     pending: dict[str, str] = msgspec.field(default_factory=dict)
+    # The library versions each required environment was validated with (tag -> pins): the gate refuses
+    # evidence recorded with another version of a pinned library. The manifest, not the patch, owns the
+    # validated combinations (docs/architecture.md says why). Unset: any versions.
+    environments: dict[str, LibraryPins] = msgspec.field(default_factory=dict)
     # Upstream's own tests of the modules the series touches (paths in the upstream tree), which
     # `validate --source` runs on the base and on the fork head: a test passing on the base must pass on
     # the fork head.
@@ -255,6 +260,12 @@ class Validation(_Model):
             raise FieldError(
                 "pending",
                 f"{', '.join(unknown)} is not in validation.require: only a required tag can be pending",
+            )
+        unknown = sorted(set(self.environments) - set(self.require))
+        if unknown:
+            raise FieldError(
+                "environments",
+                f"{', '.join(unknown)} is not in validation.require: only a required tag can name its libraries",
             )
         if not all(reason.strip() for reason in self.pending.values()):
             raise FieldError(
