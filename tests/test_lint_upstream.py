@@ -44,7 +44,9 @@ repos:
     types: [python]
 """
 
-OLD_LONG = "# " + "upstream's own long comment " * 4 + "\n"  # already on the base: not the series' doing
+OLD_LONG = (
+    "# " + "upstream's own long comment " * 4 + "\n"
+)  # already on the base: not the series' doing; it ends in a blank
 NEW_LONG = "VALUE = '" + "x" * 100 + "'\n"
 A_BASE = OLD_LONG + "def a():\n    return 1\n"
 
@@ -140,6 +142,42 @@ def test_a_hook_forkctl_cannot_install_is_listed_as_not_run(tmp_path: Path) -> N
     assert code == 0, out
     assert [s["id"] for s in out["skipped"]] == ["mystery"]
     assert [p["level"] for p in out["problems"]] == ["warning"]
+
+
+FIXER = """\
+import sys
+
+for name in sys.argv[1:]:
+    with open(name) as stream:
+        text = stream.read()
+    fixed = "".join(line.rstrip() + "\\n" for line in text.splitlines())
+    if fixed != text:
+        with open(name, "w") as stream:
+            stream.write(fixed)
+        print(f"fixed {name}")
+"""
+
+
+def test_a_formatter_hook_reports_each_hunk_it_would_rewrite_that_the_base_has_not(
+    tmp_path: Path,
+) -> None:
+    config = LOCAL_HOOK.replace("long-lines", "strip").replace("tools/longlines.py", "tools/strip.py")
+    changed = A_BASE + "X = 1   \n\nY = 2  \n"
+    setup = make_series(
+        tmp_path,
+        [("feat(core): trailing blanks", {"megatron/core/a.py": changed})],
+        {".pre-commit-config.yaml": config, "tools/strip.py": FIXER, "megatron/core/a.py": A_BASE},
+    )
+    code, out = _lint_upstream(setup)
+    assert code == 1, out
+    # The base's own trailing blank (upstream's long comment) is rewritten too, and is not new.
+    lines = changed.splitlines()
+    assert [(f["file"], f["line"], f["message"]) for f in out["new"]] == [
+        ("megatron/core/a.py", lines.index(added) + 1, "strip would rewrite this line")
+        for added in ("X = 1   ", "Y = 2  ")
+    ]
+    assert out["hooks"][0]["base_findings"] == 1
+    assert setup.upstream.git("status", "--porcelain") == "", "the user's checkout is never touched"
 
 
 @pytest.mark.parametrize(

@@ -2,7 +2,7 @@
 
 A linter's message is read from its output in the `path:line[:col]: message` shape every common Python
 linter prints (pylint, flake8, ruff, pygrep-style checkers); a formatter (which rewrites files, as
-pre-commit runs it) is read from the files it changed, at the first line it changed, and the files are
+pre-commit runs it) is read from the files it changed, one finding per changed hunk, and the files are
 put back so that each hook judges the tree as it is. A hook that fails and says nothing of that shape is
 one finding with its exit status and last line.
 """
@@ -84,17 +84,16 @@ def located(hook: Hook, root: Path, output: str, paths: list[str]) -> list[Findi
     return found
 
 
-def _first_change(before: bytes, after: bytes) -> int:
+def _changed_lines(before: bytes, after: bytes) -> list[int]:
+    """The first line of each hunk a rewrite changed, numbered in the file as it was."""
     old = before.decode(errors="replace").splitlines()
     new = after.decode(errors="replace").splitlines()
-    for tag, first, _, _, _ in difflib.SequenceMatcher(None, old, new, autojunk=False).get_opcodes():
-        if tag != "equal":
-            return first + 1
-    return 1
+    opcodes = difflib.SequenceMatcher(None, old, new, autojunk=False).get_opcodes()
+    return [min(first + 1, max(len(old), 1)) for tag, first, _, _, _ in opcodes if tag != "equal"] or [1]
 
 
 def reformatted(hook: Hook, root: Path, before: dict[str, bytes]) -> list[Finding]:
-    """The files the hook rewrote, each at its first changed line; each file is put back as it was."""
+    """Each hunk of the files the hook rewrote, at its first line; each file is put back as it was."""
     found = []
     for rel, old in before.items():
         target = root / rel
@@ -102,9 +101,9 @@ def reformatted(hook: Hook, root: Path, before: dict[str, bytes]) -> list[Findin
         if new == old:
             continue
         target.write_bytes(old)
-        line = _first_change(old, new)
-        message = f"{hook.tool} would reformat this file"
-        found.append(Finding(hook.id, hook.tool, message, rel, line, _source_line(root, rel, line)))
+        message = f"{hook.tool} would rewrite this line"
+        for line in _changed_lines(old, new):
+            found.append(Finding(hook.id, hook.tool, message, rel, line, _source_line(root, rel, line)))
     return found
 
 
