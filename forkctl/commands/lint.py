@@ -10,7 +10,7 @@ import click
 
 from forkctl.cli import options, verbs
 from forkctl.cli.kit import Context, forkctl_command, output_options
-from forkctl.errors import ForkctlError
+from forkctl.errors import BadInput, ForkctlError
 from forkctl.manifest import PATCHES_ROOT, Manifest
 from forkctl.manifest.schema import SeriesEntry
 from forkctl.report import Level, Problem, Report
@@ -187,20 +187,113 @@ def _provenance_problems(entry: SeriesEntry, patch: Patch, manifest_rel: str) ->
     return problems
 
 
+def _upstream_lint(manifest: Manifest, repo_path: Path | None) -> Report:
+    """Upstream's own pre-commit hooks on the fork head, against the base: what is new is a problem."""
+    from forkctl import report
+    from forkctl.git.store import object_store
+    from forkctl.series import load_series
+    from forkctl.upstreamlint.check import check
+
+    series = load_series(manifest)
+    repo = object_store(repo_path, manifest.upstream.url, [series.base])
+    base = _resolved_base(repo, series.base)
+    with report.phases("lint --upstream") as step:
+        outcome = check(repo, base, series.patches, step)
+    result = Report(command="lint")
+    for hook in outcome.hooks:
+        result.lines.append(
+            f"{hook.tool} ({hook.id}): {len(hook.files)} file(s); messages on the base {hook.base_findings}, "
+            f"on the fork head {hook.head_findings}, new {len(hook.new)}"
+        )
+        for finding in hook.new:
+            result.fail(
+                Problem(
+                    f"{finding.tool} ({finding.hook}): {finding.message}",
+                    file=finding.file,
+                    line=finding.line,
+                    hint="upstream's CI runs this hook on a pull request: fix the patch (forkctl edit, then "
+                    "forkctl export) so that the fork head passes it as the base does",
+                )
+            )
+    for skipped in outcome.skipped:
+        result.fail(
+            Problem(
+                f"upstream's hook {skipped.id} ({skipped.repo}) not run: {skipped.why}", level=Level.WARNING
+            )
+        )
+    result.data = {
+        "base": outcome.base,
+        "fork_head": outcome.head,
+        "files": outcome.touched,
+        "hooks": [
+            {
+                "id": h.id,
+                "tool": h.tool,
+                "files": h.files,
+                "base_findings": h.base_findings,
+                "head_findings": h.head_findings,
+                "new": len(h.new),
+            }
+            for h in outcome.hooks
+        ],
+        "skipped": [{"id": s.id, "repo": s.repo, "why": s.why} for s in outcome.skipped],
+        "new": [
+            {"hook": f.hook, "tool": f.tool, "file": f.file, "line": f.line, "message": f.message}
+            for f in outcome.new
+        ],
+        "problems_found": len(result.problems),
+    }
+    if result.ok:
+        result.lines.append(
+            f"lint --upstream: ok (no new message from {len(outcome.hooks)} upstream hook(s) on "
+            f"{len(outcome.touched)} file(s) the series touches)"
+        )
+    return result
+
+
+def _resolved_base(repo: GitRepo, base_rev: str) -> str:
+    base = repo.resolve_commit(base_rev)
+    if base is None:
+        raise BadInput(
+            f"{repo.git_dir} does not have the base commit {base_rev}",
+            hint="fetch upstream into that clone first (git fetch origin)",
+        )
+    return base
+
+
 @click.command("lint", short_help=verbs.summary("lint"))
 @options.repo(
     "A clone of upstream that has the base commit: also check that each patch applies as written on it "
-    "(no 3-way; one that does not is stale) and makes the blobs its index lines promise."
+    "(no 3-way; one that does not is stale) and makes the blobs its index lines promise. With --upstream: "
+    "where the base and the fork head are read (default: forkctl's cache of upstream.url)."
+)
+@click.option(
+    "--upstream",
+    is_flag=True,
+    help="Run the formatters and linters upstream's own .pre-commit-config.yaml pins at the base, with "
+    "upstream's config files, on the files the series touches, on the base and on the fork head; report "
+    "what is new on the fork head (exit 1). Tools are installed once into forkctl's cache (package index "
+    "needed the first time only).",
 )
 @output_options(github=True)
 @forkctl_command
-def command(ctx: Context, repo_path: Path | None) -> Report:
+def command(ctx: Context, repo_path: Path | None, upstream: bool) -> Report:
     """Check that manifest and patch files agree: every listed file parses and has a provenance tag,
     every patch file is listed, and names follow NNNN-<slug>.patch in series order. With --repo, also
     that each patch applies as written on the base in that clone (a patch that does not is stale) and
     that each file comes out as the patch's index line promises (one edited by hand does not: forkctl
-    refresh rewrites it)."""
+    refresh rewrites it).
+
+    \b
+    With --upstream: upstream's own lint instead. The hooks of upstream's .pre-commit-config.yaml at
+    the base (black, isort, pylint, ruff, flake8 at the versions pinned there, and local python or
+    system hooks) run on the files the series touches, in trees written from git objects (never a
+    checkout), on the base and on the fork head (apply(series, base)); a message the fork head has and
+    the base has not (same hook, file, message and line text) is a problem. Each tool is installed as
+    pinned into its own venv under $FORKCTL_CACHE/upstream-lint/, once: later runs work offline."""
     manifest = ctx.manifest()
+    if upstream:
+        return _upstream_lint(manifest, repo_path)
     result = Report(command="lint")
     parsed = _parsed(manifest, result)
     manifest_rel = str(manifest.path.relative_to(manifest.root))

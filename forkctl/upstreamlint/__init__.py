@@ -1,0 +1,1 @@
+"""Upstream's own lint (the hooks of its pre-commit configuration) on the fork head against the base."""
