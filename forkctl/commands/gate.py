@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import click
 
@@ -12,6 +13,11 @@ from forkctl.errors import BadInput
 from forkctl.gpu import gate
 from forkctl.report import Level, Problem, Report, Table
 from forkctl.series import load_series
+
+if TYPE_CHECKING:
+    from forkctl.git.sha import TreeSha
+    from forkctl.manifest import Manifest
+    from forkctl.series import Series
 
 
 def _env_status(tag: str, verdict: gate.GateVerdict) -> str:
@@ -28,6 +34,18 @@ def _env_status(tag: str, verdict: gate.GateVerdict) -> str:
     if any(problem.env is None for problem in verdict.problems):
         return "recorded, but the evidence fails as a whole (see the errors)"
     return "passed"
+
+
+def _fork_head_tree(manifest: Manifest, series: Series, repo_path: Path) -> TreeSha:
+    """The package tree of apply(series, base) in the upstream clone at `repo_path` (gate --repo)."""
+    from forkctl.git.repo import GitRepo
+    from forkctl.ops import replay
+
+    package = manifest.package.folder_name
+    tree = replay.fork_head_tree(GitRepo(repo_path), series.base, series.patches, package)
+    if tree is None:
+        raise BadInput(f"the fork head in {repo_path} has no {package}/ folder", hint="check --repo")
+    return tree
 
 
 @click.command("gate", short_help=verbs.summary("gate"))
@@ -76,15 +94,7 @@ def command(
     series = load_series(manifest)
     required = list(dict.fromkeys([*manifest.validation.require, *extra_required]))
     pending = {tag: why for tag, why in manifest.validation.pending.items() if tag not in extra_required}
-    fork_head_tree = None
-    if repo_path is not None:
-        from forkctl.git.repo import GitRepo
-        from forkctl.ops import replay
-
-        package = manifest.package.folder_name
-        fork_head_tree = replay.fork_head_tree(GitRepo(repo_path), series.base, series.patches, package)
-        if fork_head_tree is None:
-            raise BadInput(f"the fork head in {repo_path} has no {package}/ folder", hint="check --repo")
+    fork_head_tree = _fork_head_tree(manifest, series, repo_path) if repo_path is not None else None
     verdict = gate.check(
         manifest,
         series,
