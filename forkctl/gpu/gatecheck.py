@@ -70,14 +70,17 @@ def override_note(summary: gate.GateSummary, series: Series) -> list[str]:
     series and its evidence), so a commit that carries it stays reproducible."""
     if passes(summary):
         return []
-    found = findings(summary)
+    return note_lines(digest_of(summary, series), [finding.message for finding in findings(summary)])
+
+
+def note_lines(digest: str, reasons: list[str]) -> list[str]:
+    """The override note's words: the first line says it, then why, a few reasons at most."""
     lines = [
-        f"Published without GPU evidence ({OVERRIDE_FLAG}): the gate fails for series "
-        f"{digest_of(summary, series)[:12]}:",
-        *(f"- {finding.message}" for finding in found[:NOTED_FINDINGS]),
+        f"Published without GPU evidence ({OVERRIDE_FLAG}): the gate fails for series {digest[:12]}:",
+        *(f"- {reason}" for reason in reasons[:NOTED_FINDINGS]),
     ]
-    if len(found) > NOTED_FINDINGS:
-        lines.append(f"- and {len(found) - NOTED_FINDINGS} more (forkctl gate lists them)")
+    if len(reasons) > NOTED_FINDINGS:
+        lines.append(f"- and {len(reasons) - NOTED_FINDINGS} more (forkctl gate lists them)")
     return lines
 
 
