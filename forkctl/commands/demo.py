@@ -106,7 +106,9 @@ def _no_evidence(chain: demochain.DemoChain) -> list[str]:
     return gatecheck.note_lines(series.digest, [why])
 
 
-def _report(chain: demochain.DemoChain, flow: demochain.Flow, kept: bool, note: list[str]) -> Report:
+def _report(
+    chain: demochain.DemoChain, flow: demochain.Flow, kept: bool, note: list[str] | None = None
+) -> Report:
     manifest = chain.manifest
     out = Report(command="demo")
     out.tables += _tables("before", flow.first, manifest)
@@ -119,7 +121,7 @@ def _report(chain: demochain.DemoChain, flow: demochain.Flow, kept: bool, note: 
         out.lines.append(f"the demo chain is kept in {chain.root} (toolkit: {chain.toolkit})")
     out.lines.append(verdict)
     out.data = _data(chain, flow, kept, verdict)
-    out.data["bump"]["gate_note"] = note
+    out.data["bump"]["gate_note"] = note or []
     return out
 
 
@@ -166,7 +168,7 @@ def _story(chain: demochain.DemoChain, flow: demochain.Flow) -> list[str]:
             f"{(step.old or '-')[:12]} -> {step.new[:12]}{url_note}"
         )
     lines.append(
-        "   (--no-gate: no GPU run recorded the demo's series, so the chain moves without GPU evidence, "
+        "   (as bump-bridge --no-gate: no GPU run recorded the demo's series, so the chain moves without GPU evidence, "
         "in the open: each bump commit says 'Published without GPU evidence'; a real toolkit records it "
         "with forkctl validate first)"
     )
@@ -179,12 +181,12 @@ def _verdict(flow: demochain.Flow) -> str:
     if flow.final.ok and not flow.first.ok:
         return (
             f"demo: OK: the chain was pinning the unpatched base; after one bump every consumer pins "
-            f"apply(series, base) = {flow.fork.head[:12]} (moved without GPU evidence, as --no-gate)"
+            f"apply(series, base) = {flow.fork.head[:12]} (moved without GPU evidence, as bump-bridge --no-gate)"
         )
     if flow.final.ok:
         return (
             "demo: OK: the final check passes (the first check already passed too; moved without GPU "
-            "evidence, as --no-gate)"
+            "evidence, as bump-bridge --no-gate)"
         )
     return f"demo: FAILED: after the bump check-pins still fails: {_first_failure(flow.final)}"
 
