@@ -104,6 +104,7 @@ def test_dry_run_changes_no_ref(tmp_path: Path) -> None:
     code, report = run(
         chain,
         "bump-bridge",
+        "--no-gate",
         "--through",
         "nemo-rl",
         "--dry-run",
@@ -122,7 +123,7 @@ def test_dry_run_changes_no_ref(tmp_path: Path) -> None:
 def test_push_pushes_new_branches_only_and_never_forces(tmp_path: Path) -> None:
     chain = make_chain(tmp_path)
     before = chain.refs(chain.bridge), chain.refs(chain.nemo)
-    code, report = run(chain, "bump-bridge", "--through", "nemo-rl", "--push")
+    code, report = run(chain, "bump-bridge", "--no-gate", "--through", "nemo-rl", "--push")
     assert code == 0, report["problems"]
     branch = f"refs/heads/forkctl/bump-{chain.head[:12]}"
     for bare, old, step in zip((chain.bridge, chain.nemo), before, report["steps"], strict=True):
@@ -131,7 +132,7 @@ def test_push_pushes_new_branches_only_and_never_forces(tmp_path: Path) -> None:
         assert {k: v for k, v in now.items() if k != branch} == old  # farai/main and main unmoved
     # The same branch name now exists remotely with other commits: a second bump must not force it.
     chain.pin_bridge(chain.base, files={"newer.txt": "farai/main moved\n"})
-    code, again = run(chain, "bump-bridge", "--push")
+    code, again = run(chain, "bump-bridge", "--no-gate", "--push")
     assert code == 2
     assert "failed" in again["error"] or "already exists" in again["error"]
     assert chain.refs(chain.bridge)[branch] == report["steps"][0]["commit"]
@@ -144,7 +145,7 @@ def test_refuses_a_fork_commit_that_fails_the_fork_link_check(tmp_path: Path) ->
     assert code == 2
     assert "not the reproducible fork head" in report["error"]
     assert all_refs(chain) == before
-    code, report = run(chain, "bump-bridge", "--fork-commit", chain.head[:12], "--dry-run")
+    code, report = run(chain, "bump-bridge", "--no-gate", "--fork-commit", chain.head[:12], "--dry-run")
     assert code == 0, report
 
 

@@ -70,14 +70,14 @@ def test_nemo_rl_follows_the_bridges_merge_of_the_bump(tmp_path: Path, how: str,
     chain = make_chain(tmp_path)
     branch = f"forkctl/bump-{chain.head[:12]}"
     ref = f"refs/heads/{branch}"
-    code, first = run(chain, "bump-bridge", "--through", "nemo-rl", "--push")
+    code, first = run(chain, "bump-bridge", "--no-gate", "--through", "nemo-rl", "--push")
     assert code == 0, first["problems"]
     stranded_bridge, first_nemo = first["steps"][0]["commit"], first["steps"][1]["commit"]
     merged = merge_on_the_bridge(chain, branch, how, delete)
     assert _gitlink(chain.bridge, merged, BRIDGE_GITLINK) == chain.head
     bridge_before = chain.refs(chain.bridge)
 
-    code, report = run(chain, "bump-bridge", "--through", "nemo-rl", "--push")
+    code, report = run(chain, "bump-bridge", "--no-gate", "--through", "nemo-rl", "--push")
     assert code == 0, report.get("problems") or report.get("error")
     bridge_step, nemo_step = report["steps"]
     # The Bridge: already done on farai/main; no commit made, no branch created or pushed.
@@ -98,7 +98,7 @@ def test_nemo_rl_follows_the_bridges_merge_of_the_bump(tmp_path: Path, how: str,
 
     # A rerun finds everything already there and changes nothing.
     refs_before = chain.refs(chain.bridge), chain.refs(chain.nemo)
-    code, again = run(chain, "bump-bridge", "--through", "nemo-rl", "--push")
+    code, again = run(chain, "bump-bridge", "--no-gate", "--through", "nemo-rl", "--push")
     assert code == 0, again.get("problems") or again.get("error")
     assert [step["commit"] for step in again["steps"]] == [merged, nemo_tip]
     assert again["steps"][1]["push"] == "already there"
@@ -110,11 +110,11 @@ def test_a_fresh_nemo_rl_bump_pins_the_merged_bridge_commit(tmp_path: Path) -> N
     `--through nemo-rl` makes one NeMo-RL commit on farai/main pinning the merged commit, no Bridge step."""
     chain = make_chain(tmp_path)
     branch = f"forkctl/bump-{chain.head[:12]}"
-    code, first = run(chain, "bump-bridge", "--push")
+    code, first = run(chain, "bump-bridge", "--no-gate", "--push")
     assert code == 0, first["problems"]
     merged = merge_on_the_bridge(chain, branch, "squash", delete=True)
     bridge_before = chain.refs(chain.bridge)
-    code, report = run(chain, "bump-bridge", "--through", "nemo-rl", "--push")
+    code, report = run(chain, "bump-bridge", "--no-gate", "--through", "nemo-rl", "--push")
     assert code == 0, report.get("problems") or report.get("error")
     bridge_step, nemo_step = report["steps"]
     assert bridge_step["done"] and bridge_step["commit"] == merged
@@ -131,7 +131,7 @@ def test_a_stranded_pin_names_the_bump_that_follows_the_merge(tmp_path: Path) ->
     edit inside forkctl's cache."""
     chain = make_chain(tmp_path)
     branch = f"forkctl/bump-{chain.head[:12]}"
-    code, first = run(chain, "bump-bridge", "--through", "nemo-rl", "--push")
+    code, first = run(chain, "bump-bridge", "--no-gate", "--through", "nemo-rl", "--push")
     assert code == 0, first["problems"]
     merge_on_the_bridge(chain, branch, "squash", delete=True)
     nemo_branch = f"{chain.nemo.as_uri()}@{branch}"
@@ -150,11 +150,11 @@ def test_a_bump_branch_from_an_older_consumer_head_is_refused_with_a_fix_outside
     moved), and the way forward names the URL's branch, never a command inside forkctl's cache."""
     chain = make_chain(tmp_path)
     branch = f"forkctl/bump-{chain.head[:12]}"
-    code, first = run(chain, "bump-bridge", "--push")
+    code, first = run(chain, "bump-bridge", "--no-gate", "--push")
     assert code == 0, first["problems"]
     chain.pin_bridge(chain.base, files={"newer.txt": "farai/main moved\n"})
     before = chain.refs(chain.bridge)
-    code, again = run(chain, "bump-bridge", "--push")
+    code, again = run(chain, "bump-bridge", "--no-gate", "--push")
     assert code == 2, again
     assert "already exists" in again["error"] and chain.bridge.as_uri() in again["error"]
     assert f"--delete {branch}" in again["hint"] and "merge farai/main" in again["hint"]
@@ -169,7 +169,7 @@ def test_nemo_rl_that_merged_the_stranded_pin_moves_to_the_merged_bridge_commit(
     to the merged commit loses nothing, so it is not "backwards": one commit on NeMo-RL's farai/main."""
     chain = make_chain(tmp_path)
     branch = f"forkctl/bump-{chain.head[:12]}"
-    code, first = run(chain, "bump-bridge", "--through", "nemo-rl", "--push")
+    code, first = run(chain, "bump-bridge", "--no-gate", "--through", "nemo-rl", "--push")
     assert code == 0, first["problems"]
     stranded = first["steps"][0]["commit"]
     merged = merge_on_the_bridge(chain, branch, "squash", delete=True)
@@ -181,7 +181,7 @@ def test_nemo_rl_that_merged_the_stranded_pin_moves_to_the_merged_bridge_commit(
     nemo.git("push", "-q", "origin", "farai/main", f":{branch}")
     nemo_head = chain.refs(chain.nemo)[FARAI]
     assert _gitlink(chain.nemo, nemo_head, NEMO_GITLINK) == stranded
-    code, report = run(chain, "bump-bridge", "--through", "nemo-rl", "--push")
+    code, report = run(chain, "bump-bridge", "--no-gate", "--through", "nemo-rl", "--push")
     assert code == 0, report.get("problems") or report.get("error")
     assert report["backwards"] == []
     nemo_tip = chain.refs(chain.nemo)[f"refs/heads/{branch}"]

@@ -35,13 +35,13 @@ def test_a_rerun_from_a_fresh_cache_makes_the_same_commits_and_its_push_is_alrea
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     chain = make_chain(tmp_path)
-    code, first = run(chain, "bump-bridge", "--through", "nemo-rl", "--push")
+    code, first = run(chain, "bump-bridge", "--no-gate", "--through", "nemo-rl", "--push")
     assert code == 0, first["problems"]
     pushed = chain.refs(chain.bridge), chain.refs(chain.nemo)
     time.sleep(1.1)  # a clock-dated commit would differ now
     monkeypatch.setenv("FORKCTL_CACHE", str(tmp_path / "another-machine" / "cache"))
     monkeypatch.setenv("GIT_COMMITTER_NAME", "Someone Else")  # the hermetic runner must not take it
-    code, again = run(chain, "bump-bridge", "--through", "nemo-rl", "--push")
+    code, again = run(chain, "bump-bridge", "--no-gate", "--through", "nemo-rl", "--push")
     assert code == 0, again
     assert [s["commit"] for s in again["steps"]] == [s["commit"] for s in first["steps"]]
     assert [s["push"] for s in again["steps"]] == ["already there", "already there"]
@@ -57,7 +57,7 @@ def test_a_rerun_from_a_fresh_cache_makes_the_same_commits_and_its_push_is_alrea
     assert author == committer and "forkctl" in author
     assert datetime.fromisoformat(author_date) == expected
     text = CliRunner().invoke(
-        cli, ["--manifest", str(chain.manifest), "bump-bridge", "--through", "nemo-rl", "--push"]
+        cli, ["--manifest", str(chain.manifest), "bump-bridge", "--no-gate", "--through", "nemo-rl", "--push"]
     )
     assert text.exit_code == 0, text.output
     assert "already there" in text.output
@@ -68,11 +68,11 @@ def test_bump_commit_is_the_same_for_the_same_inputs_in_two_caches(
 ) -> None:
     """Without pushing: two dry runs a second apart, in two caches, plan the identical commits."""
     chain = make_chain(tmp_path)
-    code, first = run(chain, "bump-bridge", "--through", "nemo-rl", "--dry-run")
+    code, first = run(chain, "bump-bridge", "--no-gate", "--through", "nemo-rl", "--dry-run")
     assert code == 0, first["problems"]
     time.sleep(1.1)
     monkeypatch.setenv("FORKCTL_CACHE", str(tmp_path / "second-cache"))
-    code, second = run(chain, "bump-bridge", "--through", "nemo-rl", "--dry-run")
+    code, second = run(chain, "bump-bridge", "--no-gate", "--through", "nemo-rl", "--dry-run")
     assert code == 0, second["problems"]
     assert [s["commit"] for s in second["steps"]] == [s["commit"] for s in first["steps"]]
     assert first["steps"][0]["gitlink"] == BRIDGE_GITLINK

@@ -99,6 +99,13 @@ def test_demo_finds_the_unpatched_base_bumps_and_passes(tmp_path: Path, repo_roo
     assert final["links"][0]["pinned"] == report["fork_head"]
     assert report["verdict"].startswith("demo: OK")
     assert report["workdir"] == str(keep.resolve())
+    # No GPU run recorded the demo's series (the real patches on a synthetic base): the demo moves the
+    # chain as bump-bridge --push --no-gate would, says so, and each bump commit carries the override.
+    note = report["bump"]["gate_note"]
+    assert note and note[0].startswith("Published without GPU evidence (--no-gate)")
+    assert "without GPU evidence" in report["verdict"] and "--no-gate" in report["verdict"]
+    for bare, step in ((keep / "bridge.git", bridge_step), (keep / "nemo-rl.git", nemo_step)):
+        assert note[0] in git(bare, "log", "-1", "--format=%B", step["commit"])
 
 
 @pytest.mark.slow

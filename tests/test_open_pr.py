@@ -205,7 +205,9 @@ def test_describe_refuses_an_unknown_through(tmp_path: Path) -> None:
 
 
 def _bump(chain: Chain) -> tuple[int, dict]:
-    return invoke_json(chain.manifest, "bump-bridge", "--through", "nemo-rl", "--push", "--open-pr")
+    return invoke_json(
+        chain.manifest, "bump-bridge", "--no-gate", "--through", "nemo-rl", "--push", "--open-pr"
+    )
 
 
 def test_open_pr_creates_then_updates_the_pull_requests(
@@ -252,7 +254,7 @@ def test_open_pr_without_gh_prints_the_body_and_the_command(
 ) -> None:
     chain = make_chain(tmp_path)
     monkeypatch.setenv("PATH", path_without_gh(tmp_path))
-    code, out = invoke(chain.manifest, "bump-bridge", "--open-pr")
+    code, out = invoke(chain.manifest, "bump-bridge", "--no-gate", "--open-pr")
     # No pull request was opened: a CI step must not read that as done (exit 1), and the way to open
     # it by hand is on screen.
     assert code == 1, out
@@ -275,14 +277,14 @@ def test_open_pr_reports_a_gh_failure_with_the_retry_command(
     chain = make_chain(tmp_path)
     install_fake_gh(tmp_path, monkeypatch)
     monkeypatch.setenv("FAKE_GH_FAIL", "1")
-    code, report = invoke_json(chain.manifest, "bump-bridge", "--open-pr")
+    code, report = invoke_json(chain.manifest, "bump-bridge", "--no-gate", "--open-pr")
     assert code == 1, report
     (problem,) = [p for p in report["problems"] if p["level"] == "error"]
     assert "Resource not accessible" in problem["message"]
     assert "gh pr " in problem["hint"]
     assert [s["pull_request"]["action"] for s in report["steps"]] == ["failed"]
     # In text, the body is printed too: with the retry command, the way to open it by hand.
-    code, out = invoke(chain.manifest, "bump-bridge", "--open-pr")
+    code, out = invoke(chain.manifest, "bump-bridge", "--no-gate", "--open-pr")
     assert code == 1, out
     assert "--- pull request body for megatron-bridge ---" in out
     assert "```mermaid" in out and chain.head in out
@@ -291,5 +293,5 @@ def test_open_pr_reports_a_gh_failure_with_the_retry_command(
 
 def test_open_pr_and_dry_run_contradict(tmp_path: Path) -> None:
     chain = make_chain(tmp_path)
-    code, payload = invoke_json(chain.manifest, "bump-bridge", "--open-pr", "--dry-run")
+    code, payload = invoke_json(chain.manifest, "bump-bridge", "--no-gate", "--open-pr", "--dry-run")
     assert code == 2 and "--open-pr" in payload["error"]

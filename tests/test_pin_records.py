@@ -130,7 +130,7 @@ def test_bump_writes_the_record_in_the_same_reproducible_commit(
     chain = make_chain(tmp_path)
     parent = _bridge_recording(chain, chain.base + "\n")
     _name_pin_files(chain)
-    code, report = forkctl_json(chain, "bump-bridge", "--through", "nemo-rl", "--push")
+    code, report = forkctl_json(chain, "bump-bridge", "--no-gate", "--through", "nemo-rl", "--push")
     assert code == 0, report["problems"]
     bridge_step = report["steps"][0]
     commit = bridge_step["commit"]
@@ -160,7 +160,7 @@ def test_bump_writes_the_record_in_the_same_reproducible_commit(
     assert ("pin-file", "ok") in kinds
     # Same inputs, same SHA: a rerun from a fresh cache finds its pushes already there.
     monkeypatch.setenv("FORKCTL_CACHE", str(tmp_path / "cache2"))
-    code, again = forkctl_json(chain, "bump-bridge", "--through", "nemo-rl", "--push")
+    code, again = forkctl_json(chain, "bump-bridge", "--no-gate", "--through", "nemo-rl", "--push")
     assert code == 0, again["problems"]
     assert [s["commit"] for s in again["steps"]] == [s["commit"] for s in report["steps"]]
     assert [s["push"] for s in again["steps"]] == ["already there", "already there"]
@@ -181,7 +181,7 @@ def test_bump_refuses_a_record_the_consumer_does_not_keep(tmp_path: Path) -> Non
     chain = make_chain(tmp_path)
     _name_pin_files(chain)  # the Bridge's tree has no .main.commit
     before = chain.refs(chain.bridge)
-    code, report = forkctl_json(chain, "bump-bridge", "--push")
+    code, report = forkctl_json(chain, "bump-bridge", "--no-gate", "--push")
     assert code == 2, report
     text = flat(" ".join(p["message"] + " " + (p.get("hint") or "") for p in report["problems"]))
     assert MAIN_COMMIT in text and "pin_files" in text

@@ -99,7 +99,7 @@ def test_merge_mode_publishes_a_merge_of_the_new_head_onto_the_old_tip(tmp_path:
     chain = make_chain(tmp_path)
     head = ported(chain)
     assert tip(chain) == chain.head  # the old head, not an ancestor of the new one
-    code, report = run(chain, "publish")
+    code, report = run(chain, "publish", "--no-gate")
     assert code == 0, report["problems"]
     merge = tip(chain)
     tree, parents = commit(chain.fork, merge)  # type: ignore[arg-type]
@@ -116,7 +116,7 @@ def test_merge_mode_publishes_a_merge_of_the_new_head_onto_the_old_tip(tmp_path:
         git(chain.fork, "log", "-1", "--format=%an <%ae> %cn", merge) == "forkctl <forkctl@localhost> forkctl"
     )
 
-    code, again = run(chain, "publish")
+    code, again = run(chain, "publish", "--no-gate")
     assert code == 0 and again["action"] == "already-published" and tip(chain) == merge
     assert "nothing to do" in again["summary"]
 
@@ -124,7 +124,7 @@ def test_merge_mode_publishes_a_merge_of_the_new_head_onto_the_old_tip(tmp_path:
 def test_dry_run_pushes_nothing(tmp_path: Path) -> None:
     chain = make_chain(tmp_path)
     head = ported(chain)
-    code, report = run(chain, "publish", "--dry-run")
+    code, report = run(chain, "publish", "--no-gate", "--dry-run")
     assert code == 0 and report["action"] == "merge" and report["pushed"] is False
     assert tip(chain) == chain.head and report["tip"] not in (None, chain.head, head)
 
@@ -133,9 +133,9 @@ def test_merge_mode_new_branch_and_up_to_date(tmp_path: Path) -> None:
     chain = make_chain(tmp_path)
     head = ported(chain)
     # --repo: a local clone that has the base lends its objects (no fetch from upstream's URL).
-    code, report = run(chain, "publish", "--branch", "farai/next", "--repo", str(chain.upstream))
+    code, report = run(chain, "publish", "--no-gate", "--branch", "farai/next", "--repo", str(chain.upstream))
     assert code == 0 and report["action"] == "create" and tip(chain, "farai/next") == head
-    code, report = run(chain, "publish", "--branch", "farai/next")
+    code, report = run(chain, "publish", "--no-gate", "--branch", "farai/next")
     assert code == 0 and report["action"] == "up-to-date"
 
 
@@ -144,7 +144,7 @@ def test_rebuild_mode_publishes_a_port_to_a_sync_branch_and_says_how_to_land_it(
     on_tip(chain, "fork: record the base", {".fork-base.json": fork_base_record(chain.base)})
     old_tip = tip(chain)
     head = ported(chain, publish="rebuild")
-    code, report = run(chain, "publish")
+    code, report = run(chain, "publish", "--no-gate")
     assert code == 0, report["problems"]
     # The fork's convention: sync/upstream-<date>-<sha12>, the date the new base's committer date (UTC).
     when = git(chain.upstream, "log", "-1", "--format=%cI", chain.upstream_tip)
@@ -159,21 +159,21 @@ def test_rebuild_mode_publishes_a_port_to_a_sync_branch_and_says_how_to_land_it(
     land = report["land"]
     assert land in report["summary"] and "--force" not in land and "+" not in land
     # Rerun: the same merge on the same branch, nothing pushed.
-    code, again = run(chain, "publish")
+    code, again = run(chain, "publish", "--no-gate")
     assert (code, again["action"], again["pushed"], tip(chain, sync)) == (0, "already-synced", False, merge)
     # Landing it is the plain push printed: a fast-forward of farai/main.
     subprocess.run(land, shell=True, cwd=chain.fork_work().path, check=True, capture_output=True)
     assert tip(chain) == merge
-    code, landed = run(chain, "publish")
+    code, landed = run(chain, "publish", "--no-gate")
     assert (code, landed["action"]) == (0, "already-published")
 
 
 def test_a_sync_branch_holding_another_commit_is_refused(tmp_path: Path) -> None:
     chain = make_chain(tmp_path)
     ported(chain, publish="rebuild")
-    sync = run(chain, "publish", "--dry-run")[1]["target"]
+    sync = run(chain, "publish", "--no-gate", "--dry-run")[1]["target"]
     git(chain.fork, "update-ref", f"refs/heads/{sync}", chain.base)  # someone else's branch of that name
-    code, report = run(chain, "publish")
+    code, report = run(chain, "publish", "--no-gate")
     assert code == 1 and report["action"] == "sync-taken" and tip(chain, sync) == chain.base
     said = report["problems"][0]
     assert sync in said["message"] and "--delete" in said["hint"]
@@ -183,11 +183,11 @@ def test_rebuild_mode_fast_forwards_and_pushes_to_another_url(tmp_path: Path) ->
     chain = make_chain(tmp_path)
     head = ported(chain, publish="rebuild")
     git(chain.fork, "update-ref", "refs/heads/farai/main", chain.upstream_tip)  # an ancestor of the new head
-    code, report = run(chain, "publish")
+    code, report = run(chain, "publish", "--no-gate")
     assert code == 0 and report["action"] == "fast-forward" and tip(chain) == head
     other = tmp_path / "other.git"
     git(tmp_path, "init", "-q", "--bare", str(other))
-    code, report = run(chain, "publish", "--to", url(other))
+    code, report = run(chain, "publish", "--no-gate", "--to", url(other))
     assert code == 0 and report["action"] == "create"
     assert git(other, "rev-parse", "refs/heads/farai/main") == head
 
@@ -240,7 +240,7 @@ def test_compare_and_swap_refuses_a_rewound_or_deleted_branch(tmp_path: Path) ->
 def test_publish_mode_is_checked_with_its_line(tmp_path: Path) -> None:
     chain = make_chain(tmp_path)
     set_fork(chain, publish="sideways")
-    code, report = run(chain, "publish", "--dry-run")
+    code, report = run(chain, "publish", "--no-gate", "--dry-run")
     assert code == 2
     said = report["problems"][0]["message"]
     assert "publish" in said and "manifest.yaml:" in said
@@ -256,11 +256,11 @@ def test_merge_mode_keeps_a_committed_fork_base_json_and_names_the_new_base(
     old_tip = on_tip(chain, "fork: record the base", {".fork-base.json": written})
     head = ported(chain)
     # Same inputs, same merge: two caches plan the same commit.
-    first = run(chain, "publish", "--dry-run")[1]["tip"]
+    first = run(chain, "publish", "--no-gate", "--dry-run")[1]["tip"]
     monkeypatch.setenv("FORKCTL_CACHE", str(tmp_path / "another-cache"))
-    code, report = run(chain, "publish", "--dry-run")
+    code, report = run(chain, "publish", "--no-gate", "--dry-run")
     assert code == 0 and report["tip"] == first
-    code, report = run(chain, "publish")
+    code, report = run(chain, "publish", "--no-gate")
     assert code == 0, report["problems"]
     merge = tip(chain)
     assert merge == first and report["action"] == "merge" and report["carried"] == [".fork-base.json"]
@@ -273,7 +273,7 @@ def test_merge_mode_keeps_a_committed_fork_base_json_and_names_the_new_base(
         and record["fork_repo"] == "alignmentresearch/megatron-lm"
     )
     assert ".fork-base.json" in git(chain.fork, "log", "-1", "--format=%B", merge)  # type: ignore[arg-type]
-    code, again = run(chain, "publish")
+    code, again = run(chain, "publish", "--no-gate")
     assert (code, again["action"], tip(chain)) == (0, "already-published", merge)
 
 
@@ -285,12 +285,12 @@ def test_a_later_port_keeps_the_forks_own_files(tmp_path: Path) -> None:
     own_paths = [".fork-base.json", "README.fork.md", ".github/**"]
     set_fork(chain, own_paths=own_paths)
     ported(chain, base=middle)
-    assert run(chain, "publish")[0] == 0
+    assert run(chain, "publish", "--no-gate")[0] == 0
     first = tip(chain)
     # Someone edits the fork's readme on the branch; then the next port.
     on_tip(chain, "fork: readme", {"README.fork.md": "FAR.AI fork, v2\n"})
     head = ported(chain)
-    code, report = run(chain, "publish")
+    code, report = run(chain, "publish", "--no-gate")
     assert code == 0, report["problems"]
     merge = tip(chain)
     assert git(chain.fork, "rev-list", "--first-parent", "-3", merge).split()[2] == first  # type: ignore[arg-type]
@@ -314,7 +314,7 @@ def test_a_hotfix_committed_on_the_tip_is_refused_not_dropped(tmp_path: Path, mo
     )
     ported(chain, publish=mode)
     before = chain.refs(chain.fork)
-    code, report = run(chain, "publish")
+    code, report = run(chain, "publish", "--no-gate")
     assert code == 1 and report["action"] == "foreign" and report["pushed"] is False
     assert chain.refs(chain.fork) == before  # nothing pushed anywhere
     assert report["foreign"] == [
@@ -330,13 +330,13 @@ def test_a_hotfix_brought_into_the_series_is_published(tmp_path: Path) -> None:
     chain = make_chain(tmp_path)
     hotfix = on_tip(chain, "hotfix: b returns 3", {"megatron/core/b.py": "def b():\n    return 3\n"})
     head = ported(chain)
-    assert run(chain, "publish", "--dry-run")[0] == 1
+    assert run(chain, "publish", "--no-gate", "--dry-run")[0] == 1
     # The fix the refusal names: the change becomes a patch of the series.
     patch = chain.fork_work().format_patch(hotfix, chain.toolkit / "patches" / "megatron-lm", number=5)
     data = yaml.safe_load(chain.manifest.read_text())
     data["series"].append({"file": str(patch.relative_to(chain.toolkit))})
     chain.manifest.write_text(yaml.safe_dump(data, sort_keys=False))
-    code, report = run(chain, "publish")
+    code, report = run(chain, "publish", "--no-gate")
     assert code == 0, report["problems"]
     merge = tip(chain)
     assert report["head"] != head and show(chain.fork, merge, "megatron/core/b.py").endswith("return 3")  # type: ignore[arg-type]
@@ -346,7 +346,7 @@ def test_own_paths_are_checked_with_their_line(tmp_path: Path) -> None:
     chain = make_chain(tmp_path)
     for glob, said in (("**", "matches every path"), ("../x", "'..'"), ("/etc/x", "absolute")):
         set_fork(chain, own_paths=[glob])
-        code, report = run(chain, "publish", "--dry-run")
+        code, report = run(chain, "publish", "--no-gate", "--dry-run")
         assert code == 2, glob
         message = report["problems"][0]["message"]
         assert "own_paths" in message and said in message and "manifest.yaml:" in message
@@ -355,7 +355,7 @@ def test_own_paths_are_checked_with_their_line(tmp_path: Path) -> None:
 def test_a_series_that_changes_a_fork_owned_path_is_refused(tmp_path: Path) -> None:
     chain = make_chain(tmp_path)
     ported(chain, own_paths=["README.md"])
-    code, report = run(chain, "publish", "--dry-run")
+    code, report = run(chain, "publish", "--no-gate", "--dry-run")
     assert code == 2 and tip(chain) == chain.head
     message = report["problems"][0]["message"]
     assert "README.md" in message and "0003-" in message and "fork.own_paths" in report["problems"][0]["hint"]

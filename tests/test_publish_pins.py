@@ -38,7 +38,7 @@ def _pin_chain(chain: Chain, sha: str) -> None:
 def test_check_pins_accepts_the_published_merge(tmp_path: Path) -> None:
     chain = make_chain(tmp_path)
     ported(chain)
-    assert run(chain, "publish")[0] == 0
+    assert run(chain, "publish", "--no-gate")[0] == 0
     merge = tip(chain)
     _pin_chain(chain, merge)  # type: ignore[arg-type]
     code, report = run(chain, "check-pins")
@@ -73,7 +73,7 @@ def test_check_pins_refuses_a_merge_with_another_tree_or_without_the_head(tmp_pa
 def test_bump_bridge_in_merge_mode_pins_the_published_merge(tmp_path: Path) -> None:
     chain = make_chain(tmp_path)
     head = ported(chain)
-    assert run(chain, "publish")[0] == 0
+    assert run(chain, "publish", "--no-gate")[0] == 0
     merge = tip(chain)
     code, report = run(chain, "bump-bridge", "--bridge-repo", str(chain.bridge_work.path))
     assert code == 0, report["problems"]
@@ -82,7 +82,9 @@ def test_bump_bridge_in_merge_mode_pins_the_published_merge(tmp_path: Path) -> N
     assert chain.bridge_work.git("rev-parse", f"{branch}:{BRIDGE_GITLINK}") == merge
     # In rebuild mode the default stays the reproducible head itself.
     set_fork(chain, publish="rebuild")
-    code, report = run(chain, "bump-bridge", "--dry-run", "--bridge-repo", str(chain.bridge_work.path))
+    code, report = run(
+        chain, "bump-bridge", "--no-gate", "--dry-run", "--bridge-repo", str(chain.bridge_work.path)
+    )
     assert code == 0 and report["steps"][0]["new"] == head
 
 
@@ -101,7 +103,7 @@ def test_check_pins_accepts_the_published_merge_carrying_the_forks_own_files(tmp
     chain = make_chain(tmp_path)
     old_tip = on_tip(chain, "fork: record the base", {".fork-base.json": fork_base_record(chain.base)})
     head = ported(chain)
-    assert run(chain, "publish")[0] == 0
+    assert run(chain, "publish", "--no-gate")[0] == 0
     merge = tip(chain)
     assert changed(chain.fork, head, merge) == [".fork-base.json"]  # type: ignore[arg-type]
     _pin_chain(chain, merge)  # type: ignore[arg-type]
@@ -120,7 +122,7 @@ def test_check_pins_accepts_the_published_merge_carrying_the_forks_own_files(tmp
     # A file the manifest names under fork.own_paths, committed on the published tip: published again.
     set_fork(chain, own_paths=[".fork-base.json", "docs/fork/**"])
     on_tip(chain, "fork: our docs", {"docs/fork/README.md": "FAR.AI fork\n"})
-    assert run(chain, "publish")[0] == 0
+    assert run(chain, "publish", "--no-gate")[0] == 0
     again = tip(chain)
     assert changed(chain.fork, head, again) == [".fork-base.json", "docs/fork/README.md"]  # type: ignore[arg-type]
     _pin_chain(chain, again)  # type: ignore[arg-type]

@@ -74,8 +74,8 @@ def test_a_planted_token_reaches_no_output_channel_and_no_repository(
         ("check-pins", "--github"),
         ("check-pins", "--json"),
         ("check-pins",),
-        ("bump-bridge", "--through", "nemo-rl", "--push"),
-        ("bump-bridge", "--through", "nemo-rl", "--push", "--json"),
+        ("bump-bridge", "--no-gate", "--through", "nemo-rl", "--push"),
+        ("bump-bridge", "--no-gate", "--through", "nemo-rl", "--push", "--json"),
         ("check-pins", "--json"),
     ):
         code, output = invoke(chain, *args)
@@ -101,7 +101,11 @@ def test_an_unreachable_credentialed_url_is_reported_redacted(chain: Chain) -> N
     data = yaml.safe_load(chain.manifest.read_text())
     data["fork"]["url"] = f"https://forkctl:{TOKEN}@unreachable.invalid/fork.git"
     chain.manifest.write_text(yaml.safe_dump(data, sort_keys=False))
-    for args in (("check-pins", "--json"), ("check-pins", "--github"), ("bump-bridge", "--dry-run")):
+    for args in (
+        ("check-pins", "--json"),
+        ("check-pins", "--github"),
+        ("bump-bridge", "--no-gate", "--dry-run"),
+    ):
         code, output = invoke(chain, *args)
         assert code in (1, 2), output
         assert TOKEN not in output

@@ -51,7 +51,9 @@ def test_bump_commits_are_signed_off_and_authored_by_the_identity_the_caller_nam
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     chain = make_chain(tmp_path)
-    code, first = forkctl_json(chain, "bump-bridge", "--through", "nemo-rl", "--push", "--signoff", BOT)
+    code, first = forkctl_json(
+        chain, "bump-bridge", "--no-gate", "--through", "nemo-rl", "--push", "--signoff", BOT
+    )
     assert code == 0, first["problems"]
     for bare, step in zip((chain.bridge, chain.nemo), first["steps"], strict=True):
         # What a DCO check reads: one sign-off, and it is the commit's author's.
@@ -60,7 +62,7 @@ def test_bump_commits_are_signed_off_and_authored_by_the_identity_the_caller_nam
     # Reproducible: another machine's cache, the identity from the environment (a CI bot), same commits.
     monkeypatch.setenv("FORKCTL_CACHE", str(tmp_path / "another-machine"))
     monkeypatch.setenv("FORKCTL_SIGNOFF", BOT)
-    code, again = forkctl_json(chain, "bump-bridge", "--through", "nemo-rl", "--push")
+    code, again = forkctl_json(chain, "bump-bridge", "--no-gate", "--through", "nemo-rl", "--push")
     assert code == 0, again["problems"]
     assert [s["commit"] for s in again["steps"]] == [s["commit"] for s in first["steps"]]
     assert [s["push"] for s in again["steps"]] == ["already there", "already there"]
@@ -74,12 +76,12 @@ def _set_fork(chain_manifest: Path, **values: str) -> None:
 
 def test_the_manifest_names_the_bump_identity_and_the_caller_overrides_it(tmp_path: Path) -> None:
     chain = make_chain(tmp_path)
-    code, unsigned = forkctl_json(chain, "bump-bridge", "--dry-run")
+    code, unsigned = forkctl_json(chain, "bump-bridge", "--no-gate", "--dry-run")
     assert code == 0, unsigned["problems"]
     _set_fork(chain.manifest, bump_signoff=BOT)
-    code, overridden = forkctl_json(chain, "bump-bridge", "--dry-run", "--signoff", MAINTAINER)
+    code, overridden = forkctl_json(chain, "bump-bridge", "--no-gate", "--dry-run", "--signoff", MAINTAINER)
     assert code == 0, overridden["problems"]
-    code, signed = forkctl_json(chain, "bump-bridge", "--push")
+    code, signed = forkctl_json(chain, "bump-bridge", "--no-gate", "--push")
     assert code == 0, signed["problems"]
     commit = signed["steps"][0]["commit"]
     assert _signoffs(chain.bridge, commit) == [BOT] and _who(chain.bridge, commit) == (BOT, BOT)
@@ -92,7 +94,7 @@ def test_a_sign_off_that_is_not_name_and_email_is_bad_input(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch, where: str
 ) -> None:
     chain = make_chain(tmp_path)
-    args = ["bump-bridge", "--dry-run"]
+    args = ["bump-bridge", "--no-gate", "--dry-run"]
     if where == "option":
         args += ["--signoff", "fork-bot"]
     elif where == "environment":

@@ -97,7 +97,9 @@ class FakeGh:
 
 
 def sync(chain: Chain, *args: str) -> tuple[int, dict]:
-    result = CliRunner().invoke(cli, ["--manifest", str(chain.manifest), "sync", *args, "--json"])
+    result = CliRunner().invoke(
+        cli, ["--manifest", str(chain.manifest), "sync", "--no-gate", *args, "--json"]
+    )
     return result.exit_code, json.loads(result.stdout)
 
 
@@ -141,7 +143,7 @@ def test_sync_follows_the_consumers_upstream_opens_one_pull_request_and_reruns_i
     bridge_tip = bridge_upstream_pins(chain, chain.upstream_tip)
     before = chain.refs(chain.fork)
 
-    code, plan = sync(chain, "--dry-run")
+    code, plan = sync(chain, "--no-gate", "--dry-run")
     assert code == 0, plan
     assert (plan["target"], plan["rule"], plan["consumer_commit"]) == (
         chain.upstream_tip,
@@ -163,7 +165,7 @@ def test_sync_follows_the_consumers_upstream_opens_one_pull_request_and_reruns_i
     assert branch == f"sync/upstream-{day}-{chain.upstream_tip[:12]}"  # the target's committer day
     assert chain.refs(chain.fork) == before and gh.calls() == []  # a dry run moves and asks nothing
 
-    code, done = sync(chain)
+    code, done = sync(chain, "--no-gate")
     assert code == 0, done
     refs = chain.refs(chain.fork)
     merge = refs[f"refs/heads/{branch}"]
@@ -182,7 +184,7 @@ def test_sync_follows_the_consumers_upstream_opens_one_pull_request_and_reruns_i
     assert gh.items("issue") == []  # nothing conflicts, nothing to warn of: no dashboard
 
     writes = len(gh.writes())
-    code, again = sync(chain)
+    code, again = sync(chain, "--no-gate")
     assert code == 0, again
     assert chain.refs(chain.fork) == refs and len(gh.writes()) == writes  # no push, no create, no edit
     assert again["pull_request"]["action"] == "unchanged"
@@ -195,11 +197,13 @@ def test_the_sync_head_is_the_fork_head_port_gives(tmp_path: Path, monkeypatch: 
     gh = FakeGh(tmp_path, monkeypatch)
     absorbed_by = upstream_commit(chain, "docs: readme forked (#7)", {"README.md": "upstream\nforked\n"})
     bridge_upstream_pins(chain, absorbed_by)
-    code, done = sync(chain)
+    code, done = sync(chain, "--no-gate")
     assert code == 0, done
     assert [p["result"] for p in done["patches"]][2] == "absorbed"
     assert done["patches"][2]["upstream_commit"] == absorbed_by
-    plan = CliRunner().invoke(cli, ["--manifest", str(chain.manifest), "sync", "--dry-run"]).stdout
+    plan = (
+        CliRunner().invoke(cli, ["--manifest", str(chain.manifest), "sync", "--no-gate", "--dry-run"]).stdout
+    )
     assert f"would drop 'docs: readme only': absorbed upstream (patch-id, {absorbed_by[:12]})" in plan
     assert "docs: readme only" in gh.items("pr")[0]["body"].split("### Absorbed upstream")[1]
     clone = tmp_path / "upstream-clone.git"
@@ -230,7 +234,7 @@ def test_a_conflict_moves_nothing_and_keeps_one_dashboard_naming_the_breaking_co
     bridge_upstream_pins(chain, target)
     before = chain.refs(chain.fork)
 
-    code, done = sync(chain)
+    code, done = sync(chain, "--no-gate")
     assert code == 1, done
     assert chain.refs(chain.fork) == before  # nothing moves
     assert [p["result"] for p in done["patches"]] == ["applies", "applies", "applies", "conflicts"]
@@ -250,12 +254,12 @@ def test_a_conflict_moves_nothing_and_keeps_one_dashboard_naming_the_breaking_co
     assert "```mermaid" in body
 
     writes = len(gh.writes())
-    code, again = sync(chain)
+    code, again = sync(chain, "--no-gate")
     assert code == 1 and again["dashboard"]["action"] == "unchanged" and len(gh.writes()) == writes
 
     newer = upstream_commit(chain, "upstream: unrelated 3", {"megatron/core/sub/g.py": "G = 1\n"})
     bridge_upstream_pins(chain, newer)
-    code, moved = sync(chain)
+    code, moved = sync(chain, "--no-gate")
     assert code == 1, moved
     (issue,) = gh.items("issue")  # the same issue, edited in place
     assert moved["dashboard"]["action"] == "updated" and moved["dashboard"]["number"] == issue["number"]
@@ -271,7 +275,7 @@ def test_the_dashboard_warns_of_what_upstreams_tip_will_break(
     bridge_upstream_pins(chain, chain.upstream_tip)
     breaking = upstream_commit(chain, "refactor: helper shouts", {"megatron/core/a.py": HELPER_HELLO})
     tip = upstream_commit(chain, "upstream: later", {"megatron/core/sub/h.py": "H = 1\n"})
-    code, done = sync(chain)
+    code, done = sync(chain, "--no-gate")
     assert code == 0, done
     assert done["target"] == chain.upstream_tip and done["pull_request"]["action"] == "created"
     assert done["tip"]["commit"] == tip and done["tip"]["ahead"] == 2
@@ -286,21 +290,21 @@ def test_the_target_rules(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> No
     chain = make_chain(tmp_path)
     gh = FakeGh(tmp_path, monkeypatch)
     # Upstream Bridge pins the base itself: the fork is where its consumer's upstream is.
-    code, plan = sync(chain, "--dry-run")
+    code, plan = sync(chain, "--no-gate", "--dry-run")
     assert code == 0, plan
     assert (plan["target"], plan["relation"]) == (chain.base, "base")
     assert plan["publish"]["action"] == "up-to-date" and plan["head"] == chain.head
-    code, plan = sync(chain, "--dry-run", "--onto", "upstream")
+    code, plan = sync(chain, "--no-gate", "--dry-run", "--onto", "upstream")
     assert code == 0 and (plan["target"], plan["rule"]) == (chain.upstream_tip, "upstream-tip")
-    code, plan = sync(chain, "--dry-run", "--onto", chain.upstream_tip[:10])
+    code, plan = sync(chain, "--no-gate", "--dry-run", "--onto", chain.upstream_tip[:10])
     assert code == 0 and (plan["target"], plan["rule"]) == (chain.upstream_tip, "given")
     # A pin behind the base asks nothing of the fork; a name that is no SHA is bad input.
     bridge_upstream_pins(chain, chain.base_parent)
     before = chain.refs(chain.fork)
-    code, plan = sync(chain)
+    code, plan = sync(chain, "--no-gate")
     assert code == 0 and (plan["target"], plan["relation"]) == (chain.base_parent, "behind"), plan
     assert chain.refs(chain.fork) == before and gh.calls() == []
-    code, plan = sync(chain, "--onto", "main~1")
+    code, plan = sync(chain, "--no-gate", "--onto", "main~1")
     assert code == 2 and "--onto" in plan["error"]
     # A pin beside the base (a side line of upstream) is no target: sync moves the fork forward only.
     git(chain.tmp, "clone", "-q", url(chain.upstream), str(chain.tmp / "side-work"))
@@ -309,7 +313,7 @@ def test_the_target_rules(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> No
     side = work.commit("upstream: a side line", {"megatron/core/sub/s.py": "S = 1\n"}, date=DATE)
     work.git("push", "-q", "origin", "side")
     bridge_upstream_pins(chain, side)
-    code, plan = sync(chain)
+    code, plan = sync(chain, "--no-gate")
     assert code == 1 and plan["relation"] == "diverged", plan
     assert "does not descend from the manifest base" in plan["problems"][0]["message"]
     assert chain.refs(chain.fork) == before and gh.calls() == []
@@ -321,11 +325,11 @@ def test_a_newer_target_opens_its_pull_request_and_closes_the_older_one(
     chain = make_chain(tmp_path)
     gh = FakeGh(tmp_path, monkeypatch)
     bridge_upstream_pins(chain, chain.upstream_tip)
-    code, first = sync(chain)
+    code, first = sync(chain, "--no-gate")
     assert code == 0, first
     newer = upstream_commit(chain, "upstream: later work", {"megatron/core/sub/n.py": "N = 1\n"})
     bridge_upstream_pins(chain, newer)
-    code, second = sync(chain)
+    code, second = sync(chain, "--no-gate")
     assert code == 0, second
     assert second["sync_branch"] != first["sync_branch"] and second["sync_branch"].endswith(newer[:12])
     old, new = gh.items("pr")
@@ -367,7 +371,7 @@ def test_without_gh_the_sync_branch_is_pushed_and_the_command_printed(
     chain = make_chain(tmp_path)
     monkeypatch.setenv("PATH", path_without_gh(tmp_path))
     bridge_upstream_pins(chain, chain.upstream_tip)
-    code, done = sync(chain)
+    code, done = sync(chain, "--no-gate")
     assert code == 0, done
     branch = done["sync_branch"]
     assert f"refs/heads/{branch}" in chain.refs(chain.fork)

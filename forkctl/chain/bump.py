@@ -247,16 +247,19 @@ def plan_bump(
     progress: Progress,
     pin: str | None = None,
     signoff: str | None = None,
+    note: list[str] | None = None,
 ) -> BumpPlan:
     """Plan consumers 0..last: each pins the new commit of the one before it (the first pins `pin`,
     default the fork head; in merge mode its published merge), or, where that consumer's branch already
     pins its pin (a merged bump), that branch head. Commits are made (objects only, no ref moves);
     each step is judged forward or not (`plan.forward`: the caller refuses what goes back); then the
     planned chain is checked, with the planned commits counted as reachable because they are not
-    pushed yet. `signoff` (`Name <email>`, default the manifest's fork.bump_signoff) signs each off."""
+    pushed yet. `signoff` (`Name <email>`, default the manifest's fork.bump_signoff) signs each off.
+    `note`: lines that end each message (a bump past a failing gate says so), an input of the commits
+    like the rest, so the same note makes the same commits."""
     new_pin = pin or fork.head
     branch = f"{manifest.fork.bump_branch_prefix}{new_pin[:12]}"
-    body = series_description(manifest, fork, new_pin)
+    body = series_description(manifest, fork, new_pin) + ("\n" + "\n".join(note) + "\n" if note else "")
     steps: list[BumpStep] = []
     sources: list[Source] = []
     target = (manifest.fork.url, manifest.upstream.url)

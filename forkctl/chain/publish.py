@@ -44,9 +44,10 @@ from forkctl.series import Patch, Series
 # fast-forward), push a merge of R onto the tip (merge; sync: to a new sync branch, in rebuild mode),
 # or nothing because it must not (foreign: the tip holds changes publishing would drop; sync-taken:
 # the sync branch holds another commit; moved: the branch moved while publishing; backwards: the tip
-# builds on upstream commits the base lacks; uncommitted: the toolkit's inputs are not committed).
+# builds on upstream commits the base lacks; uncommitted: the toolkit's inputs are not committed;
+# gated: the gate fails for the series and no override was given, decided by the command).
 NOTHING = ("up-to-date", "already-published", "already-synced")
-REFUSED = ("foreign", "sync-taken", "moved", "backwards", "uncommitted")
+REFUSED = ("foreign", "sync-taken", "moved", "backwards", "uncommitted", "gated")
 SYNC_PREFIX = "sync/upstream-"
 
 
@@ -108,13 +109,17 @@ def plan_publish(
     sync: bool = False,
     ported_from: list[Patch] | None = None,
     allow_backwards: bool = False,
+    note: list[str] | None = None,
 ) -> PublishPlan:
     """Read the branch at `url` and decide what publishing R takes; the merge commit, if one is needed,
     is made (objects only, in `fork.store`), nothing is pushed. `sync` (forkctl sync): whatever
     fork.publish says, what lands R goes to the sync branch, for a pull request; `branch` never moves.
     `ported_from`: the series R was ported from (sync), whose commits on the tip are the series' too
     (one absorbed upstream is in no patch of R, and is not the tip's own change). A tip on a newer
-    upstream base than R's is refused (`backwards`) unless `allow_backwards`."""
+    upstream base than R's is refused (`backwards`) unless `allow_backwards`. `note`: lines that end the
+    merge's message (a publish past a failing gate says so there); an input of the merge like the rest,
+    so the same note makes the same merge, and a published merge is recognised by its parents and tree
+    whatever its message says."""
     mode = manifest.fork.publish
     digest = Series(base=fork.base, patches=fork.patches).digest
     own = fork.owned or own_files(manifest, fork.base)
@@ -162,7 +167,7 @@ def plan_publish(
     if plan.foreign:
         plan.action, plan.new = "foreign", None
         return plan
-    plan.new, plan.carried = _merge_commit(store, tip, manifest, fork, branch, digest)
+    plan.new, plan.carried = _merge_commit(store, tip, manifest, fork, branch, digest, note or [])
     plan.action = "merge"
     if mode == "rebuild" or sync:  # never a non-fast-forward of the branch: a sync branch a person lands
         return _to_sync_branch(plan, store, refs, plan.new)
@@ -203,6 +208,8 @@ def _to_sync_branch(plan: PublishPlan, store: GitRepo, refs: dict[str, str], new
     plan.new = new
     plan.target = sync_branch(store, plan.base)
     plan.target_before = refs.get(f"refs/heads/{plan.target}")
+    if plan.target_before not in (None, new) and _same_merge(store, plan.url, plan.target_before, new):
+        new = plan.new = plan.target_before  # the same merge, another message (an override note or none)
     plan.land = land_command(plan.url, plan.target, plan.branch)
     plan.action = {None: "sync", new: "already-synced"}.get(plan.target_before, "sync-taken")
     if plan.action == "sync-taken":
@@ -210,8 +217,17 @@ def _to_sync_branch(plan: PublishPlan, store: GitRepo, refs: dict[str, str], new
     return plan
 
 
+def _same_merge(store: GitRepo, url: str, found: str, new: str) -> bool:
+    """Is `found` (a sync branch's tip at `url`) the merge `new` is, but for its message: the same
+    parents and tree? Then it lands the same head onto the same tip."""
+    if gitstore.fetch_sha_why(store, url, found) is not None:
+        return False
+    ours, theirs = store.commit_infos([new, found])
+    return len(ours.parents) == 2 and ours.parents == theirs.parents and ours.tree == theirs.tree
+
+
 def _merge_commit(
-    store: GitRepo, tip: str, manifest: Manifest, fork: ForkContext, branch: str, digest: str
+    store: GitRepo, tip: str, manifest: Manifest, fork: ForkContext, branch: str, digest: str, note: list[str]
 ) -> tuple[str, list[str]]:
     """(M, the fork-owned paths it takes from T): the published tree, parents [T, R], a message naming
     R, the base and the series, a fixed identity and the later of T's and R's committer dates (so M is
@@ -242,6 +258,8 @@ def _merge_commit(
             f"Previous tip of {branch}: {tip}. This merge has the fork head's tree; its first parent",
             "is the branch's history (forkctl publish, fork.publish: merge).",
         ]
+    if note:  # only when there is one: a merge without it keeps the words it always had
+        lines += ["", *note]
     identity = Identity(SYNTHETIC_NAME, SYNTHETIC_EMAIL, date)
     return store.commit_tree(tree, [tip, fork.head], "\n".join(lines) + "\n", identity), carried
 

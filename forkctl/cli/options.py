@@ -85,3 +85,16 @@ def fork_repo(help: str) -> Decorator:
 def through(help: str) -> Decorator:
     """`--through CONSUMER`: the last consumer of the chain a verb moves (default: the first one)."""
     return click.option("--through", "through", metavar="CONSUMER", help=help)
+
+
+def no_gate() -> Decorator:
+    """`--no-gate`: a move (publish, bump-bridge, sync) goes past a failing gate, in the open."""
+    return click.option(
+        "--no-gate",
+        "no_gate",
+        is_flag=True,
+        help="Publish even where the gate fails for the series (no GPU evidence for it: see forkctl gate). "
+        "Without it such a move is refused (exit 1, nothing pushed) with the gate's findings and the "
+        "forkctl validate that records the evidence. The override is written into what is published "
+        "(the merge commit, the bump commits, the pull-request body): 'Published without GPU evidence'.",
+    )

@@ -26,11 +26,14 @@ from forkctl.cli import options, verbs
 from forkctl.cli.kit import Context, forkctl_command, output_options
 from forkctl.errors import BadInput
 from forkctl.files import atomic_write_text, cache_root
-from forkctl.gpu.gate import summarise
+from forkctl.gpu import gatecheck
+from forkctl.gpu.gate import GateSummary
 from forkctl.manifest import Manifest
 from forkctl.report import Level, Problem, Report
+from forkctl.report import gatemoves as gate_views
 from forkctl.report.chain import backwards_json, bump_json, bump_lines, chain_report
 from forkctl.report.pullrequest import pr_body
+from forkctl.series import Series
 
 
 def _through_index(manifest, through: str | None) -> int:  # type: ignore[no-untyped-def]
@@ -85,20 +88,70 @@ def _pin(manifest: Manifest, fork: ForkContext, fork_commit: str | None) -> str:
     return next((sha for sha in pins if fork_commit and sha.startswith(fork_commit.lower())), pins[0])
 
 
+class _Gate:
+    """The gate's verdict on the series whose fork head is pinned (the manifest's: the pin is always
+    apply(series, base) or its published merge), whether --no-gate overrides it, and the note the
+    override writes into the bump commits and the pull-request bodies."""
+
+    def __init__(self, manifest: Manifest, fork: ForkContext, no_gate: bool) -> None:
+        self.series = Series(base=fork.base, patches=fork.patches)
+        self.summary: GateSummary = gatecheck.judge(manifest, self.series)
+        self.fails = not gatecheck.passes(self.summary)
+        self.no_gate = no_gate
+        self.note = gatecheck.override_note(self.summary, self.series) if no_gate else []
+
+    def refuses(self, out: Report, push: bool, dry_run: bool) -> bool:
+        """Refuse --push / --open-pr past a failing gate (a dry run says it would); a local run is
+        told what a push would meet; an override is said."""
+        if not self.fails:
+            return False
+        if self.no_gate:
+            out.problems.append(gate_views.overridden("bump-bridge", self.note, "the bump commits' messages"))
+            return False
+        if push or dry_run:
+            digest = gatecheck.digest_of(self.summary, self.series)
+            found = gatecheck.findings(self.summary)
+            for problem in gate_views.refusal("bump-bridge", digest, found, self._hint(), dry_run):
+                out.fail(problem)
+            return True
+        out.problems.append(
+            Problem(
+                f"the gate fails for series {gatecheck.digest_of(self.summary, self.series)[:12]}: "
+                "bump-bridge --push would refuse these branches (see forkctl gate); pushing them by hand "
+                "publishes them without GPU evidence, and their commits do not say so",
+                level=Level.WARNING,
+                hint=self._hint(),
+            )
+        )
+        return False
+
+    @staticmethod
+    def _hint() -> str:
+        return gatecheck.refusal_hint("bump-bridge")
+
+    def json(self) -> dict:
+        return gate_views.gate_json(self.summary, self.no_gate and self.fails, self.note)
+
+
 def _open_pull_requests(
-    manifest: Manifest, fork: ForkContext, plan: BumpPlan, out: Report, progress: Callable[[str], None]
+    manifest: Manifest,
+    fork: ForkContext,
+    plan: BumpPlan,
+    out: Report,
+    progress: Callable[[str], None],
+    gate: _Gate,
 ) -> tuple[list[dict], list[str]]:
     """Open or update one pull request per pushed branch with gh; without gh, print body and command."""
     facts = manifest_facts(manifest, fork.patches)
     complete(facts, manifest, fork, plan, progress)
-    summary = summarise(manifest)
+    summary = gate.summary
     gh = github.gh_on_path()
     opened: list[dict] = []
     lines: list[str] = []
     for step in (s for s in plan.steps if not s.done):  # a step done on its branch has no branch
         body_file = _body_file(step)
         body_file.parent.mkdir(parents=True, exist_ok=True)
-        atomic_write_text(body_file, pr_body(manifest, facts, summary, step))
+        atomic_write_text(body_file, pr_body(manifest, facts, summary, step, override=gate.note))
         title = f"build: pin {step.gitlink} at {step.new[:12]} (forkctl bump)"
         spec = github.PullRequestSpec(step.consumer.fork, step.consumer.branch, step.branch, title, body_file)
         entry: dict = {"repo": spec.repo, "base": spec.base, "head": spec.head, "body_file": str(body_file)}
@@ -226,7 +279,13 @@ def _refused_backwards(out: Report, plan: BumpPlan, allowed: bool, described: li
     "<EMAIL> and ends with its Signed-off-by. Default: $FORKCTL_SIGNOFF (a bot in CI), else the "
     "manifest's fork.bump_signoff, else none (forkctl's own identity, unsigned).",
 )
-@click.option("--dry-run", is_flag=True, help="Print the plan (and the check it would pass); change no ref.")
+@options.no_gate()
+@click.option(
+    "--dry-run",
+    is_flag=True,
+    help="Print the plan (and the check it would pass); change no ref. Refused (exit 1) like --push "
+    "where the gate fails and --no-gate is not given.",
+)
 @click.option(
     "--push",
     is_flag=True,
@@ -251,6 +310,7 @@ def command(
     upstream_repo: str | None,
     allow_backwards: bool,
     signoff: str | None,
+    no_gate: bool,
     dry_run: bool,
     push: bool,
     open_pr: bool,
@@ -268,9 +328,13 @@ def command(
     rebase, its branch deleted or not) is done: no commit, no branch, and the next consumer pins that
     branch commit. An existing bump branch built on the consumer branch moves forward by one commit;
     one made from an older consumer branch is refused (exit 2).
+    The gate: --push, --open-pr and --dry-run are refused where the gate fails for the series whose
+    fork head is pinned (no GPU evidence: forkctl gate), with its findings and the forkctl validate
+    that records the evidence, unless --no-gate, which is written into every bump commit's message and
+    pull-request body ("Published without GPU evidence"). A local run only warns.
     Exit 0 done, 1 a step would go back (see --allow-backwards), the bumped chain fails
-    check-pins, or --open-pr opened nothing (gh missing or refused: the body and the gh command to run
-    are printed), 2 bad input.
+    check-pins, the gate fails (see --no-gate), or --open-pr opened nothing (gh missing or refused: the
+    body and the gh command to run are printed), 2 bad input.
     """
     if dry_run and (push or open_pr):
         flag = "--open-pr" if open_pr else "--push"
@@ -285,12 +349,17 @@ def command(
         fork = fork_context(manifest, upstream_repo, progress)
         pin = _pin(manifest, fork, fork_commit)
         clones = _local_clones(last, bridge_repo, through_repo)
-        plan = plan_bump(manifest, fork, last, clones, progress, pin=pin, signoff=signoff)
+        gate = _Gate(manifest, fork, no_gate)
+        plan = plan_bump(manifest, fork, last, clones, progress, pin=pin, signoff=signoff, note=gate.note)
         steps = plan.steps
         out = chain_report("bump-bridge", manifest, plan.check)
         described = bump_lines(steps)
-        out.data["backwards"] = backwards_json(plan.forward)
+        out.data["backwards"], out.data["gate"] = backwards_json(plan.forward), gate.json()
         if _refused_backwards(out, plan, allow_backwards, described):
+            return out
+        if gate.refuses(out, push, dry_run):
+            out.lines = [*described, "the gate fails: no branch was created", *out.lines]
+            out.data["steps"] = bump_json(steps, created=False, pushed=False)
             return out
         if not out.ok:
             out.lines = [
@@ -311,7 +380,7 @@ def command(
         if push:
             push_steps(steps, progress)
             if open_pr:
-                opened, pr_lines = _open_pull_requests(manifest, fork, plan, out, progress)
+                opened, pr_lines = _open_pull_requests(manifest, fork, plan, out, progress, gate)
         made = any(not step.done and step.commit != step.existing for step in steps)
         header = "created:" if made else "nothing to create: every step is there already"
         out.lines = [header, *described, *out.lines, *_push_lines(steps, push, open_pr), *pr_lines]

@@ -2,7 +2,8 @@
 
 Builds a synthetic upstream from the installed megatron-core's `megatron/` tree, the fork by the apply
 core, a Bridge-shaped and a NeMo-RL-shaped consumer (local bare remotes), then runs check-pins (finds
-the unpatched base), bump-bridge --through nemo-rl --push, and check-pins on the bumped branches.
+the unpatched base), bump-bridge --through nemo-rl --push --no-gate (the demo's series, on a synthetic
+base, has no GPU evidence: the chain moves without it, in the open), and check-pins on the bumped branches.
 """
 
 from __future__ import annotations
@@ -20,8 +21,10 @@ from forkctl.cli.kit import Context, forkctl_command, output_options
 from forkctl.demo import chain as demochain
 from forkctl.demo.package import find_installed
 from forkctl.errors import BadInput
+from forkctl.gpu import gatecheck
 from forkctl.report import Problem, Report, Table
 from forkctl.report.chain import chain_report, records_json, text_diagram
+from forkctl.series import Series, parse_patches
 
 
 def _workdir(keep: Path | None) -> tuple[Path, tempfile.TemporaryDirectory[str] | None]:
@@ -68,8 +71,9 @@ def _first_failure(result: ChainResult) -> str:
 @forkctl_command
 def command(ctx: Context, keep: Path | None) -> Report:
     """Run the whole flow offline on a chain built from the installed megatron-core: check-pins finds the
-    consumer pinning the unpatched upstream base, bump-bridge --through nemo-rl --push moves the chain to
-    apply(series, base), check-pins on the bumped branches passes. Uses the real manifest's patch series;
+    consumer pinning the unpatched upstream base, bump-bridge --through nemo-rl --push --no-gate moves the
+    chain to apply(series, base) (no GPU run recorded the demo's series, so the bump commits say they
+    were published without GPU evidence), check-pins on the bumped branches passes. Uses the real manifest's patch series;
     touches none of your repositories and not ~/.cache/forkctl. Exit 0 when the final check passes, 1 when
     it fails, 2 when the series does not apply to the installed megatron-core."""
     root, scratch = _workdir(keep)
@@ -79,14 +83,32 @@ def command(ctx: Context, keep: Path | None) -> Report:
             real = ctx.manifest()
             package = find_installed(real.package)
             chain = demochain.build_chain(root, real, package, step)
-            flow = demochain.run_flow(chain, step)
-        return _report(chain, flow, keep is not None)
+            note = _no_evidence(chain)
+            flow = demochain.run_flow(chain, step, note)
+        return _report(chain, flow, keep is not None, note)
     finally:
         if scratch is not None:
             scratch.cleanup()
 
 
-def _report(chain: demochain.DemoChain, flow: demochain.Flow, kept: bool) -> Report:
+def _no_evidence(chain: demochain.DemoChain) -> list[str]:
+    """The override the demo's bump commits carry. The demo's series is the real patches on a synthetic
+    base made from the installed package: no GPU run ever recorded evidence for it, so the demo moves
+    the chain as `bump-bridge --push --no-gate` would, in the open, rather than pretend to evidence."""
+    series = Series(base=chain.base, patches=parse_patches(chain.manifest.patch_paths()))
+    package = " ".join(
+        filter(None, [chain.package.distribution or chain.package.name, chain.package.version])
+    )
+    why = (
+        f"forkctl demo: the series is the toolkit's {len(series.patches)} patches on a synthetic upstream "
+        f"base {chain.base[:12]} built from the installed {package}; no GPU run recorded evidence for it"
+    )
+    return gatecheck.note_lines(series.digest, [why])
+
+
+def _report(
+    chain: demochain.DemoChain, flow: demochain.Flow, kept: bool, note: list[str] | None = None
+) -> Report:
     manifest = chain.manifest
     out = Report(command="demo")
     out.tables += _tables("before", flow.first, manifest)
@@ -99,6 +121,7 @@ def _report(chain: demochain.DemoChain, flow: demochain.Flow, kept: bool) -> Rep
         out.lines.append(f"the demo chain is kept in {chain.root} (toolkit: {chain.toolkit})")
     out.lines.append(verdict)
     out.data = _data(chain, flow, kept, verdict)
+    out.data["bump"]["gate_note"] = note or []
     return out
 
 
@@ -141,9 +164,14 @@ def _story(chain: demochain.DemoChain, flow: demochain.Flow) -> list[str]:
         url_note = f", .gitmodules url -> {step.url_changed[1]}" if step.url_changed else ""
         url_note += "".join(f", {r.path} -> {r.new[:12]}" for r in step.records)
         lines.append(
-            f"2. bump-bridge: {step.consumer.name} {step.branch} = {step.commit[:12]}: {step.gitlink} "
+            f"2. bump-bridge --no-gate: {step.consumer.name} {step.branch} = {step.commit[:12]}: {step.gitlink} "
             f"{(step.old or '-')[:12]} -> {step.new[:12]}{url_note}"
         )
+    lines.append(
+        "   (as bump-bridge --no-gate: no GPU run recorded the demo's series, so the chain moves without GPU evidence, "
+        "in the open: each bump commit says 'Published without GPU evidence'; a real toolkit records it "
+        "with forkctl validate first)"
+    )
     final_state = "OK" if flow.final.ok else "FAILED"
     lines.append(f"3. check-pins on {flow.branch}: {final_state}")
     return lines + text_diagram(manifest, flow.final)
@@ -153,10 +181,13 @@ def _verdict(flow: demochain.Flow) -> str:
     if flow.final.ok and not flow.first.ok:
         return (
             f"demo: OK: the chain was pinning the unpatched base; after one bump every consumer pins "
-            f"apply(series, base) = {flow.fork.head[:12]}"
+            f"apply(series, base) = {flow.fork.head[:12]} (moved without GPU evidence, as bump-bridge --no-gate)"
         )
     if flow.final.ok:
-        return "demo: OK: the final check passes (the first check already passed too)"
+        return (
+            "demo: OK: the final check passes (the first check already passed too; moved without GPU "
+            "evidence, as bump-bridge --no-gate)"
+        )
     return f"demo: FAILED: after the bump check-pins still fails: {_first_failure(flow.final)}"
 
 

@@ -27,8 +27,12 @@ from forkctl.cli import options, verbs
 from forkctl.cli.kit import Context, forkctl_command, output_options
 from forkctl.git.refs import check_branch_name
 from forkctl.git.remote import RemoteMoved
+from forkctl.gpu import gatecheck
+from forkctl.gpu.gate import GateSummary
 from forkctl.manifest import Manifest
 from forkctl.report import Level, Problem, Report
+from forkctl.report import gatemoves as gate_views
+from forkctl.series import Series
 
 _SAY = {
     "create": "{branch} does not exist at {url}: {verb} it at the fork head {head}",
@@ -44,6 +48,42 @@ _SAY = {
     "already-synced": "{target} already holds the merge {new} of the fork head {head} onto {branch} "
     "{before}: nothing to do; land it with: {land}",
 }
+
+
+class _Gate:
+    """The gate's verdict on the published series, whether --no-gate overrides it, and the note the
+    override writes into the merge commit (empty when the gate passes)."""
+
+    def __init__(self, manifest: Manifest, series: Series, no_gate: bool) -> None:
+        self.series = series
+        self.summary: GateSummary = gatecheck.judge(manifest, series)
+        self.fails = not gatecheck.passes(self.summary)
+        self.no_gate = no_gate
+        self.note = gatecheck.override_note(self.summary, series) if no_gate else []
+
+    def judge(self, out: Report, plan: PublishPlan, dry_run: bool) -> None:
+        """Refuse a plan that pushes past a failing gate (the plan then pushes nothing), or say the
+        override and where it is written."""
+        if not (self.fails and plan.pushes):
+            return
+        if not self.no_gate:
+            digest = gatecheck.digest_of(self.summary, self.series)
+            found = gatecheck.findings(self.summary)
+            hint = gatecheck.refusal_hint("publish")
+            for problem in gate_views.refusal("publish", digest, found, hint, dry_run):
+                out.fail(problem)
+            plan.action, plan.new = "gated", None
+            return
+        where = (
+            "the merge commit's message"
+            if plan.new != plan.head
+            else "this output only: a fast-forward pushes the fork head's own commits, whose messages are "
+            "the patches'; bump-bridge --no-gate writes it into the consumers' commits"
+        )
+        out.problems.append(gate_views.overridden("publish", self.note, where))
+
+    def json(self) -> dict:
+        return gate_views.gate_json(self.summary, self.no_gate and self.fails, self.note)
 
 
 def _summary(plan: PublishPlan, dry_run: bool) -> str:
@@ -63,6 +103,8 @@ def _summary(plan: PublishPlan, dry_run: bool) -> str:
             f"{plan.branch} {before} builds on {(plan.tip_base or '')[:12]}, newer than the manifest base "
             f"{plan.base[:12]}: nothing pushed"
         )
+    if plan.action == "gated":
+        return f"the gate fails for series {plan.digest[:12]} (no GPU evidence): nothing pushed"
     verb = {"create": "would create" if dry_run else "created"}.get(plan.action, "")
     verb = verb or ("would push" if dry_run else "pushed")
     carried = f" + the fork's own {', '.join(plan.carried)} from {before}" if plan.carried else ""
@@ -143,6 +185,7 @@ def _refusal(plan: PublishPlan) -> Problem | None:
     "(the merge would revert the upstream commits between them). Without it that is refused (exit 1) "
     "with the way forward: forkctl port --onto the branch's base.",
 )
+@options.no_gate()
 @click.option("--dry-run", is_flag=True, help="Read the branch and say what would be pushed; push nothing.")
 @output_options()
 @forkctl_command
@@ -152,6 +195,7 @@ def command(
     branch: str | None,
     to_url: str | None,
     allow_backwards: bool,
+    no_gate: bool,
     dry_run: bool,
 ) -> Report:
     """Publish the fork head apply(series, base) to the fork's branch at its URL, never forced.
@@ -167,9 +211,12 @@ def command(
     upstream) is refused, with the forkctl port --onto that moves the toolkit there, unless
     --allow-backwards. A toolkit that is a git checkout publishes only the manifest and patch files
     its HEAD holds: uncommitted, untracked or ignored ones are refused (commit them).
+    The gate: a push of a series the gate fails for (no GPU evidence: forkctl gate) is refused, with the
+    gate's findings and the forkctl validate that records the evidence, unless --no-gate; that
+    override is written into the merge commit's message (an input of that reproducible commit).
     Exit 0 published or nothing to do; 1 refused: such changes on the tip, a tip on a newer base,
-    uncommitted toolkit files, the sync branch holds another commit, or the branch moved while
-    publishing (run it again); 2 bad input. --dry-run refuses the same way.
+    uncommitted toolkit files, the gate fails, the sync branch holds another commit, or the branch
+    moved while publishing (run it again); 2 bad input. --dry-run refuses the same way.
     """
     manifest = ctx.manifest()
     branch = check_branch_name(branch or manifest.fork.branch)
@@ -181,10 +228,15 @@ def command(
         out.fail(_uncommitted(top, uncommitted))
         return _refused_early(out, manifest, branch, url, uncommitted, dry_run)
     fork = fork_context(manifest, str(repo_path) if repo_path else None, report.info, location_flag="--repo")
-    plan = plan_publish(manifest, fork, branch, url, report.info, allow_backwards=allow_backwards)
+    gate = _Gate(manifest, Series(base=fork.base, patches=fork.patches), no_gate)
+    plan = plan_publish(
+        manifest, fork, branch, url, report.info, allow_backwards=allow_backwards, note=gate.note
+    )
     if plan.backwards is not None and plan.action != "backwards":  # --allow-backwards: said, not hidden
         out.problems.append(_backwards(plan, plan.backwards))
     refusal = _refusal(plan)
+    if refusal is None:
+        gate.judge(out, plan, dry_run)
     if refusal is not None:
         out.fail(refusal)
     elif plan.pushes and not dry_run:
@@ -206,11 +258,17 @@ def command(
     )
     if dry_run and plan.pushes:
         out.lines.append("dry run: nothing was pushed")
-    out.data = {
+    out.data = _plan_json(plan, uncommitted, dry_run, summary, gate)
+    return out
+
+
+def _plan_json(plan: PublishPlan, uncommitted: list[str], dry_run: bool, summary: str, gate: _Gate) -> dict:
+    """The report's JSON: the plan, what became of it, and the gate's verdict on the series."""
+    return {
         "mode": plan.mode,
         "action": plan.action,
-        "branch": branch,
-        "url": url,
+        "branch": plan.branch,
+        "url": plan.url,
         "before": plan.before,
         "tip": _tip(plan),
         "head": plan.head,
@@ -227,8 +285,8 @@ def command(
         "pushed": plan.pushes and not dry_run,
         "dry_run": dry_run,
         "summary": summary,
+        "gate": gate.json(),
     }
-    return out
 
 
 def _backwards_json(plan: PublishPlan) -> dict[str, object] | None:
@@ -259,6 +317,7 @@ def _refused_early(
         "pushed": False,
         "dry_run": dry_run,
         "summary": summary,
+        "gate": None,  # not judged: nothing is published from uncommitted files
     }
     return out
 

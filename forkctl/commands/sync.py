@@ -25,9 +25,11 @@ from forkctl.cli import options, verbs
 from forkctl.cli.kit import Context, forkctl_command, output_options
 from forkctl.files import atomic_write_text, cache_root
 from forkctl.git.remote import RemoteMoved
+from forkctl.gpu import gatecheck
 from forkctl.gpu.evidence import evidence_dir, evidence_path
 from forkctl.manifest import Manifest
 from forkctl.report import Level, Problem, Report
+from forkctl.report import gatemoves as gate_views
 from forkctl.report import sync as views
 from forkctl.report.chain import way_json, way_problem
 from forkctl.report.preview import verdict_words
@@ -201,12 +203,38 @@ def _gh_call(out: Report, what: str, call, manual: list[str] | None = None) -> d
     return {"action": opened.action, "url": opened.url, "number": opened.number, "command": opened.command}
 
 
-def _pull_request(manifest: Manifest, plan: SyncPlan, out: Report) -> dict:
+def _gated(manifest: Manifest, plan: SyncPlan, out: Report, no_gate: bool, dry_run: bool) -> list[str] | None:
+    """The gate on the ported series, where the sync would push its branch or open its pull request:
+    None when it refuses (the report says why), else the override note (empty when the gate passes
+    or nothing would be published)."""
+    publish = plan.publish
+    if plan.conflicts or publish is None or publish.target == publish.branch:
+        return []
+    if publish.action not in ("sync", "already-synced"):
+        return []  # refused for another reason (_publish says which)
+    series = gatecheck.ported_series(manifest, plan.target.commit, plan.ported, plan.files)
+    summary = gatecheck.judge(manifest, series)
+    note = gatecheck.override_note(summary, series)
+    out.data["gate"] = gate_views.gate_json(summary, bool(note) and no_gate, note if no_gate else [])
+    if not note:
+        return []
+    if no_gate:
+        out.problems.append(gate_views.overridden("sync", note, "the sync pull request's body"))
+        return note
+    digest = gatecheck.digest_of(summary, series)
+    hint = gatecheck.refusal_hint("sync")
+    for problem in gate_views.refusal("sync", digest, gatecheck.findings(summary), hint, dry_run):
+        out.fail(problem)
+    out.lines.append("the gate fails for the ported series: no branch was pushed, no pull request opened")
+    return None
+
+
+def _pull_request(manifest: Manifest, plan: SyncPlan, out: Report, note: list[str]) -> dict:
     publish = plan.publish
     assert publish is not None
     body_file = _body_file("pr", publish.target)
     body_file.parent.mkdir(parents=True, exist_ok=True)
-    atomic_write_text(body_file, views.pr_body(manifest, plan, _evidence_file(manifest, plan)))
+    atomic_write_text(body_file, views.pr_body(manifest, plan, _evidence_file(manifest, plan), note))
     spec = github.PullRequestSpec(
         manifest.fork.repo, manifest.fork.branch, publish.target, views.pr_title(manifest, plan), body_file
     )
@@ -285,6 +313,7 @@ def _report(manifest: Manifest, plan: SyncPlan, dry_run: bool) -> Report:
             ],
         },
         "dry_run": dry_run,
+        "gate": None,  # the gate on the ported series, where it would be published
     }
     return out
 
@@ -298,18 +327,30 @@ def _report(manifest: Manifest, plan: SyncPlan, dry_run: bool) -> Report:
     "nearest consumer's own upstream pins on its default branch, when it descends from the base.",
 )
 @options.upstream_repo("Where upstream's objects are (a clone lent as objects, or a URL).")
-@click.option("--dry-run", is_flag=True, help="Print the plan: push nothing, ask gh nothing.")
+@options.no_gate()
+@click.option(
+    "--dry-run",
+    is_flag=True,
+    help="Print the plan: push nothing, ask gh nothing. Refused (exit 1) like the real run where the "
+    "gate fails for the ported series and --no-gate is not given.",
+)
 @output_options(github=True)
 @forkctl_command
-def command(ctx: Context, onto: str | None, upstream_repo: str | None, dry_run: bool) -> Report:
+def command(
+    ctx: Context, onto: str | None, upstream_repo: str | None, no_gate: bool, dry_run: bool
+) -> Report:
     """Port the series onto what the consumers' upstream pins; open the sync pull request or the dashboard.
 
     \b
     Clean: the merge that lands the ported head goes to sync/upstream-<date>-<sha12> on the fork, and
     one pull request into the fork branch says why, what was absorbed, the range-diff, the chain and
     the GPU evidence still needed. A conflict: nothing moves; one dashboard issue on the fork (found
-    again by a marker) names the upstream commit that first breaks each patch. Exit 0 synced or
-    nothing to do; 1 a patch conflicts, the target is beside the base, or a push or gh failed; 2 bad input.
+    again by a marker) names the upstream commit that first breaks each patch.
+    The gate: where the gate fails for the ported series (a new base has no GPU evidence until it is
+    recorded), nothing is pushed and no pull request or issue is touched, unless --no-gate, which is
+    written at the top of the pull request's body ("Published without GPU evidence").
+    Exit 0 synced or nothing to do; 1 a patch conflicts, the target is beside the base, the gate fails,
+    or a push or gh failed; 2 bad input.
     """
     manifest = ctx.manifest()
     with report.phases("sync") as progress:
@@ -320,11 +361,14 @@ def command(ctx: Context, onto: str | None, upstream_repo: str | None, dry_run: 
         plan = plan_sync(manifest, fork, target, progress)
         plan.tip = preview_tip(manifest, fork, plan, progress)
     out = _report(manifest, plan, dry_run)
+    note = _gated(manifest, plan, out, no_gate, dry_run)
+    if note is None:
+        return out
     if dry_run:
         out.lines += _would(manifest, plan)
         return out
     if not plan.conflicts and _publish(plan, out, fork.store):
-        out.data["pull_request"] = _pull_request(manifest, plan, out)
+        out.data["pull_request"] = _pull_request(manifest, plan, out, note)
     out.data["dashboard"] = _dashboard(manifest, plan, out)
     return out
 

@@ -341,10 +341,13 @@ class Flow(msgspec.Struct):
     branch: str
 
 
-def bump_and_push(manifest: Manifest, fork: ForkContext, progress: Progress) -> BumpPlan:
+def bump_and_push(
+    manifest: Manifest, fork: ForkContext, progress: Progress, note: list[str] | None = None
+) -> BumpPlan:
     """bump-bridge --through <last consumer> --push, through the chain core: plan every consumer's
-    commit, check the planned chain (it must pass), then create and push the branches (never forced)."""
-    plan = plan_bump(manifest, fork, len(manifest.consumers) - 1, {}, progress)
+    commit, check the planned chain (it must pass), then create and push the branches (never forced).
+    `note`: the override the bump commits carry (the demo's series has no GPU evidence: --no-gate)."""
+    plan = plan_bump(manifest, fork, len(manifest.consumers) - 1, {}, progress, note=note)
     if plan.check.ok:
         for step in plan.steps:
             apply_step(step)
@@ -352,7 +355,8 @@ def bump_and_push(manifest: Manifest, fork: ForkContext, progress: Progress) -> 
     return plan
 
 
-def run_flow(chain: DemoChain, progress: Progress) -> Flow:
+def run_flow(chain: DemoChain, progress: Progress, note: list[str] | None = None) -> Flow:
+    """check-pins, bump-bridge --push (its commits carrying `note`), check-pins on the bumped branches."""
     manifest = chain.manifest
     fork = fork_context(manifest, None, progress)
     if fork.head != chain.fork_head:  # two builds of one function must agree, or nothing else matters
@@ -362,8 +366,9 @@ def run_flow(chain: DemoChain, progress: Progress) -> Flow:
         )
     progress("step 1: check-pins on the consumers' branches as they are")
     first = check_chain(manifest, [Source(c) for c in manifest.consumers], progress=progress, fork=fork)
-    progress(f"step 2: bump-bridge --through {manifest.consumers[-1].name} --push")
-    plan = bump_and_push(manifest, fork, progress)
+    flag = " --no-gate" if note else ""
+    progress(f"step 2: bump-bridge --through {manifest.consumers[-1].name} --push{flag}")
+    plan = bump_and_push(manifest, fork, progress, note)
     if not plan.check.ok:
         return Flow(fork, first, plan.steps, plan.check, plan.check, plan.branch)
     progress(f"step 3: check-pins on the pushed {plan.branch} branches")

@@ -170,8 +170,41 @@ def chain_mermaid(manifest: Manifest, facts: MoveFacts) -> str:
     return mermaid_unchecked(manifest, facts.fork_head, len(facts.series))
 
 
+def gate_verdict(summary: GateSummary) -> str:
+    """The gate's verdict in one word, as `forkctl gate` would exit: passes, fails, or (a gate that
+    passes while required environments are pending) passes-with-pending."""
+    verdict = summary.verdict
+    if verdict is None or not verdict.ok:
+        return "fails"
+    return "passes-with-pending" if verdict.pending else "passes"
+
+
+def _verdict_line(summary: GateSummary) -> str:
+    """The verdict, stated first: a reviewer reads whether `forkctl gate` passes before the details."""
+    verdict, word = summary.verdict, gate_verdict(summary)
+    if verdict is None:
+        return "**Gate verdict: fails** (the gate could not judge, see below)."
+    if word == "fails":
+        return (
+            f"**Gate verdict: fails** ({len(verdict.problems)} findings, listed under what it still needs)."
+        )
+    if word == "passes-with-pending":
+        pending = ", ".join(code(tag) for tag in verdict.pending)
+        return f"**Gate verdict: passes**, with required environments PENDING (not recorded): {pending}."
+    return "**Gate verdict: passes**."
+
+
+def override_lines(note: list[str]) -> list[str]:
+    """A move past a failing gate says so at the top (the first line is forkctl's own words; the
+    findings are data, in code)."""
+    if not note:
+        return []
+    first, *found = note
+    return [f"> **{first}**", *(f"> - {code(line.removeprefix('- '))}" for line in found), ""]
+
+
 def _evidence(summary: GateSummary) -> list[str]:
-    lines = ["## GPU evidence", ""]
+    lines = ["## GPU evidence", "", _verdict_line(summary), ""]
     verdict, evidence = summary.verdict, summary.evidence
     if verdict is None:
         return [*lines, f"_The gate could not judge:_ {code(summary.error)}", ""]
@@ -217,12 +250,19 @@ def _gate_needs(manifest: Manifest, summary: GateSummary) -> list[str]:
     return [*lines, ""]
 
 
-def pr_body(manifest: Manifest, facts: MoveFacts, summary: GateSummary, step: BumpStep | None = None) -> str:
-    """The whole Markdown body; `step`: the consumer pull request it is for (a header says what moves).
+def pr_body(
+    manifest: Manifest,
+    facts: MoveFacts,
+    summary: GateSummary,
+    step: BumpStep | None = None,
+    override: list[str] | None = None,
+) -> str:
+    """The whole Markdown body; `step`: the consumer pull request it is for (a header says what moves);
+    `override`: the note of a move past a failing gate (--no-gate), said first.
     It fits GitHub's limit: the range-diff gets what the other parts leave, and a body still too long
     is cut with a note."""
     head = facts.fork_head[:12] if facts.fork_head else "(not built)"
-    before = [f"## Move the chain to fork head {code(head)}", ""]
+    before = [f"## Move the chain to fork head {code(head)}", "", *override_lines(override or [])]
     before += step_header(step) if step is not None else []
     before += _why(manifest, facts) + _series(facts) + _dropped(facts)
     after = [*_records(facts), "### The chain", "", chain_mermaid(manifest, facts), ""]
@@ -272,6 +312,8 @@ def pr_parts(manifest: Manifest, facts: MoveFacts, summary: GateSummary) -> dict
         if verdict is None
         else {
             "ok": verdict.ok,
+            "verdict": gate_verdict(summary),
+            "pending": dict(verdict.pending),
             "evidence_file": verdict.evidence_file,
             "required": verdict.required,
             "covered": verdict.covered,

@@ -16,7 +16,7 @@ from forkctl.manifest import Manifest
 from forkctl.report.chain import _label
 from forkctl.report.markdown import cell, code, fenced
 from forkctl.report.preview import verdict_words
-from forkctl.report.pullrequest import BODY_BUDGET, _cut, _length, _within_limit
+from forkctl.report.pullrequest import BODY_BUDGET, _cut, _length, _within_limit, override_lines
 
 if TYPE_CHECKING:
     from forkctl.chain.sync import SyncPlan
@@ -135,12 +135,16 @@ def _range_diff(plan: SyncPlan, budget: int) -> list[str]:
     return [*lines, ""]
 
 
-def pr_body(manifest: Manifest, plan: SyncPlan, evidence_file: str | None) -> str:
+def pr_body(
+    manifest: Manifest, plan: SyncPlan, evidence_file: str | None, override: list[str] | None = None
+) -> str:
     """The sync pull request: why, the series on the target, what was absorbed, the range-diff, the
-    chain after it lands, the GPU evidence still needed and how to land it."""
+    chain after it lands, the GPU evidence still needed and how to land it; `override`: the note of a
+    sync past a failing gate (--no-gate), said first."""
     publish = plan.publish
     head = plan.head or ""
     before = [f"## Sync {code(manifest.fork.branch)} onto upstream {code(plan.target.commit[:12])}", ""]
+    before += override_lines(override or [])
     before += [
         f"The fork head {code(head)} = apply(ported series, {code(plan.target.commit[:12])}), the series "
         f"{code(plan.old_head[:12])} had on {code(plan.base[:12])} ported by `forkctl sync` (objects only; "
