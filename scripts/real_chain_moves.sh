@@ -54,8 +54,8 @@ forkctl() { "$FORKCTL" --manifest "$1/manifest.yaml" "${@:2}"; }
 step() { printf '\n== %s\n' "$*"; }
 
 step "1. publish, then bump-bridge --through nemo-rl --push"
-forkctl toolkit publish | tail -2
-forkctl toolkit bump-bridge --through nemo-rl --push | tail -6
+forkctl toolkit publish --allow-pending sm90-ep2 | tail -2
+forkctl toolkit bump-bridge --through nemo-rl --push --allow-pending sm90-ep2 | tail -6
 bump=$(git --git-dir=bridge-fork.git for-each-ref --format='%(refname:short)' refs/heads/forkctl/)
 git --git-dir=bridge-fork.git show --stat --format='%H %s' "$bump" | head -6
 step "the Bridge's own test_mcore_commit.py on $bump"
@@ -71,7 +71,7 @@ squash=$(GIT_AUTHOR_DATE=2026-12-06T02:00:00Z GIT_COMMITTER_DATE=2026-12-06T02:0
     "$("${bridge[@]}" rev-parse "$bump^{tree}")" -p "$old_tip" -m "build: bump Megatron-LM (#9999)")
 "${bridge[@]}" update-ref refs/heads/farai/main "$squash" "$old_tip" && "${bridge[@]}" update-ref -d "refs/heads/$bump"
 echo "squashed as $squash"
-forkctl toolkit bump-bridge --through nemo-rl --push | tail -5
+forkctl toolkit bump-bridge --through nemo-rl --push --allow-pending sm90-ep2 | tail -5
 nemo_branch=$(git --git-dir=nemo-rl-fork.git for-each-ref --format='%(refname:short)' refs/heads/forkctl/)
 forkctl toolkit check-pins --consumer "https://github.com/AlignmentResearch/megatron-bridge-contrib.git@farai/main" \
     --consumer "https://github.com/AlignmentResearch/nemo-rl.git@$nemo_branch" | tail -4
@@ -80,12 +80,13 @@ step "3. a toolkit on 14346b65 publishes; the old-base toolkit must not publish 
 git clone -q toolkit toolkit2
 forkctl toolkit2 port --onto 14346b65a2d0790e451919858f7771078105c5f0 | tail -1
 git -C toolkit2 add -A manifest.yaml patches && git -C toolkit2 commit -q -m "port onto 14346b65"
-forkctl toolkit2 publish | tail -1
+# The ported series has no GPU evidence yet: this publish says so in its merge commit (--no-gate).
+forkctl toolkit2 publish --no-gate | tail -1
 tip=$(git --git-dir=fork.git rev-parse farai/main)
-forkctl toolkit publish | tail -6
+forkctl toolkit publish --allow-pending sm90-ep2 | tail -6
 echo "exit ${PIPESTATUS[0]}; farai/main $(git --git-dir=fork.git rev-parse farai/main) (was $tip)"
 sed -i 's/^# forkctl manifest/# forkctl manifest (edited)/' toolkit2/manifest.yaml
-forkctl toolkit2 publish --dry-run | tail -3
+forkctl toolkit2 publish --dry-run --no-gate | tail -3
 echo "exit ${PIPESTATUS[0]}"
 
 step "4. the real consumers on two upstream commits: one way forward"

@@ -216,3 +216,30 @@ def test_describe_states_the_gates_verdict(tmp_path: Path) -> None:
     code, passing = run(chain, "describe")
     assert passing["parts"]["gate"]["verdict"] == "passes"
     assert "**Gate verdict: passes**" in passing["body"]
+
+
+def test_a_pending_environment_is_accepted_by_name_on_a_move_and_said_in_what_it_publishes(
+    tmp_path: Path,
+) -> None:
+    """sm90 recorded, sm90-ep2 required but pending: the move is refused as the default gate refuses it,
+    and goes with --allow-pending sm90-ep2, the acceptance written into the bump commits."""
+    chain = gated_chain(tmp_path)
+    data = yaml.safe_load(chain.manifest.read_text())
+    data["validation"] = {"require": ["sm90", "sm90-ep2"], "pending": {"sm90-ep2": "no two-GPU host lent"}}
+    chain.manifest.write_text(yaml.safe_dump(data, sort_keys=False))
+    record_evidence(chain)
+    before = chain.refs(chain.bridge)
+
+    code, refused = run(chain, "bump-bridge", "--push")
+    assert code == 1, refused
+    assert chain.refs(chain.bridge) == before
+    assert "--allow-pending" in messages(refused["problems"])
+
+    code, done = run(chain, "bump-bridge", "--push", "--allow-pending", "sm90-ep2")
+    assert code == 0, done
+    said = message_of(chain.bridge, chain.refs(chain.bridge)[f"refs/heads/{done['steps'][0]['branch']}"])
+    assert "accepted as pending (--allow-pending)" in said and "sm90-ep2: no two-GPU host lent" in said, said
+    assert NOTE not in said
+
+    code, published = run(chain, "publish", "--allow-pending", "sm90-ep2")
+    assert code == 0, published

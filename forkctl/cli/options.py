@@ -87,6 +87,19 @@ def through(help: str) -> Decorator:
     return click.option("--through", "through", metavar="CONSUMER", help=help)
 
 
+def allow_pending() -> Decorator:
+    """`--allow-pending ENV`: a move accepts a required environment that is only pending, by name."""
+    return click.option(
+        "--allow-pending",
+        "allow_pending",
+        multiple=True,
+        metavar="ENV",
+        help="Accept this required environment although validation.pending lists it (repeatable), as "
+        "forkctl gate --allow-pending does; the acceptance is written into what is published "
+        "('GPU evidence: ... accepted as pending') next to the evidence that passed.",
+    )
+
+
 def no_gate() -> Decorator:
     """`--no-gate`: a move (publish, bump-bridge, sync) goes past a failing gate, in the open."""
     return click.option(

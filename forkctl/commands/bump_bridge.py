@@ -93,12 +93,14 @@ class _Gate:
     apply(series, base) or its published merge), whether --no-gate overrides it, and the note the
     override writes into the bump commits and the pull-request bodies."""
 
-    def __init__(self, manifest: Manifest, fork: ForkContext, no_gate: bool) -> None:
+    def __init__(
+        self, manifest: Manifest, fork: ForkContext, no_gate: bool, allow_pending: tuple[str, ...] = ()
+    ) -> None:
         self.series = Series(base=fork.base, patches=fork.patches)
-        self.summary: GateSummary = gatecheck.judge(manifest, self.series)
+        self.summary: GateSummary = gatecheck.judge(manifest, self.series, allow_pending)
         self.fails = not gatecheck.passes(self.summary)
         self.no_gate = no_gate
-        self.note = gatecheck.override_note(self.summary, self.series) if no_gate else []
+        self.note = gatecheck.move_note(self.summary, self.series, no_gate)
 
     def refuses(self, out: Report, push: bool, dry_run: bool) -> bool:
         """Refuse --push / --open-pr past a failing gate (a dry run says it would); a local run is
@@ -280,6 +282,7 @@ def _refused_backwards(out: Report, plan: BumpPlan, allowed: bool, described: li
     "manifest's fork.bump_signoff, else none (forkctl's own identity, unsigned).",
 )
 @options.no_gate()
+@options.allow_pending()
 @click.option(
     "--dry-run",
     is_flag=True,
@@ -311,6 +314,7 @@ def command(
     allow_backwards: bool,
     signoff: str | None,
     no_gate: bool,
+    allow_pending: tuple[str, ...],
     dry_run: bool,
     push: bool,
     open_pr: bool,
@@ -349,7 +353,7 @@ def command(
         fork = fork_context(manifest, upstream_repo, progress)
         pin = _pin(manifest, fork, fork_commit)
         clones = _local_clones(last, bridge_repo, through_repo)
-        gate = _Gate(manifest, fork, no_gate)
+        gate = _Gate(manifest, fork, no_gate, allow_pending)
         plan = plan_bump(manifest, fork, last, clones, progress, pin=pin, signoff=signoff, note=gate.note)
         steps = plan.steps
         out = chain_report("bump-bridge", manifest, plan.check)

@@ -54,12 +54,14 @@ class _Gate:
     """The gate's verdict on the published series, whether --no-gate overrides it, and the note the
     override writes into the merge commit (empty when the gate passes)."""
 
-    def __init__(self, manifest: Manifest, series: Series, no_gate: bool) -> None:
+    def __init__(
+        self, manifest: Manifest, series: Series, no_gate: bool, allow_pending: tuple[str, ...] = ()
+    ) -> None:
         self.series = series
-        self.summary: GateSummary = gatecheck.judge(manifest, series)
+        self.summary: GateSummary = gatecheck.judge(manifest, series, allow_pending)
         self.fails = not gatecheck.passes(self.summary)
         self.no_gate = no_gate
-        self.note = gatecheck.override_note(self.summary, series) if no_gate else []
+        self.note = gatecheck.move_note(self.summary, series, no_gate)
 
     def judge(self, out: Report, plan: PublishPlan, dry_run: bool) -> None:
         """Refuse a plan that pushes past a failing gate (the plan then pushes nothing), or say the
@@ -186,6 +188,7 @@ def _refusal(plan: PublishPlan) -> Problem | None:
     "with the way forward: forkctl port --onto the branch's base.",
 )
 @options.no_gate()
+@options.allow_pending()
 @click.option("--dry-run", is_flag=True, help="Read the branch and say what would be pushed; push nothing.")
 @output_options()
 @forkctl_command
@@ -196,6 +199,7 @@ def command(
     to_url: str | None,
     allow_backwards: bool,
     no_gate: bool,
+    allow_pending: tuple[str, ...],
     dry_run: bool,
 ) -> Report:
     """Publish the fork head apply(series, base) to the fork's branch at its URL, never forced.
@@ -228,7 +232,7 @@ def command(
         out.fail(_uncommitted(top, uncommitted))
         return _refused_early(out, manifest, branch, url, uncommitted, dry_run)
     fork = fork_context(manifest, str(repo_path) if repo_path else None, report.info, location_flag="--repo")
-    gate = _Gate(manifest, Series(base=fork.base, patches=fork.patches), no_gate)
+    gate = _Gate(manifest, Series(base=fork.base, patches=fork.patches), no_gate, allow_pending)
     plan = plan_publish(
         manifest, fork, branch, url, report.info, allow_backwards=allow_backwards, note=gate.note
     )

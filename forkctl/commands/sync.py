@@ -67,31 +67,6 @@ def _target_lines(target: SyncTarget) -> list[str]:
     return [*lines, f"the target is {said[target.relation]}"]
 
 
-def _patch_json(plan: SyncPlan) -> list[dict]:
-    items = []
-    for entry in plan.entries:
-        state, evidence = verdict_words(entry)
-        item: dict = {
-            "order": entry.position + 1,
-            "subject": entry.patch.subject,
-            "result": state,
-            "reason": entry.verdict.reason or None,
-            "upstream_commit": entry.verdict.upstream_commit,
-            "evidence": evidence or None,
-        }
-        found = plan.breaks.get(entry.position)
-        if found is not None:
-            item["first_break"] = {
-                "commit": found.commit,
-                "subject": found.subject,
-                "author": found.author,
-                "date": found.date,
-                "files": found.files,
-            }
-        items.append(item)
-    return items
-
-
 def _plan_lines(plan: SyncPlan) -> list[str]:
     lines = []
     for entry in plan.entries:
@@ -203,7 +178,14 @@ def _gh_call(out: Report, what: str, call, manual: list[str] | None = None) -> d
     return {"action": opened.action, "url": opened.url, "number": opened.number, "command": opened.command}
 
 
-def _gated(manifest: Manifest, plan: SyncPlan, out: Report, no_gate: bool, dry_run: bool) -> list[str] | None:
+def _gated(
+    manifest: Manifest,
+    plan: SyncPlan,
+    out: Report,
+    no_gate: bool,
+    dry_run: bool,
+    allow_pending: tuple[str, ...] = (),
+) -> list[str] | None:
     """The gate on the ported series, where the sync would push its branch or open its pull request:
     None when it refuses (the report says why), else the override note (empty when the gate passes
     or nothing would be published)."""
@@ -213,11 +195,12 @@ def _gated(manifest: Manifest, plan: SyncPlan, out: Report, no_gate: bool, dry_r
     if publish.action not in ("sync", "already-synced"):
         return []  # refused for another reason (_publish says which)
     series = gatecheck.ported_series(manifest, plan.target.commit, plan.ported, plan.files)
-    summary = gatecheck.judge(manifest, series)
+    summary = gatecheck.judge(manifest, series, allow_pending)
     note = gatecheck.override_note(summary, series)
-    out.data["gate"] = gate_views.gate_json(summary, bool(note) and no_gate, note if no_gate else [])
+    accepted = gatecheck.accepted_note(summary)
+    out.data["gate"] = gate_views.gate_json(summary, bool(note) and no_gate, note if no_gate else accepted)
     if not note:
-        return []
+        return accepted
     if no_gate:
         out.problems.append(gate_views.overridden("sync", note, "the sync pull request's body"))
         return note
@@ -293,7 +276,7 @@ def _report(manifest: Manifest, plan: SyncPlan, dry_run: bool) -> Report:
         "way_forward": way_json(plan.target.way),
         "base": plan.base,
         "old_head": plan.old_head,
-        "patches": _patch_json(plan),
+        "patches": views.patch_json(plan),
         "head": plan.head,
         "ported_series_digest": plan.digest,
         "ported_files": plan.files,
@@ -328,6 +311,7 @@ def _report(manifest: Manifest, plan: SyncPlan, dry_run: bool) -> Report:
 )
 @options.upstream_repo("Where upstream's objects are (a clone lent as objects, or a URL).")
 @options.no_gate()
+@options.allow_pending()
 @click.option(
     "--dry-run",
     is_flag=True,
@@ -337,7 +321,12 @@ def _report(manifest: Manifest, plan: SyncPlan, dry_run: bool) -> Report:
 @output_options(github=True)
 @forkctl_command
 def command(
-    ctx: Context, onto: str | None, upstream_repo: str | None, no_gate: bool, dry_run: bool
+    ctx: Context,
+    onto: str | None,
+    upstream_repo: str | None,
+    no_gate: bool,
+    allow_pending: tuple[str, ...],
+    dry_run: bool,
 ) -> Report:
     """Port the series onto what the consumers' upstream pins; open the sync pull request or the dashboard.
 
@@ -361,7 +350,7 @@ def command(
         plan = plan_sync(manifest, fork, target, progress)
         plan.tip = preview_tip(manifest, fork, plan, progress)
     out = _report(manifest, plan, dry_run)
-    note = _gated(manifest, plan, out, no_gate, dry_run)
+    note = _gated(manifest, plan, out, no_gate, dry_run, allow_pending)
     if note is None:
         return out
     if dry_run:

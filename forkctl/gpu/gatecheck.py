@@ -28,11 +28,12 @@ OVERRIDE_FLAG = "--no-gate"
 NOTED_FINDINGS = 5  # an override note names this many of the gate's findings, then a count
 
 
-def judge(manifest: Manifest, series: Series) -> gate.GateSummary:
-    """The default gate's verdict on `series` (the manifest's required environments and pending list);
+def judge(manifest: Manifest, series: Series, allow_pending: tuple[str, ...] = ()) -> gate.GateSummary:
+    """The default gate's verdict on `series` (the manifest's required environments and pending list,
+    the pending ones the caller names in `allow_pending` accepted as `gate --allow-pending` accepts them);
     malformed evidence or a missing GPU test folder is a verdict that does not pass (`error`)."""
     try:
-        verdict = gate.check(manifest, series, list(manifest.validation.require))
+        verdict = gate.check(manifest, series, list(manifest.validation.require), allow_pending=allow_pending)
         found = evidence_path(evidence_dir(manifest), verdict.series_digest)
         return gate.GateSummary(verdict, load_evidence(found) if verdict.evidence_file else None)
     except BadInput as exc:
@@ -73,6 +74,28 @@ def override_note(summary: gate.GateSummary, series: Series) -> list[str]:
     return note_lines(digest_of(summary, series), [finding.message for finding in findings(summary)])
 
 
+def accepted_note(summary: gate.GateSummary) -> list[str]:
+    """The lines a passing gate writes into what is published when it passed only because the caller
+    accepted pending environments by name (--allow-pending): which ones, and the manifest's reason."""
+    verdict = summary.verdict
+    if verdict is None or not verdict.ok:
+        return []
+    accepted = [tag for tag in verdict.allowed_pending if tag not in verdict.covered]
+    if not accepted:
+        return []
+    return [
+        f"GPU evidence: {', '.join(verdict.covered) or 'none'} recorded for series "
+        f"{verdict.series_digest[:12]}; accepted as pending (--allow-pending):",
+        *(f"- {tag}: {verdict.pending.get(tag, '')}".rstrip(": ") for tag in accepted),
+    ]
+
+
+def move_note(summary: gate.GateSummary, series: Series, no_gate: bool) -> list[str]:
+    """What a move writes into what it publishes: the override note under --no-gate where the gate
+    fails, else the accepted-pending note where --allow-pending made it pass (empty otherwise)."""
+    return (override_note(summary, series) if no_gate else []) or accepted_note(summary)
+
+
 def note_lines(digest: str, reasons: list[str]) -> list[str]:
     """The override note's words: the first line says it, then why, a few reasons at most."""
     lines = [
@@ -87,6 +110,7 @@ def note_lines(digest: str, reasons: list[str]) -> list[str]:
 def refusal_hint(verb: str) -> str:
     """How to move past a refusal: record the evidence, or override in the open."""
     return (
-        f"record the evidence: {RERUN_HINT}; then run forkctl {verb} again. Or pass {OVERRIDE_FLAG} to "
-        f"{verb} without it: the override is written into what is published"
+        f"record the evidence: {RERUN_HINT}; then run forkctl {verb} again (an environment that is only "
+        f"pending can be accepted by name: --allow-pending ENV). Or pass {OVERRIDE_FLAG} to {verb} "
+        "without it: the override is written into what is published"
     )

@@ -238,3 +238,29 @@ def dashboard_body(manifest: Manifest, plan: SyncPlan) -> str:
     lines += ["### The chain", "", sync_mermaid(manifest, plan), ""]
     lines.append("<sub>Kept in place by `forkctl sync`: one issue, found again by the comment above.</sub>")
     return _within_limit("\n".join(lines) + "\n")
+
+
+def patch_json(plan: SyncPlan) -> list[dict]:
+    """Each patch's port verdict for `sync --json`, with the upstream commit that first breaks it."""
+    items = []
+    for entry in plan.entries:
+        state, evidence = verdict_words(entry)
+        item: dict = {
+            "order": entry.position + 1,
+            "subject": entry.patch.subject,
+            "result": state,
+            "reason": entry.verdict.reason or None,
+            "upstream_commit": entry.verdict.upstream_commit,
+            "evidence": evidence or None,
+        }
+        found = plan.breaks.get(entry.position)
+        if found is not None:
+            item["first_break"] = {
+                "commit": found.commit,
+                "subject": found.subject,
+                "author": found.author,
+                "date": found.date,
+                "files": found.files,
+            }
+        items.append(item)
+    return items
