@@ -119,7 +119,7 @@ def _series_report(manifest: Manifest, series: Series, verdicts: list[str | None
     for position, patch in enumerate(series.patches):
         error = verdicts[position] if verdicts is not None else None
         status = "parsed" if verdicts is None else "applies" if error is None else "stale"
-        provenance = " <- ".join(sha[:12] for sha in reversed(patch.provenance)) or "(none)"
+        provenance = ", ".join(sha[:12] for sha in patch.provenance) or "(none)"
         rows.append([f"{position + 1:04d}", patch.subject, provenance, f"{len(patch.paths)}", status])
         patches_json.append(_patch_json(manifest, position, patch, status, error))
     result = Report(command="status")

@@ -34,10 +34,10 @@ class PortOutcome(msgspec.Struct):
     exported: list[export.ExportedPatch] | None = None
 
 
-def _message(patch: Patch, old_commit: str | None) -> str:
-    """The ported commit's message: the patch's, with its one provenance line (the origin) kept; a
-    patch that has none is named after the commit it was built as on the old base, once."""
-    return export.with_one_provenance(patch.message, old_commit)
+def _message(patch: Patch) -> str:
+    """The ported commit's message: the patch's as it is, every provenance line kept and none added
+    (`ops/export.py` says why)."""
+    return patch.message
 
 
 def _absorbed(state: session.State, position: int, patch: Patch, verdict: PatchVerdict, **extra: Any) -> None:
@@ -74,7 +74,7 @@ def _run(
             continue
         if verdict.kind == "applied":
             assert verdict.tree is not None
-            message = _message(patch, state.port_data.old_commits[position])
+            message = _message(patch)
             head, head_tree = batch.make(head, verdict.tree, patch, message), verdict.tree
             partial = verdict.detail if verdict.reason == "partial" else None
             state.steps.append(session.Step(file=state.files[position], commit=head, partial=partial))
@@ -154,7 +154,7 @@ def resume(repo: GitRepo, manifest: Manifest, load_series: Callable[[], Series])
     state = _resumable(repo, manifest, series)
     index = state.conflict_index
     patch = series.patches[index]
-    message = _message(patch, state.port_data.old_commits[index])
+    message = _message(patch)
     commit = session.commit_resolution(repo, state, patch, message)
     state.steps.append(session.Step(file=state.files[index], commit=commit, resolved=True))
     return _go_on(repo, manifest, series, state, index)
