@@ -22,6 +22,7 @@ from forkctl import contentcache, digests, mail
 from forkctl.errors import BadInput
 from forkctl.git.sha import COMMIT_NAME_PATTERN, FULL_NAME_PATTERN
 from forkctl.manifest import Manifest
+from forkctl.manifest.schema import SeriesEntry
 
 PROVENANCE_RE = re.compile(rf"^\(cherry picked from commit ({COMMIT_NAME_PATTERN})\)\s*$", re.MULTILINE)
 TRAILER_RE = re.compile(r"^([A-Za-z0-9][A-Za-z0-9-]*): (.+)$")
@@ -41,7 +42,7 @@ class Patch(msgspec.Struct, frozen=True):
     date_raw: str
     body: str  # the commit message after the subject line, provenance and trailers included
     trailers: list[tuple[str, str]]
-    provenance: list[str]  # oldest first; export and port keep one: the first, the patch's origin
+    provenance: list[str]  # what its `(cherry picked from commit <sha>)` lines name, oldest first; all kept
     paths: list[str]
     diff: bytes
     patch_id: str
@@ -63,6 +64,12 @@ class Patch(msgspec.Struct, frozen=True):
     def number(self) -> int | None:
         match = NAME_RE.match(self.path.name)
         return int(match.group(1)) if match else None
+
+
+def listed_provenance(entry: SeriesEntry) -> list[str]:
+    """The commits a `series:` entry's `provenance:` names, as a list whichever way it is written."""
+    names = entry.provenance
+    return [names] if isinstance(names, str) else list(names or [])
 
 
 def _header(value: Any, path: Path | None = None, name: str = "header") -> str:

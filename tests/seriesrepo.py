@@ -187,10 +187,11 @@ def insert_patch(
 
 
 def run_json(setup: SeriesSetup, verb: str, *args: str) -> tuple[int, dict]:
-    """`forkctl <verb> ... --json` against the setup's manifest: (exit code, parsed output)."""
+    """`forkctl <verb> ... --json` against the setup's manifest: (exit code, parsed stdout; progress goes
+    to stderr)."""
     result = CliRunner().invoke(cli, ["--manifest", str(setup.manifest), verb, *args, "--json"])
     try:
-        return result.exit_code, json.loads(result.output)
+        return result.exit_code, json.loads(result.stdout)
     except json.JSONDecodeError:
         raise AssertionError(f"not JSON (exit {result.exit_code}): {result.output}") from None
 

@@ -7,8 +7,7 @@ from pathlib import Path
 import pytest
 
 from forkctl.series import parse_patch
-from tests.gitrepos import FORMAT_PATCH
-from tests.seriesrepo import SeriesSetup, clone, make_series, run_json, write_manifest
+from tests.seriesrepo import SeriesSetup, clone, make_series, run_json
 
 
 @pytest.fixture
@@ -87,7 +86,7 @@ def test_amended_commit_keeps_its_origin_as_its_one_provenance(setup: SeriesSetu
     code, data = run_json(setup, "export", "--repo", str(fork.path))
     assert code == 0, data
     last = data["patches"][-1]
-    assert last["commit"] == amended and last["provenance"] == setup.dev_commits[-1]
+    assert last["commit"] == amended and last["provenance"] == [setup.dev_commits[-1]]
     patch = parse_patch(setup.root / last["file"])
     assert patch.provenance == [setup.dev_commits[-1]]
     assert "'hello'" in patch.diff.decode()
@@ -98,40 +97,30 @@ def test_amended_commit_keeps_its_origin_as_its_one_provenance(setup: SeriesSetu
     ]  # fixture names differ (numbered)
 
 
-def test_several_provenance_lines_are_normalised_to_the_origin(setup: SeriesSetup, tmp_path: Path) -> None:
-    """git's -x of a commit that already has a line adds another; files from before keep several."""
+def test_several_provenance_lines_are_kept_as_git_wrote_them(setup: SeriesSetup, tmp_path: Path) -> None:
+    """git's -x of a commit that already has a line adds another: export keeps both (it rewrites no
+    message), lint accepts them, and the files round-trip through apply."""
     dev = setup.dev
     dev.git("checkout", "-q", "-b", "twice", "series")
     dev.git("checkout", "-q", "-b", "again", setup.base)
     for sha in dev.git("rev-list", "--reverse", f"{setup.base}..twice").split():
         dev.git("cherry-pick", "-x", sha)
-    messages = [
-        dev.git("log", "-1", "--format=%B", sha)
-        for sha in dev.git("rev-list", "--reverse", f"{setup.base}..again").split()
-    ]
-    assert [m.count("(cherry picked from commit") for m in messages] == [2, 2, 2, 2]
-    # The files as a maintainer would have written them from that branch: lint warns, and passes.
-    out = setup.root / "patches" / "megatron-lm"
-    for old in out.glob("*.patch"):
-        old.unlink()
-    names = dev.git(*FORMAT_PATCH, "-o", str(out), f"{setup.base}..again").splitlines()
-    write_manifest(setup.root, setup.base, setup.url, [str(Path(n).relative_to(setup.root)) for n in names])
-    code, lint = run_json(setup, "lint")
-    assert code == 0, lint
-    warned = [p for p in lint["problems"] if "provenance lines" in p["message"]]
-    assert len(warned) == 4 and all(p["level"] == "warning" for p in warned)
+    again = dev.git("rev-list", "--reverse", f"{setup.base}..again").split()
+    series = dev.git("rev-list", "--reverse", f"{setup.base}..series").split()
     code, data = run_json(setup, "export", "--repo", str(dev.path), "--from", "again")
     assert code == 0, data
     files = [setup.root / e["file"] for e in setup.manifest_data()["series"]]
     kept = [parse_patch(f) for f in files]
-    assert [p.provenance for p in kept] == [[c] for c in setup.dev_commits]
-    assert all(b"\n\n\n" not in p.raw for p in kept)
-    assert [e["provenance"] for e in setup.manifest_data()["series"]] == setup.dev_commits
+    assert [p.provenance for p in kept] == [
+        list(pair) for pair in zip(setup.dev_commits, series, strict=True)
+    ]
+    assert [e["provenance"] for e in setup.manifest_data()["series"]] == [p.provenance for p in kept]
+    assert all(commit not in p.raw.decode() for commit, p in zip(again, kept, strict=True))
     code, lint = run_json(setup, "lint")
     assert code == 0 and lint["problems"] == [], lint
     code, check = run_json(setup, "export", "--repo", str(dev.path), "--from", "again", "--check")
     assert code == 0, check
-    # The rewritten files apply back to commits that export as they are.
+    # The files apply back to commits that export as they are.
     fork = clone(setup.upstream, tmp_path / "fork", bare=True)
     assert run_json(setup, "apply", "--base", setup.base, "--repo", str(fork.path))[0] == 0
     before = [f.read_bytes() for f in files]
@@ -154,19 +143,16 @@ def test_removes_only_stale_series_files(setup: SeriesSetup, tmp_path: Path) -> 
     assert [e["file"] for e in setup.manifest_data()["series"]] == old[:-1]
 
 
-def test_provenance_is_its_own_paragraph_after_a_subject_only_message(
-    setup: SeriesSetup, tmp_path: Path
-) -> None:
-    """A subject like "fix: typo" reads as a trailer; the provenance line must not be glued to it."""
+def test_a_subject_only_own_commit_is_exported_as_it_is(setup: SeriesSetup, tmp_path: Path) -> None:
+    """A subject like "fix: typo" reads as a trailer; export adds nothing to it."""
     dev = setup.dev
     dev.git("checkout", "-q", "-b", "subject-only", setup.base)
     sha = dev.commit("fix: typo", {"README.md": "upstream, fixed\n"})
     code, data = run_json(setup, "export", "--repo", str(dev.path), "--from", "subject-only")
     assert code == 0, data
     patch = parse_patch(setup.root / setup.manifest_data()["series"][0]["file"])
-    assert patch.subject == "fix: typo"
-    assert patch.provenance == [sha]
-    assert patch.message.startswith(f"fix: typo\n\n(cherry picked from commit {sha})\n")
+    assert patch.message == "fix: typo\n" and patch.provenance == []
+    assert sha not in patch.raw.decode()
     code, lint = run_json(setup, "lint")
     assert code == 0, lint
 

@@ -30,12 +30,14 @@ def test_lint_passes_on_a_clean_series(tmp_path: Path) -> None:
 def test_lint_reports_each_problem_on_its_own_line(tmp_path: Path) -> None:
     toolkit = make_toolkit(tmp_path, patches=3)
     series_dir = toolkit.root / "patches" / "megatron-lm"
-    # 1: an unlisted patch file; 2: a patch without provenance; 3: out-of-order numbering;
-    # 4: a listed file that is not a patch.
+    # 1: an unlisted patch file; 2: a patch that lost the provenance line its manifest entry names;
+    # 3: out-of-order numbering; 4: a listed file that is not a patch.
     (series_dir / "0009-stray.patch").write_bytes(toolkit.patch_files[0].read_bytes())
     second = toolkit.patch_files[1]
+    named = parse_patch(second).provenance
     second.write_text(second.read_text().replace("(cherry picked from commit", "(picked from"))
     data = toolkit.manifest_data()
+    data["series"][1]["provenance"] = named[0]
     data["series"][0], data["series"][2] = data["series"][2], data["series"][0]
     bogus = series_dir / "0004-bogus.patch"
     bogus.write_text("not a patch\n")
@@ -51,7 +53,7 @@ def test_lint_reports_each_problem_on_its_own_line(tmp_path: Path) -> None:
         elif line.startswith("  ") and lines:
             lines[-1] += " " + line.strip()
     assert any("0009-stray.patch" in line and "not listed" in line for line in lines)
-    assert any(second.name in line and "no provenance tag" in line for line in lines)
+    assert any(f"manifest says provenance {named[0]}" in line and "no commit" in line for line in lines)
     assert any("0003-" in line and "number 0003 but it is patch 1" in line for line in lines)
     assert any("0001-" in line and "number 0001 but it is patch 3" in line for line in lines)
     assert any("0004-bogus.patch" in line and "not a git format-patch file" in line for line in lines)

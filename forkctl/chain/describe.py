@@ -19,13 +19,13 @@ from forkctl.git import store as gitstore
 from forkctl.git.repo import GitRepo
 from forkctl.manifest import Manifest
 from forkctl.manifest.schema import DroppedEntry
-from forkctl.series import Patch, load_series
+from forkctl.series import Patch, listed_provenance, load_series
 
 
 class SeriesRow(msgspec.Struct, frozen=True):
     file: str
     subject: str
-    provenance: str | None  # the manifest's, else the patch's latest `cherry picked from`
+    provenance: str | None  # the commits the manifest names, else the patch's `cherry picked from` lines
 
 
 class MoveFacts(msgspec.Struct):
@@ -54,7 +54,7 @@ class MoveFacts(msgspec.Struct):
 def manifest_facts(manifest: Manifest, patches: list[Patch]) -> MoveFacts:
     """The facts the manifest and the patch files give without any repository."""
     rows = [
-        SeriesRow(entry.file, patch.subject, entry.provenance or patch.latest_provenance)
+        SeriesRow(entry.file, patch.subject, ", ".join(listed_provenance(entry) or patch.provenance) or None)
         for entry, patch in zip(manifest.series, patches, strict=True)
     ]
     return MoveFacts(base=manifest.upstream.base, series=rows, dropped=list(manifest.model.dropped))

@@ -14,13 +14,6 @@ from forkctl.ops.export import Difference, ExportedPatch
 from forkctl.report import Problem, Report, Table
 
 
-def _rewritten(patch: ExportedPatch) -> str:
-    """What this export did to the provenance line: added one naming the commit, or kept one of several."""
-    if not patch.tagged_now:
-        return ""
-    return " (added)" if patch.provenance == patch.commit else " (normalised)"
-
-
 def _report(
     branch: str, base: str, check: bool, exported: list[ExportedPatch], difference: Difference
 ) -> Report:
@@ -29,7 +22,7 @@ def _report(
         [
             Path(p.file).name,
             p.commit[:12],
-            p.provenance[:12] + _rewritten(p),
+            ", ".join(sha[:12] for sha in p.provenance) or "(none: own)",
             "changed" if p.file in difference.changed else "same",
         ]
         for p in exported
@@ -87,10 +80,10 @@ def command(ctx: Context, branch: str | None, repo_path: Path | None, check: boo
 
     \b
     Byte-stable (zero commit, full index, no stat, no signature): an unchanged branch changes no byte,
-    and export -> apply -> export round-trips. Each file carries one provenance line naming its origin:
-    the commit a maintainer picked it from (`cherry-pick -x`), else the commit itself; ports and later
-    exports keep it, and a message with several lines keeps the first. The manifest's
-    `series:` list is rewritten in order, comments kept. Files of the old series that the branch no
+    and export -> apply -> export round-trips. Each message is written as the commit has it: every
+    `(cherry picked from commit <sha>)` line kept (a squash of picks keeps each), none added (an own
+    commit names no commit). The manifest's `series:` list is rewritten in order, comments kept, each
+    entry's `provenance:` naming what those lines name (a list for several, none for an own patch). Files of the old series that the branch no
     longer has are deleted (and listed); other files under patches/ are never touched.
     """
     if not check:

@@ -14,7 +14,7 @@ from forkctl.errors import BadInput, ForkctlError
 from forkctl.manifest import PATCHES_ROOT, Manifest
 from forkctl.manifest.schema import SeriesEntry
 from forkctl.report import Level, Problem, Report
-from forkctl.series import NAME_RE, Patch, parse_patch, parse_patches
+from forkctl.series import NAME_RE, Patch, listed_provenance, parse_patch, parse_patches
 
 if TYPE_CHECKING:  # --repo alone reads git objects
     from forkctl.git.repo import GitRepo
@@ -155,36 +155,24 @@ def _edited(manifest: Manifest, clone: Path, patches: list[Patch], result: Repor
 
 
 def _provenance_problems(entry: SeriesEntry, patch: Patch, manifest_rel: str) -> list[Problem]:
-    """The patch's provenance line: there, one (several only warn: the next export or port keeps the
-    first), and the one the manifest's `series:` entry names."""
-    problems = []
-    if not patch.provenance:
-        problems.append(
-            Problem(
-                "no provenance tag '(cherry picked from commit <sha>)' in the message",
-                file=entry.file,
-                hint="re-export it with forkctl export, which records the commit it came from",
-            )
+    """The manifest's `provenance:` against the patch's provenance lines: when it names any, it names
+    each line's commit, in order (an own patch has none, a squash of picks several: both are fine)."""
+    listed = listed_provenance(entry)
+    if not listed:
+        return []
+    lines = patch.provenance
+    if len(listed) == len(lines) and all(
+        line.startswith(name) for name, line in zip(listed, lines, strict=True)
+    ):
+        return []
+    return [
+        Problem(
+            f"manifest says provenance {', '.join(listed)} but the patch's lines name "
+            + (", ".join(lines) or "no commit"),
+            file=manifest_rel,
+            hint="run forkctl export to bring the manifest in line",
         )
-    elif len(patch.provenance) > 1:
-        problems.append(
-            Problem(
-                f"{len(patch.provenance)} provenance lines; a patch keeps one, its origin {patch.provenance[0]}",
-                level=Level.WARNING,
-                file=entry.file,
-                hint="the next forkctl export or port keeps the first line and drops the others",
-            )
-        )
-    newest = patch.latest_provenance
-    if entry.provenance and newest and not newest.startswith(entry.provenance):
-        problems.append(
-            Problem(
-                f"manifest says provenance {entry.provenance} but the patch's newest tag is {newest}",
-                file=manifest_rel,
-                hint="run forkctl export to bring the manifest in line",
-            )
-        )
-    return problems
+    ]
 
 
 def _upstream_lint(manifest: Manifest, repo_path: Path | None) -> Report:

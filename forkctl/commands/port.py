@@ -12,7 +12,7 @@ from forkctl.cli.kit import Context, forkctl_command, output_options, toolkit_lo
 from forkctl.errors import BadInput
 from forkctl.git import store as gitstore
 from forkctl.git.repo import GitRepo
-from forkctl.ops import port
+from forkctl.ops import port, progress
 from forkctl.ops.state import ConflictReport, State, Step
 from forkctl.report import Problem, Report, Table
 from forkctl.series import load_series
@@ -32,10 +32,14 @@ def _step_row(step: Step) -> list[str]:
     return [name, "resolved" if step.resolved else "applied", step.commit or ""]
 
 
-def _stopped(result: Report, state: State, conflict: ConflictReport, rows: list[list[str]]) -> None:
-    """A port stopped on a conflict: the row, the data, git's words and the way on."""
+def _stopped(
+    result: Report, state: State, conflict: ConflictReport, rows: list[list[str]], ways: dict[str, str]
+) -> None:
+    """A port stopped on a conflict: the row, the data, git's words and the ways on (`ways`: each
+    verb's command as printed)."""
     file = state.files[state.conflict_index]
     rows.append([Path(file).name, "conflict", ", ".join(conflict.paths)])
+    ported = sum(1 for step in state.steps if step.commit)
     result.data["conflict"] = {
         "file": file,
         "subject": conflict.patch.subject,
@@ -44,23 +48,25 @@ def _stopped(result: Report, state: State, conflict: ConflictReport, rows: list[
         "worktree": str(conflict.worktree),
         "upstream_commit": conflict.upstream_commit,
         "named_by": conflict.named_by or None,
+        "commands": ways,
     }
     named = port.upstream_hint(conflict.named_by, conflict.upstream_commit)
     if conflict.message:
         result.lines.append("git says:\n" + conflict.message.rstrip())
     result.fail(
         Problem(
-            f"{conflict.patch.subject} conflicts on {conflict.parent[:12]} in {', '.join(conflict.paths)}",
+            f"{conflict.patch.subject} conflicts with upstream {state.base[:12]} in {', '.join(conflict.paths)}"
+            + (f" (on top of the {ported} patch(es) ported before it)" if ported else ""),
             file=file,
             hint=(f"{named}; or " if named else "")
-            + f"resolve in {conflict.worktree}, then forkctl port --continue; "
-            + ("" if named else "or drop the patch with forkctl port --skip; ")
-            + "or forkctl port --abort",
+            + f"resolve in {conflict.worktree}, then {ways['continue']}; "
+            + ("" if named else f"or drop the patch with {ways['skip']}; ")
+            + f"or {ways['abort']}",
         )
     )
 
 
-def _report(outcome: port.PortOutcome) -> Report:
+def _report(outcome: port.PortOutcome, ways: dict[str, str]) -> Report:
     state = outcome.state
     result = Report(command="port")
     rows = [_step_row(step) for step in state.steps]
@@ -81,7 +87,7 @@ def _report(outcome: port.PortOutcome) -> Report:
         "backport": state.port_data.backport,
     }
     if outcome.conflict is not None:
-        _stopped(result, state, outcome.conflict, rows)
+        _stopped(result, state, outcome.conflict, rows, ways)
     else:
         result.data["head"] = state.head
         result.data["range_diff"] = outcome.range_diff
@@ -140,6 +146,13 @@ def command(
     manifest = ctx.manifest()
     if sum([resume, skip, abort]) > 1:
         raise BadInput("--continue, --skip and --abort exclude each other", hint="pass one of them")
+    # The ways on after a stop, with what this run was given: printed, they work as printed.
+    ways = progress.ways_on(
+        "port",
+        True,
+        str(repo_path) if repo_path else None,
+        str(ctx.manifest_path()) if ctx.manifest_option else None,
+    )
     if abort or resume or skip:
         if onto is not None or backport:
             raise BadInput("--onto/--backport start a port; they do not go with --continue/--skip/--abort")
@@ -155,16 +168,19 @@ def command(
                     else "aborted: the state file was unreadable; removed it and the scratch worktree"
                 ],
             )
-        if skip:
-            return _report(port.skip(repo, manifest, lambda: load_series(manifest), _who(repo)))
-        return _report(port.resume(repo, manifest, lambda: load_series(manifest)))
+        with report.phases("port") as step:
+            if skip:
+                outcome = port.skip(repo, manifest, lambda: load_series(manifest), _who(repo), step)
+            else:
+                outcome = port.resume(repo, manifest, lambda: load_series(manifest), step)
+        return _report(outcome, ways)
     if onto is None:
         raise BadInput("no new base", hint="pass --onto SHA")
     repo, new_base, old_base = port.resolve_endpoints(
         repo_path, manifest.upstream.url, onto, manifest.upstream.base
     )
     series = load_series(manifest)
-    with report.progress(f"porting {len(series.patches)} patches", len(series.patches)) as advance:
+    with report.phases(f"port onto {new_base[:12]}") as step:
         outcome = port.start(
             repo,
             manifest,
@@ -173,6 +189,6 @@ def command(
             new_base,
             manifest.fork.branch if branch is None else branch,
             backport=backport,
-            on_patch=advance,
+            tell=step,
         )
-    return _report(outcome)
+    return _report(outcome, ways)

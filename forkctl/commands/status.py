@@ -119,7 +119,7 @@ def _series_report(manifest: Manifest, series: Series, verdicts: list[str | None
     for position, patch in enumerate(series.patches):
         error = verdicts[position] if verdicts is not None else None
         status = "parsed" if verdicts is None else "applies" if error is None else "stale"
-        provenance = " <- ".join(sha[:12] for sha in reversed(patch.provenance)) or "(none)"
+        provenance = ", ".join(sha[:12] for sha in patch.provenance) or "(none)"
         rows.append([f"{position + 1:04d}", patch.subject, provenance, f"{len(patch.paths)}", status])
         patches_json.append(_patch_json(manifest, position, patch, status, error))
     result = Report(command="status")
@@ -225,6 +225,9 @@ def _preview_item(
 
 
 def onto_report(manifest: Manifest, repo_path: Path | None, onto: str, with_first_break: bool) -> Report:
+    import contextlib
+
+    from forkctl import report
     from forkctl.ops import port
 
     repo, target, base = port.resolve_endpoints(
@@ -233,18 +236,23 @@ def onto_report(manifest: Manifest, repo_path: Path | None, onto: str, with_firs
     series = load_series(manifest)
     result = Report(command="status")
     rows, patches_json = [], []
-    # One search for all the patches: each candidate commit's merges are made once, whichever asks.
-    search = port.FirstBreaks(repo, series, base, target) if with_first_break else None
-    entries = port.preview(repo, series, base, target, old_commits=search.old_commits if search else None)
-    if search is not None:
-        search.know_target(entries)
-    for entry in entries:
-        found = None
-        if search is not None and entry.verdict.kind == "conflict":
-            found = search.find(entry.position)
-        item, row = _preview_item(result, manifest, entry, target, found)
-        patches_json.append(item)
-        rows.append(row)
+    # --first-break takes seconds to minutes on a long range: its phases are told on stderr.
+    with report.phases("status --first-break") if with_first_break else contextlib.nullcontext() as step:
+        tell = step or (lambda _: None)
+        tell(f"previewing {len(series.patches)} patches on {target[:12]}")
+        # One search for all the patches: each candidate commit's merges are made once, whichever asks.
+        search = port.FirstBreaks(repo, series, base, target) if with_first_break else None
+        entries = port.preview(repo, series, base, target, old_commits=search.old_commits if search else None)
+        if search is not None:
+            search.know_target(entries)
+        for entry in entries:
+            found = None
+            if search is not None and entry.verdict.kind == "conflict":
+                tell(f"first break of {entry.patch.subject}: bisecting {base[:12]}..{target[:12]}")
+                found = search.find(entry.position)
+            item, row = _preview_item(result, manifest, entry, target, found)
+            patches_json.append(item)
+            rows.append(row)
     result.data = {
         "base": base,
         "onto": target,

@@ -128,7 +128,8 @@ class Fork(_Model):
 
 class SeriesEntry(_Model):
     file: str
-    provenance: str | None = None
+    # What the patch's provenance lines name: one SHA, a list for several, none for an own patch.
+    provenance: str | list[str] | None = None
 
     def __post_init__(self) -> None:
         _check_relpath("file", self.file)
@@ -138,7 +139,8 @@ class SeriesEntry(_Model):
             )
         if not self.file.endswith(".patch"):
             raise FieldError("file", f"{self.file!r} does not end in .patch")
-        _check_sha("provenance", self.provenance)
+        for name in [self.provenance] if isinstance(self.provenance, str) else self.provenance or []:
+            _check_sha("provenance", name)
 
 
 DropReason = Literal["patch-id", "patch-id-zero-context", "provenance", "reverse-applies", "empty", "skipped"]
@@ -347,9 +349,7 @@ class ManifestModel(_Model):
 def plain(model: msgspec.Struct, *, drop_none: bool = False) -> dict[str, Any]:
     """A struct as plain JSON-able data under its manifest key names (`schema`, not `schema_`)."""
     data = msgspec.to_builtins(model)
-    if drop_none:
-        data = {key: value for key, value in data.items() if value is not None}
-    return data
+    return {key: value for key, value in data.items() if value is not None} if drop_none else data
 
 
 class Manifest(msgspec.Struct, frozen=True):

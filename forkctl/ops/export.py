@@ -1,14 +1,14 @@
-"""Export a branch as the series files: byte-stable, each patch tagged with where it came from.
+"""Export a branch as the series files: byte-stable, each patch's message as the commit has it.
 
 The round trip export -> apply -> export must change no byte. apply makes commits whose message is the
-patch file's message (its provenance line included); export writes a commit's message as it is when it
-holds exactly one `(cherry picked from commit <sha>)` line. That line names the patch's origin and stays
-across exports and ports: the upstream or own commit a maintainer picked it from (`git cherry-pick -x`),
-or, for a commit that had none, the commit itself (the line is added once, by the export that first
-sees it). A message with several lines (git's `-x` of a commit that already had one, or files written
-before one line was the rule) keeps the oldest, the origin, and loses the rest. The fork commits a
-patch was rebuilt as on each base are not listed: each is apply(base, series) of the toolkit's history
-at that point, a pure function, so naming them would only grow every file by a line per port.
+patch file's message; export writes a commit's message as it is, so every `(cherry picked from commit
+<sha>)` line a maintainer's `git cherry-pick -x` wrote stays, in order: one for a pick, several for a
+squash of picks (each part's origin) or a pick of a pick. Ports keep them too. export adds none: an own
+commit names no commit, because the one it was exported from is a commit of this clone alone (nobody
+else can fetch it), and the fork commit a patch becomes on a base is apply(base, series), a pure
+function of the files, so naming it would only grow every file by a line per port. The manifest's
+`series:` entry lists what the lines name (`provenance:`, one SHA or a list; none for an own patch), and
+export's output names the commit each file was exported from.
 """
 
 from __future__ import annotations
@@ -23,12 +23,11 @@ import msgspec
 from forkctl import manifest as manifest_mod
 from forkctl.errors import BadInput
 from forkctl.files import atomic_write
-from forkctl.git.commits import CommitInfo
 from forkctl.git.repo import GitRepo
 from forkctl.git.sha import TreeSha
 from forkctl.manifest import Manifest
 from forkctl.ops import record
-from forkctl.series import PROVENANCE_RE, TRAILER_RE, Patch, parse_patches
+from forkctl.series import PROVENANCE_RE, Patch, listed_provenance, parse_patches
 
 SLUG_MAX = 52  # like git format-patch: names stay short enough for every file system and terminal
 
@@ -37,58 +36,13 @@ class ExportedPatch(msgspec.Struct, frozen=True):
     commit: str
     file: str  # relative to the manifest's folder
     content: bytes
-    provenance: str  # the commit the patch's one provenance line names (its origin)
-    tagged_now: bool  # this export rewrote the message: added the provenance line, or kept one of several
+    provenance: list[str]  # the commits its provenance lines name, oldest first (none: an own patch)
     tree: TreeSha  # the commit's tree (for the export record)
 
 
 def slug(subject: str) -> str:
     text = re.sub(r"[^a-z0-9]+", "-", subject.lower()).strip("-")
     return text[:SLUG_MAX].rstrip("-") or "patch"
-
-
-def with_provenance(message: str, sha: str) -> str:
-    """Append a provenance line: it joins a final trailer block, else starts a paragraph of its own.
-
-    The subject is never a trailer block, even when it reads like one ("fix: typo").
-    """
-    body = message.rstrip("\n")
-    paragraphs = [p for p in re.split(r"\n\s*\n", body) if p.strip()]
-    last = paragraphs[-1].splitlines() if len(paragraphs) > 1 else []
-    trailer_block = bool(last) and all(PROVENANCE_RE.match(line) or TRAILER_RE.match(line) for line in last)
-    joiner = "\n" if trailer_block else "\n\n"
-    return f"{body}{joiner}(cherry picked from commit {sha})\n"
-
-
-def with_one_provenance(message: str, sha: str | None) -> str:
-    """`message` with exactly one provenance line: the first (oldest) it has, else one naming `sha`
-    (none without a `sha`). Later lines are removed, and a paragraph they alone made with them."""
-    names = PROVENANCE_RE.findall(message)
-    if not names:
-        return with_provenance(message, sha) if sha else message
-    if len(names) == 1:
-        return message
-    kept, seen = [], False
-    for line in message.split("\n"):
-        if PROVENANCE_RE.match(line):
-            if seen:
-                continue
-            seen = True
-        kept.append(line)
-    text = "\n".join(kept)
-    if "\n\n\n" not in message:  # git's own cleanup leaves no run of blank lines: removal made it
-        text = re.sub(r"\n{3,}", "\n\n", text)
-    return text.rstrip("\n") + "\n"
-
-
-def _exportable(repo: GitRepo, info: CommitInfo) -> tuple[str, str, bool]:
-    """(sha to format, provenance it carries, message rewritten now) for one commit of the branch."""
-    names = PROVENANCE_RE.findall(info.message)
-    if len(names) == 1:
-        return info.sha, names[0], False
-    message = with_one_provenance(info.message, info.sha)
-    tagged = repo.commit_tree(info.tree, info.parents, message, info.author)
-    return tagged, names[0] if names else info.sha, True
 
 
 def branch_commits(repo: GitRepo, base: str, branch: str) -> list[str]:
@@ -156,18 +110,15 @@ def recorded(
     name = _namer(manifest)
     exported = []
     for number, (patch, (commit, tree)) in enumerate(zip(patches, recalled, strict=True), start=1):
-        provenance = PROVENANCE_RE.findall(patch.message)
-        if len(provenance) != 1:
-            return None  # export would tag it or keep one line: its file is not its rendering
         subject = patch.message.split("\n", 1)[0]
-        exported.append(ExportedPatch(commit, name(number, subject), patch.raw, provenance[0], False, tree))
+        exported.append(ExportedPatch(commit, name(number, subject), patch.raw, patch.provenance, tree))
     return exported
 
 
 def remember(base: str, exported: list[ExportedPatch]) -> None:
     """Record a rendering that the files now hold byte for byte, for the next `recorded`. The caller
     knows they do: `compare` found no difference, or `write` has just written the ones that differed."""
-    if not exported or any(patch.tagged_now for patch in exported):
+    if not exported:
         return
     built = [(patch.commit, patch.tree) for patch in exported]
     record.remember(base, [patch.content for patch in exported], built, record.EXPORTED)
@@ -194,15 +145,13 @@ def render(repo: GitRepo, manifest: Manifest, commits: list[str]) -> list[Export
                 f"commit {info.sha[:12]} ({info.subject!r}) changes nothing: export writes no empty patch",
                 hint="drop the commit from the branch (or, mid-port, use forkctl port --skip)",
             )
-        to_format, provenance, tagged = _exportable(repo, info)
-        content = mails[number - 1] if mails is not None and not tagged else repo.format_patch(to_format)
+        content = mails[number - 1] if mails is not None else repo.format_patch(info.sha)
         exported.append(
             ExportedPatch(
                 commit=info.sha,
                 file=name_of(number, info.subject),
                 content=content,
-                provenance=provenance,
-                tagged_now=tagged,
+                provenance=PROVENANCE_RE.findall(info.message),
                 tree=info.tree,
             )
         )
@@ -237,8 +186,17 @@ def compare(
     new_files = {patch.file for patch in exported}
     stale = [entry.file for entry in manifest.series if entry.file not in new_files]
     wanted = [(patch.file, patch.provenance) for patch in exported]
-    current = [(entry.file, entry.provenance) for entry in manifest.series]
+    current = [(entry.file, listed_provenance(entry)) for entry in manifest.series]
     return Difference(changed=changed, stale=stale, manifest_differs=wanted != current)
+
+
+def series_entry(patch: ExportedPatch) -> dict[str, Any]:
+    """The patch's `series:` entry: one provenance SHA written plainly (as manifests always had it), a
+    list for several, none for an own patch."""
+    entry: dict[str, Any] = {"file": patch.file}
+    if patch.provenance:
+        entry["provenance"] = patch.provenance[0] if len(patch.provenance) == 1 else patch.provenance
+    return entry
 
 
 def write(
@@ -268,7 +226,7 @@ def write(
             atomic_write(target, patch.content)
     updates = dict(manifest_updates or {})
     if difference.manifest_differs:
-        updates[("series",)] = [{"file": patch.file, "provenance": patch.provenance} for patch in exported]
+        updates[("series",)] = [series_entry(patch) for patch in exported]
     if updates:
         manifest_mod.rewrite(manifest.path, updates)
     for file in difference.stale:

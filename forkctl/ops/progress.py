@@ -87,9 +87,15 @@ def _unresolved(worktree: Path, paths: list[str]) -> list[str]:
     return left
 
 
-def _commands(operation: str, repo: str | None, stopped: bool) -> dict[str, str]:
-    """The ways on; --skip only for a port stopped at a patch (one writing its results has none)."""
-    where = f" --repo {shlex.quote(repo)}" if repo else ""
+def ways_on(
+    operation: str, stopped: bool, repo: str | None = None, manifest: str | None = None
+) -> dict[str, str]:
+    """The ways on, each a command that works as printed: with the `--repo` (None: the cache clone, the
+    default) and the `--manifest` (None: the one found from the checkout) the stopped run was given,
+    as absolute paths, so a shell in another folder runs them too (a stop is found by its repository and
+    its manifest). --skip only for a port stopped at a patch (one writing its results has none)."""
+    where = f" --repo {shlex.quote(str(Path(repo).absolute()))}" if repo else ""
+    where += f" --manifest {shlex.quote(str(Path(manifest).absolute()))}" if manifest else ""
     verbs = ("continue", "skip", "abort") if operation == "port" and stopped else ("continue", "abort")
     return {verb: f"forkctl {operation} --{verb}{where}" for verb in verbs}
 
@@ -110,7 +116,7 @@ def _summary(state: dict[str, Any], pointer: Pointer) -> InProgress | None:
         paths=paths if stopped else [],
         unresolved=_unresolved(Path(worktree), paths) if stopped else [],
         worktree=worktree,
-        commands=_commands(operation, pointer.repo, stopped),
+        commands=ways_on(operation, stopped, pointer.repo),
     )
 
 

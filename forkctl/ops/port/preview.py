@@ -7,7 +7,7 @@ from __future__ import annotations
 import msgspec
 
 from forkctl.git.repo import GitRepo
-from forkctl.ops import export, replay
+from forkctl.ops import replay
 from forkctl.ops.port.judge import Judge, PatchVerdict, old_series
 from forkctl.series import Patch, Series
 
@@ -30,7 +30,7 @@ def preview(
     """Judge every patch (or the first `upto` + 1) on `target` as port would. Objects only: no ref, file or
     manifest moves. A conflicting patch is left out of the head the later patches are judged on.
     `old_commits`: apply(old base, series), when the caller already has it."""
-    return _walk(repo, series, old_base, target, upto, old_commits, port_messages=False)[0]
+    return _walk(repo, series, old_base, target, upto, old_commits)[0]
 
 
 class ObjectPort(msgspec.Struct, frozen=True):
@@ -47,9 +47,9 @@ class ObjectPort(msgspec.Struct, frozen=True):
 
 
 def port_objects(repo: GitRepo, series: Series, old_base: str, target: str) -> ObjectPort:
-    """Port the series onto `target` as `forkctl port --onto` does (the same merges, the same messages
-    with one provenance line), writing commit objects and moving nothing."""
-    entries, commits = _walk(repo, series, old_base, target, None, None, port_messages=True)
+    """Port the series onto `target` as `forkctl port --onto` does (the same merges, the same messages:
+    the patches' own), writing commit objects and moving nothing."""
+    entries, commits = _walk(repo, series, old_base, target, None, None)
     clean = all(entry.verdict.kind != "conflict" for entry in entries)
     return ObjectPort(entries=entries, commits=commits if clean else [])
 
@@ -61,7 +61,6 @@ def _walk(
     target: str,
     upto: int | None,
     old_commits: list[str | None] | None,
-    port_messages: bool,
 ) -> tuple[list[PreviewEntry], list[str]]:
     if old_commits is None:
         old_commits, _ = old_series(repo, old_base, series)
@@ -79,11 +78,7 @@ def _walk(
             with repo.private_index(head_tree) as index:
                 plain = index.apply_check(patch.diff)
             assert verdict.tree is not None
-            # port's message: the patch's, with its one provenance line (ops/port/run.py)
-            message = (
-                export.with_one_provenance(patch.message, old_commits[position]) if port_messages else None
-            )
-            head, head_tree = batch.make(head, verdict.tree, patch, message), verdict.tree
+            head, head_tree = batch.make(head, verdict.tree, patch), verdict.tree  # port's message too
             made.append(head)
         entries.append(PreviewEntry(position=position, patch=patch, verdict=verdict, plain=plain))
     batch.flush()

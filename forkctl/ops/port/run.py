@@ -24,7 +24,7 @@ from forkctl.ops.port import transaction
 from forkctl.ops.port.judge import Judge, PatchVerdict, old_series
 from forkctl.series import Patch, Series
 
-OnPatch = Callable[[str], None]  # told each patch's subject as it is done (a progress bar)
+Tell = Callable[[str], None]  # told what the port does, a line per patch and per phase (progress)
 
 
 class PortOutcome(msgspec.Struct):
@@ -34,10 +34,10 @@ class PortOutcome(msgspec.Struct):
     exported: list[export.ExportedPatch] | None = None
 
 
-def _message(patch: Patch, old_commit: str | None) -> str:
-    """The ported commit's message: the patch's, with its one provenance line (the origin) kept; a
-    patch that has none is named after the commit it was built as on the old base, once."""
-    return export.with_one_provenance(patch.message, old_commit)
+def _message(patch: Patch) -> str:
+    """The ported commit's message: the patch's as it is, every provenance line kept and none added
+    (`ops/export.py` says why)."""
+    return patch.message
 
 
 def _absorbed(state: session.State, position: int, patch: Patch, verdict: PatchVerdict, **extra: Any) -> None:
@@ -57,8 +57,12 @@ def _judge(repo: GitRepo, state: session.State) -> Judge:
     return Judge(repo, state.port_data.old_base, state.base, state.port_data.old_commits)
 
 
+def _quiet(_: str) -> None:
+    """No progress wanted."""
+
+
 def _run(
-    repo: GitRepo, series: Series, state: session.State, start: int, on_patch: OnPatch | None = None
+    repo: GitRepo, series: Series, state: session.State, start: int, tell: Tell = _quiet
 ) -> session.ConflictReport | None:
     judge = _judge(repo, state)
     judge.know_series(series.patches[start:])
@@ -66,15 +70,14 @@ def _run(
     batch = replay.CommitBatch(repo)  # written together, before anything names them
     for position in range(start, len(series.patches)):
         patch = series.patches[position]
+        tell(f"patch {position + 1}/{len(series.patches)}: {patch.subject}")
         verdict = judge.judge(position, patch, head, head_tree)
-        if on_patch:
-            on_patch(patch.subject)
         if verdict.kind == "absorbed":
             _absorbed(state, position, patch, verdict)
             continue
         if verdict.kind == "applied":
             assert verdict.tree is not None
-            message = _message(patch, state.port_data.old_commits[position])
+            message = _message(patch)
             head, head_tree = batch.make(head, verdict.tree, patch, message), verdict.tree
             partial = verdict.detail if verdict.reason == "partial" else None
             state.steps.append(session.Step(file=state.files[position], commit=head, partial=partial))
@@ -88,7 +91,8 @@ def _run(
     return None
 
 
-def _finish(repo: GitRepo, manifest: Manifest, state: session.State) -> PortOutcome:
+def _finish(repo: GitRepo, manifest: Manifest, state: session.State, tell: Tell = _quiet) -> PortOutcome:
+    tell(f"writing the patch files, the manifest and {state.branch}")
     exported, shown = transaction.finish(repo, manifest, state)
     return PortOutcome(state=state, range_diff=shown, exported=exported)
 
@@ -102,7 +106,7 @@ def start(
     new_base: str,
     branch: str,
     backport: bool = False,
-    on_patch: OnPatch | None = None,
+    tell: Tell = _quiet,
 ) -> PortOutcome:
     check_branch_name(branch)
     session.refuse_if_in_progress(repo)
@@ -115,6 +119,7 @@ def start(
             hint="to carry the series to an older line (e.g. a release branch), pass --backport",
         )
     old_tip = repo.branch_sha(branch)
+    tell(f"rebuilding the series on the old base {old_base[:12]}")
     old_commits, old_head = old_series(repo, old_base, series, old_tip)
     state = session.State(
         operation="port",
@@ -130,10 +135,10 @@ def start(
             old_base=old_base, old_commits=old_commits, old_head=old_head, backport=not descends
         ),
     )
-    conflict = _run(repo, series, state, 0, on_patch)
+    conflict = _run(repo, series, state, 0, tell)
     if conflict is not None:
         return PortOutcome(state=state, conflict=conflict)
-    return _finish(repo, manifest, state)
+    return _finish(repo, manifest, state, tell)
 
 
 def _resumable(repo: GitRepo, manifest: Manifest, series: Series) -> session.State:
@@ -144,24 +149,28 @@ def _resumable(repo: GitRepo, manifest: Manifest, series: Series) -> session.Sta
 
 
 @locking.repository_locked
-def resume(repo: GitRepo, manifest: Manifest, load_series: Callable[[], Series]) -> PortOutcome:
+def resume(
+    repo: GitRepo, manifest: Manifest, load_series: Callable[[], Series], tell: Tell = _quiet
+) -> PortOutcome:
     """Go on after a conflict was resolved, or finish a port that was killed while writing its results
     (then the series files may be half rewritten: they are not read, the state has everything)."""
     state = session.require(repo, "port", manifest.path)
     if transaction.is_finishing(state):
-        return _finish(repo, manifest, state)
+        return _finish(repo, manifest, state, tell)
     series = load_series()
     state = _resumable(repo, manifest, series)
     index = state.conflict_index
     patch = series.patches[index]
-    message = _message(patch, state.port_data.old_commits[index])
+    message = _message(patch)
     commit = session.commit_resolution(repo, state, patch, message)
     state.steps.append(session.Step(file=state.files[index], commit=commit, resolved=True))
-    return _go_on(repo, manifest, series, state, index)
+    return _go_on(repo, manifest, series, state, index, tell)
 
 
 @locking.repository_locked
-def skip(repo: GitRepo, manifest: Manifest, load_series: Callable[[], Series], who: str) -> PortOutcome:
+def skip(
+    repo: GitRepo, manifest: Manifest, load_series: Callable[[], Series], who: str, tell: Tell = _quiet
+) -> PortOutcome:
     """Drop the conflicting patch on purpose: recorded under `dropped:` as skipped, by whom and when."""
     if transaction.is_finishing(session.require(repo, "port", manifest.path)):
         raise BadInput("the port is writing its results; nothing to skip", hint="run forkctl port --continue")
@@ -177,18 +186,18 @@ def skip(repo: GitRepo, manifest: Manifest, load_series: Callable[[], Series], w
         skipped_by=who,
         skipped_at=when,
     )
-    return _go_on(repo, manifest, series, state, index)
+    return _go_on(repo, manifest, series, state, index, tell)
 
 
 def _go_on(
-    repo: GitRepo, manifest: Manifest, series: Series, state: session.State, index: int
+    repo: GitRepo, manifest: Manifest, series: Series, state: session.State, index: int, tell: Tell
 ) -> PortOutcome:
     state.conflict_index, state.conflict_parent, state.conflict_paths = -1, "", []
     session.save(repo, state)
-    conflict = _run(repo, series, state, index + 1)
+    conflict = _run(repo, series, state, index + 1, tell)
     if conflict is not None:
         return PortOutcome(state=state, conflict=conflict)
-    return _finish(repo, manifest, state)
+    return _finish(repo, manifest, state, tell)
 
 
 @locking.repository_locked
