@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import shlex
 from pathlib import Path
 
 import click
@@ -25,10 +26,14 @@ def _step_row(step: Step) -> list[str]:
         evidence = step.absorbed
         upstream = (evidence.get("upstream_commit") or "")[:12]
         label = "skipped" if evidence["reason"] == "skipped" else "absorbed"
-        return [name, label, f"{evidence['reason']} {upstream}".strip()]
+        proved = f", proved by {evidence['proof'].split(':')[0]}" if evidence.get("proof") else ""
+        return [name, label, f"{evidence['reason']} {upstream}".strip() + proved]
     if step.partial:
         needed, total = step.partial["still_needed"], step.partial["changed_lines"]
         return [name, "applied (partial)", f"{step.commit} ({needed} of {total} lines still needed)"]
+    if step.reapplied:
+        reverted = f"upstream reverted {step.reapplied['upstream_commit'][:12]} in"
+        return [name, "re-applied", f"{step.commit} ({reverted} {step.reapplied['reverted_by'][:12]})"]
     return [name, "resolved" if step.resolved else "applied", step.commit or ""]
 
 
@@ -60,7 +65,41 @@ def _stopped(result: Report, state: State, conflict: ConflictReport, rows: list[
     )
 
 
-def _report(outcome: port.PortOutcome) -> Report:
+def _reverted_stop(result: Report, state: State, conflict: ConflictReport, where: str) -> None:
+    """A port stopped at a pick of an upstream commit that upstream reverted in the range: not a
+    conflict, a decision, and the two ways on."""
+    file = state.files[state.conflict_index]
+    picked, reverted_by = conflict.upstream_commit or "", conflict.reverted_by or ""
+    result.data["conflict"] = {
+        "file": file,
+        "subject": conflict.patch.subject,
+        "paths": conflict.paths,
+        "worktree": str(conflict.worktree),
+        "upstream_commit": picked,
+        "named_by": "provenance",
+        "reverted_by": reverted_by,
+    }
+    result.fail(
+        Problem(
+            f"{conflict.patch.subject} picks upstream {picked[:12]}, which upstream reverted in "
+            f"{reverted_by[:12]}: porting it would undo that revert",
+            file=file,
+            hint=f"read {reverted_by[:12]}; forkctl port --skip{where} drops the patch (recorded under "
+            f"dropped:), forkctl port --reapply-reverted{where} applies it again (as the worktree "
+            f"{conflict.worktree} holds it), forkctl port --abort{where} gives up",
+        )
+    )
+
+
+def _own_lines(result: Report, conflict: ConflictReport) -> None:
+    """An amended pick stopped on its own lines: name exactly those (the interdiff with upstream's)."""
+    result.data["conflict"]["own_lines"] = conflict.own_lines
+    upstream = (conflict.upstream_commit or "")[:12]
+    result.lines.append(f"own lines of this patch beyond upstream {upstream} (the only ones merged):")
+    result.lines.append(conflict.own_lines.rstrip())
+
+
+def _report(outcome: port.PortOutcome, where: str = "") -> Report:
     state = outcome.state
     result = Report(command="port")
     rows = [_step_row(step) for step in state.steps]
@@ -75,13 +114,21 @@ def _report(outcome: port.PortOutcome) -> Report:
                 "resolved": s.resolved,
                 "absorbed": s.absorbed,
                 "partial": s.partial,
+                "reapplied": s.reapplied,
             }
             for s in state.steps
         ],
         "backport": state.port_data.backport,
     }
-    if outcome.conflict is not None:
+    if outcome.conflict is not None and outcome.conflict.reverted_by:
+        rows.append(
+            [Path(state.files[state.conflict_index]).name, "reverted upstream", outcome.conflict.reverted_by]
+        )
+        _reverted_stop(result, state, outcome.conflict, where)
+    elif outcome.conflict is not None:
         _stopped(result, state, outcome.conflict, rows)
+        if outcome.conflict.own_lines:
+            _own_lines(result, outcome.conflict)
     else:
         result.data["head"] = state.head
         result.data["range_diff"] = outcome.range_diff
@@ -114,6 +161,12 @@ def _who(repo: GitRepo) -> str:
     is_flag=True,
     help="Allow a target that does not descend from the base (e.g. a release branch cut before it).",
 )
+@click.option(
+    "--reapply-reverted",
+    is_flag=True,
+    help="Apply again a pick whose upstream commit upstream reverted in base..target: with --onto, "
+    "every such pick; alone, the one a stopped port is at (as its worktree holds it).",
+)
 @output_options()
 @forkctl_command
 @toolkit_locked
@@ -126,6 +179,7 @@ def command(
     skip: bool,
     abort: bool,
     backport: bool,
+    reapply_reverted: bool,
 ) -> Report:
     """Move the series to a new upstream base.
 
@@ -140,7 +194,10 @@ def command(
     manifest = ctx.manifest()
     if sum([resume, skip, abort]) > 1:
         raise BadInput("--continue, --skip and --abort exclude each other", hint="pass one of them")
-    if abort or resume or skip:
+    if reapply_reverted and (skip or abort):
+        raise BadInput("--reapply-reverted applies a pick again; --skip and --abort do not go with it")
+    where = f" --repo {shlex.quote(str(repo_path))}" if repo_path is not None else ""
+    if abort or resume or skip or (reapply_reverted and onto is None):
         if onto is not None or backport:
             raise BadInput("--onto/--backport start a port; they do not go with --continue/--skip/--abort")
         repo = gitstore.object_store(repo_path, manifest.upstream.url, [])
@@ -156,8 +213,8 @@ def command(
                 ],
             )
         if skip:
-            return _report(port.skip(repo, manifest, lambda: load_series(manifest), _who(repo)))
-        return _report(port.resume(repo, manifest, lambda: load_series(manifest)))
+            return _report(port.skip(repo, manifest, lambda: load_series(manifest), _who(repo)), where)
+        return _report(port.resume(repo, manifest, lambda: load_series(manifest), reapply_reverted), where)
     if onto is None:
         raise BadInput("no new base", hint="pass --onto SHA")
     repo, new_base, old_base = port.resolve_endpoints(
@@ -174,5 +231,6 @@ def command(
             manifest.fork.branch if branch is None else branch,
             backport=backport,
             on_patch=advance,
+            reapply_reverted=reapply_reverted,
         )
-    return _report(outcome)
+    return _report(outcome, where)

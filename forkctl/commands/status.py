@@ -200,7 +200,12 @@ def _preview_item(
     }
     if entry.verdict.kind == "applied" and entry.verdict.detail:
         item["partial"] = entry.verdict.detail
-    if entry.verdict.kind == "conflict":
+    for key in ("proof", "own_lines", "reverted_by"):
+        if key in entry.verdict.detail:
+            item[key] = entry.verdict.detail[key]
+    if entry.verdict.reason == "reverted":
+        _reverted(result, item, entry, target)
+    elif entry.verdict.kind == "conflict":
         merged = entry.verdict.merged
         assert merged is not None
         item["conflict"] = {"paths": merged.conflicted, "messages": [m.text for m in merged.messages]}
@@ -222,6 +227,20 @@ def _preview_item(
             )
         )
     return item, [f"{entry.position + 1:04d}", entry.patch.subject, verdict_name, evidence]
+
+
+def _reverted(result: Report, item: dict, entry: PreviewEntry, target: str) -> None:
+    """A pick of an upstream commit that upstream reverted on the way to the target: port stops there."""
+    picked, reverted_by = item["upstream_commit"], item["reverted_by"]
+    result.fail(
+        Problem(
+            f"{entry.patch.subject} picks upstream {picked[:12]}, which upstream reverted in "
+            f"{reverted_by[:12]}: porting it onto {target[:12]} would undo that revert",
+            file=item["file"],
+            hint=f"read {reverted_by[:12]}; forkctl port --onto {target[:12]} stops there: --skip drops "
+            "the patch, --reapply-reverted applies it again",
+        )
+    )
 
 
 def onto_report(manifest: Manifest, repo_path: Path | None, onto: str, with_first_break: bool) -> Report:
