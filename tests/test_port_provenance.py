@@ -165,7 +165,10 @@ def test_pick_upstream_reverted_is_flagged_and_stops_for_a_decision(tmp_path: Pa
     problem = next(p for p in data["problems"] if reverting[:12] in p["message"])
     assert "--skip" in problem["hint"] and "--reapply-reverted" in problem["hint"]
     assert state_of(setup, fork) == before  # nothing moved
-    # --continue alone does not re-apply it: the decision is explicit.
+    # `status` shows the stop with the ways on that work as printed; --continue alone does not re-apply.
+    code, shown = run_json(setup, "status", "--repo", str(fork.path))
+    commands = shown["in_progress"]["commands"]
+    assert set(commands) == {"reapply-reverted", "skip", "abort"}, commands
     code, refused = run_json(setup, "port", "--continue", "--repo", str(fork.path))
     assert code == 2, refused
     code, data = run_json(setup, "port", "--skip", "--repo", str(fork.path))

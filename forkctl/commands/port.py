@@ -184,9 +184,11 @@ def command(
     """Move the series to a new upstream base.
 
     \b
-    Each patch is applied, or dropped as absorbed upstream (same patch-id as an upstream commit in
-    old-base..new-base, reverse applies, or changes nothing) with the evidence recorded under
-    `dropped:`, or stops on a conflict (resume with --continue, undo with --abort). At the end the
+    Each patch is applied, or dropped as absorbed upstream (its merge changes nothing, or it is a pick
+    proved to be the upstream commit its provenance names: same patch-id, or empty interdiff) with the
+    evidence recorded under `dropped:`, or stops on a conflict (resume with --continue, undo with
+    --abort), or stops at a pick of an upstream commit that upstream reverted (--skip or
+    --reapply-reverted). At the end the
     branch is moved (compare-and-swap; never a checked-out branch), the manifest's base is updated,
     the patch files are re-exported and a range-diff of old vs new series is shown.
     """

@@ -87,10 +87,13 @@ def _unresolved(worktree: Path, paths: list[str]) -> list[str]:
     return left
 
 
-def _commands(operation: str, repo: str | None, stopped: bool) -> dict[str, str]:
-    """The ways on; --skip only for a port stopped at a patch (one writing its results has none)."""
+def _commands(operation: str, repo: str | None, stopped: bool, reverted: bool = False) -> dict[str, str]:
+    """The ways on; --skip only for a port stopped at a patch (one writing its results has none); at a
+    pick of a reverted upstream commit, --reapply-reverted instead of --continue."""
     where = f" --repo {shlex.quote(repo)}" if repo else ""
     verbs = ("continue", "skip", "abort") if operation == "port" and stopped else ("continue", "abort")
+    if reverted and stopped:
+        verbs = ("reapply-reverted", "skip", "abort")
     return {verb: f"forkctl {operation} --{verb}{where}" for verb in verbs}
 
 
@@ -110,8 +113,14 @@ def _summary(state: dict[str, Any], pointer: Pointer) -> InProgress | None:
         paths=paths if stopped else [],
         unresolved=_unresolved(Path(worktree), paths) if stopped else [],
         worktree=worktree,
-        commands=_commands(operation, pointer.repo, stopped),
+        commands=_commands(operation, pointer.repo, stopped, _reverted(state)),
     )
+
+
+def _reverted(state: dict[str, Any]) -> bool:
+    """Is the port stopped at a pick of an upstream commit that upstream reverted (a decision)?"""
+    port = state.get("port")
+    return isinstance(port, dict) and bool(port.get("reverted"))
 
 
 def find(manifest: Path, repo_path: Path | None = None) -> InProgress | None:
