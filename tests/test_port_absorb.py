@@ -1,7 +1,7 @@
 """A port drops a patch as absorbed only by effect: its 3-way result on the new base changes nothing.
 
 Hashes (patch-id, zero-context patch-id) and provenance only name the upstream commit; they never drop a
-patch on their own. Each case is compared with plain `git rebase --onto` of the same branch (which keeps
+patch on their own (a pick compared with the very commit it names is `test_port_provenance.py`'s). Each case is compared with plain `git rebase --onto` of the same branch (which keeps
 what these rules used to drop), and `status --onto` must say what `port` then does.
 """
 
@@ -182,54 +182,6 @@ def test_amended_pick_keeps_its_own_lines_and_reports_the_upstream_part(tmp_path
     rebased = Rebased(fork, tmp_path, setup.base, old_head, new_base)
     assert not rebased.stopped
     assert fork.git("rev-parse", f"{BRANCH}^{{tree}}") == rebased.tree
-
-
-def test_amended_pick_whose_upstream_lines_moved_on_stops_where_git_stops(tmp_path: Path) -> None:
-    setup = empty_setup(tmp_path)
-    upstream = setup.upstream
-    picked = upstream.commit("upstream: line 10 (#7)", {LONG: edited(l10="TEN")})
-    new_base = upstream.commit("upstream: line 10 again", {LONG: edited(l10="TEN!")})
-    dev = dev_at_base(setup)
-    own(dev, "feat: other", {OTHER: "X = 5\n"}, 1)
-    pick_amended(dev, picked, {LONG: edited(l10="TEN", l17="OWN")})
-    export_dev(setup, dev)
-    fork = fork_with_branch(setup, tmp_path)
-    old_head = fork.head(BRANCH)
-    previewed = preview(setup, fork, new_base)
-    code, data = port(setup, fork, new_base)
-    assert code == 1, data
-    rebased = Rebased(fork, tmp_path, setup.base, old_head, new_base)
-    assert rebased.stopped and rebased.made == 1 and rebased.unmerged == [LONG]
-    assert port_results(data) == ["applied", "conflicts"] == preview_results(previewed)
-    assert data["conflict"]["paths"] == rebased.unmerged
-    # The provenance only names upstream's commit: a hint that --skip exists, never a drop.
-    assert data["conflict"]["upstream_commit"] == picked == previewed[1]["upstream_commit"]
-    assert any(picked[:12] in p["hint"] and "--skip" in p["hint"] for p in data["problems"])
-    assert setup.manifest_data()["dropped"] == []
-
-
-def test_pick_of_an_upstream_commit_rewritten_since_stops_instead_of_vanishing(tmp_path: Path) -> None:
-    setup = empty_setup(tmp_path)
-    upstream = setup.upstream
-    picked = upstream.commit("upstream: line 10 (#7)", {LONG: edited(l10="TEN")})
-    new_base = upstream.commit("upstream: line 10 again", {LONG: edited(l10="TEN!")})
-    dev = dev_at_base(setup)
-    dev.git("cherry-pick", "-x", picked)  # the same patch-id as upstream's commit
-    export_dev(setup, dev)
-    fork = fork_with_branch(setup, tmp_path)
-    old_head = fork.head(BRANCH)
-    previewed = preview(setup, fork, new_base)
-    code, data = port(setup, fork, new_base)
-    rebased = Rebased(fork, tmp_path, setup.base, old_head, new_base)
-    assert rebased.stopped and rebased.unmerged == [LONG]
-    assert code == 1, data
-    assert port_results(data) == ["conflicts"] == preview_results(previewed)
-    assert data["conflict"]["upstream_commit"] == picked
-    assert data["conflict"]["named_by"] == "patch-id"
-    # The person reads upstream's commit and drops the patch on purpose.
-    code, data = run_json(setup, "port", "--skip", "--repo", str(fork.path))
-    assert code == 0, data
-    assert [d["reason"] for d in setup.manifest_data()["dropped"]] == ["skipped"]
 
 
 def test_mixed_series_ports_like_rebase_and_status_onto_says_so(tmp_path: Path) -> None:

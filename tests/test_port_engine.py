@@ -188,12 +188,15 @@ def test_provenance_names_the_upstream_commit_of_a_pick_rewritten_since(tmp_path
     )
     fork = fork_with_branch(upstream_setup, tmp_path)
     old_head = fork.head(BRANCH)
-    # The adaptation is ours and git stops on it: the provenance names X for the person, it drops nothing.
+    # The adaptation is ours and git stops on it. The new base holds X, so only the adaptation (the
+    # interdiff with X) is merged: the stop is on other.py alone, its own lines named; nothing dropped.
     code, data = port(upstream_setup, fork, new_base)
     assert code == 1, data
     assert data["conflict"]["named_by"] == "provenance"
     assert data["conflict"]["upstream_commit"] == x_commit
-    assert sorted(data["conflict"]["paths"]) == ["megatron/core/long.py", "megatron/core/other.py"]
+    assert data["conflict"]["paths"] == ["megatron/core/other.py"]
+    assert "adapted for the old base" in data["conflict"]["own_lines"]
+    assert "TEN" not in data["conflict"]["own_lines"]
     status, _ = rebase_tree(fork, tmp_path, upstream_setup.base, old_head, new_base)
     assert status != 0
 

@@ -25,10 +25,14 @@ def _step_row(step: Step) -> list[str]:
         evidence = step.absorbed
         upstream = (evidence.get("upstream_commit") or "")[:12]
         label = "skipped" if evidence["reason"] == "skipped" else "absorbed"
-        return [name, label, f"{evidence['reason']} {upstream}".strip()]
+        proved = f", proved by {evidence['proof'].split(':')[0]}" if evidence.get("proof") else ""
+        return [name, label, f"{evidence['reason']} {upstream}".strip() + proved]
     if step.partial:
         needed, total = step.partial["still_needed"], step.partial["changed_lines"]
         return [name, "applied (partial)", f"{step.commit} ({needed} of {total} lines still needed)"]
+    if step.reapplied:
+        reverted = f"upstream reverted {step.reapplied['upstream_commit'][:12]} in"
+        return [name, "re-applied", f"{step.commit} ({reverted} {step.reapplied['reverted_by'][:12]})"]
     return [name, "resolved" if step.resolved else "applied", step.commit or ""]
 
 
@@ -66,7 +70,41 @@ def _stopped(
     )
 
 
-def _report(outcome: port.PortOutcome, ways: dict[str, str]) -> Report:
+def _reverted_stop(result: Report, state: State, conflict: ConflictReport, ways: dict[str, str]) -> None:
+    """A port stopped at a pick of an upstream commit that upstream reverted in the range: not a
+    conflict, a decision, and the two ways on."""
+    file = state.files[state.conflict_index]
+    picked, reverted_by = conflict.upstream_commit or "", conflict.reverted_by or ""
+    result.data["conflict"] = {
+        "file": file,
+        "subject": conflict.patch.subject,
+        "paths": conflict.paths,
+        "worktree": str(conflict.worktree),
+        "upstream_commit": picked,
+        "named_by": "provenance",
+        "reverted_by": reverted_by,
+    }
+    result.fail(
+        Problem(
+            f"{conflict.patch.subject} picks upstream {picked[:12]}, which upstream reverted in "
+            f"{reverted_by[:12]}: porting it would undo that revert",
+            file=file,
+            hint=f"read {reverted_by[:12]}; {ways['skip']} drops the patch (recorded under dropped:), "
+            f"{ways['reapply-reverted']} applies it again (as the worktree {conflict.worktree} holds it), "
+            f"{ways['abort']} gives up",
+        )
+    )
+
+
+def _own_lines(result: Report, conflict: ConflictReport) -> None:
+    """An amended pick stopped on its own lines: name exactly those (the interdiff with upstream's)."""
+    result.data["conflict"]["own_lines"] = conflict.own_lines
+    upstream = (conflict.upstream_commit or "")[:12]
+    result.lines.append(f"own lines of this patch beyond upstream {upstream} (the only ones merged):")
+    result.lines.append(conflict.own_lines.rstrip())
+
+
+def _report(outcome: port.PortOutcome, ways: dict[str, str], reverted_ways: dict[str, str]) -> Report:
     state = outcome.state
     result = Report(command="port")
     rows = [_step_row(step) for step in state.steps]
@@ -81,13 +119,21 @@ def _report(outcome: port.PortOutcome, ways: dict[str, str]) -> Report:
                 "resolved": s.resolved,
                 "absorbed": s.absorbed,
                 "partial": s.partial,
+                "reapplied": s.reapplied,
             }
             for s in state.steps
         ],
         "backport": state.port_data.backport,
     }
-    if outcome.conflict is not None:
+    if outcome.conflict is not None and outcome.conflict.reverted_by:
+        rows.append(
+            [Path(state.files[state.conflict_index]).name, "reverted upstream", outcome.conflict.reverted_by]
+        )
+        _reverted_stop(result, state, outcome.conflict, reverted_ways)
+    elif outcome.conflict is not None:
         _stopped(result, state, outcome.conflict, rows, ways)
+        if outcome.conflict.own_lines:
+            _own_lines(result, outcome.conflict)
     else:
         result.data["head"] = state.head
         result.data["range_diff"] = outcome.range_diff
@@ -120,6 +166,12 @@ def _who(repo: GitRepo) -> str:
     is_flag=True,
     help="Allow a target that does not descend from the base (e.g. a release branch cut before it).",
 )
+@click.option(
+    "--reapply-reverted",
+    is_flag=True,
+    help="Apply again a pick whose upstream commit upstream reverted in base..target: with --onto, "
+    "every such pick; alone, the one a stopped port is at (as its worktree holds it).",
+)
 @output_options()
 @forkctl_command
 @toolkit_locked
@@ -132,13 +184,16 @@ def command(
     skip: bool,
     abort: bool,
     backport: bool,
+    reapply_reverted: bool,
 ) -> Report:
     """Move the series to a new upstream base.
 
     \b
-    Each patch is applied, or dropped as absorbed upstream (same patch-id as an upstream commit in
-    old-base..new-base, reverse applies, or changes nothing) with the evidence recorded under
-    `dropped:`, or stops on a conflict (resume with --continue, undo with --abort). At the end the
+    Each patch is applied, or dropped as absorbed upstream (its merge changes nothing, or it is a pick
+    proved to be the upstream commit its provenance names: same patch-id, or empty interdiff) with the
+    evidence recorded under `dropped:`, or stops on a conflict (resume with --continue, undo with
+    --abort), or stops at a pick of an upstream commit that upstream reverted (--skip or
+    --reapply-reverted). At the end the
     branch is moved (compare-and-swap; never a checked-out branch), the manifest's base is updated,
     the patch files are re-exported and a range-diff of old vs new series is shown.
     """
@@ -146,14 +201,16 @@ def command(
     manifest = ctx.manifest()
     if sum([resume, skip, abort]) > 1:
         raise BadInput("--continue, --skip and --abort exclude each other", hint="pass one of them")
+    if reapply_reverted and (skip or abort):
+        raise BadInput("--reapply-reverted applies a pick again; --skip and --abort do not go with it")
     # The ways on after a stop, with what this run was given: printed, they work as printed.
-    ways = progress.ways_on(
-        "port",
-        True,
+    where = (
         str(repo_path) if repo_path else None,
         str(ctx.manifest_path()) if ctx.manifest_option else None,
     )
-    if abort or resume or skip:
+    ways = progress.ways_on("port", True, *where)
+    reverted_ways = progress.ways_on("port", True, *where, reverted=True)
+    if abort or resume or skip or (reapply_reverted and onto is None):
         if onto is not None or backport:
             raise BadInput("--onto/--backport start a port; they do not go with --continue/--skip/--abort")
         repo = gitstore.object_store(repo_path, manifest.upstream.url, [])
@@ -172,8 +229,10 @@ def command(
             if skip:
                 outcome = port.skip(repo, manifest, lambda: load_series(manifest), _who(repo), step)
             else:
-                outcome = port.resume(repo, manifest, lambda: load_series(manifest), step)
-        return _report(outcome, ways)
+                outcome = port.resume(
+                    repo, manifest, lambda: load_series(manifest), step, reapply_reverted=reapply_reverted
+                )
+        return _report(outcome, ways, reverted_ways)
     if onto is None:
         raise BadInput("no new base", hint="pass --onto SHA")
     repo, new_base, old_base = port.resolve_endpoints(
@@ -190,5 +249,6 @@ def command(
             manifest.fork.branch if branch is None else branch,
             backport=backport,
             tell=step,
+            reapply_reverted=reapply_reverted,
         )
-    return _report(outcome, ways)
+    return _report(outcome, ways, reverted_ways)

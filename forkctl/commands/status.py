@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import shlex
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -184,7 +185,12 @@ def _first_break_json(found: FirstBreak) -> dict:
 
 
 def _preview_item(
-    result: Report, manifest: Manifest, entry: PreviewEntry, target: str, found: FirstBreak | None
+    result: Report,
+    manifest: Manifest,
+    entry: PreviewEntry,
+    target: str,
+    found: FirstBreak | None,
+    where: str = "",
 ) -> tuple[dict, list[str]]:
     """One previewed patch: its JSON item and table row; a conflict adds git's words and a problem."""
     from forkctl.report.preview import verdict_words
@@ -200,7 +206,12 @@ def _preview_item(
     }
     if entry.verdict.kind == "applied" and entry.verdict.detail:
         item["partial"] = entry.verdict.detail
-    if entry.verdict.kind == "conflict":
+    for key in ("proof", "own_lines", "reverted_by"):
+        if key in entry.verdict.detail:
+            item[key] = entry.verdict.detail[key]
+    if entry.verdict.reason == "reverted":
+        _reverted(result, item, entry, target, where)
+    elif entry.verdict.kind == "conflict":
         merged = entry.verdict.merged
         assert merged is not None
         item["conflict"] = {"paths": merged.conflicted, "messages": [m.text for m in merged.messages]}
@@ -224,6 +235,22 @@ def _preview_item(
     return item, [f"{entry.position + 1:04d}", entry.patch.subject, verdict_name, evidence]
 
 
+def _reverted(result: Report, item: dict, entry: PreviewEntry, target: str, where: str) -> None:
+    """A pick of an upstream commit that upstream reverted on the way to the target: port stops there
+    (`where`: the --repo the commands need)."""
+    picked, reverted_by = item["upstream_commit"], item["reverted_by"]
+    result.fail(
+        Problem(
+            f"{entry.patch.subject} picks upstream {picked[:12]}, which upstream reverted in "
+            f"{reverted_by[:12]}: porting it onto {target[:12]} would undo that revert",
+            file=item["file"],
+            hint=f"read {reverted_by[:12]}; forkctl port --onto {target[:12]}{where} stops there, then "
+            f"forkctl port --skip{where} drops the patch, forkctl port --reapply-reverted{where} applies "
+            f"it again (or at once: forkctl port --onto {target[:12]}{where} --reapply-reverted)",
+        )
+    )
+
+
 def onto_report(manifest: Manifest, repo_path: Path | None, onto: str, with_first_break: bool) -> Report:
     import contextlib
 
@@ -236,6 +263,7 @@ def onto_report(manifest: Manifest, repo_path: Path | None, onto: str, with_firs
     series = load_series(manifest)
     result = Report(command="status")
     rows, patches_json = [], []
+    where = f" --repo {shlex.quote(str(Path(repo_path).absolute()))}" if repo_path is not None else ""
     # --first-break takes seconds to minutes on a long range: its phases are told on stderr.
     with report.phases("status --first-break") if with_first_break else contextlib.nullcontext() as step:
         tell = step or (lambda _: None)
@@ -250,7 +278,7 @@ def onto_report(manifest: Manifest, repo_path: Path | None, onto: str, with_firs
             if search is not None and entry.verdict.kind == "conflict":
                 tell(f"first break of {entry.patch.subject}: bisecting {base[:12]}..{target[:12]}")
                 found = search.find(entry.position)
-            item, row = _preview_item(result, manifest, entry, target, found)
+            item, row = _preview_item(result, manifest, entry, target, found, where)
             patches_json.append(item)
             rows.append(row)
     result.data = {

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 
+from forkctl.errors import BadInput
 from forkctl.git.gitdir import GitDir
 from forkctl.git.runner import NO_LAZY_FETCH
 from forkctl.git.sha import is_full_sha
@@ -83,6 +84,24 @@ class History(GitDir):
 
     def count(self, range_spec: str) -> int:
         return int(self.git(["rev-list", "--count", "--end-of-options", range_spec, "--"]).text)
+
+    def commits_saying_they_revert(self, commit: str, range_spec: str) -> set[str]:
+        """Commits in `range_spec` whose message says "This reverts commit <commit>" (`git revert`'s
+        words, with the full SHA): a name, to be confirmed by the diff."""
+        if not is_full_sha(commit):
+            raise BadInput(f"commits_saying_they_revert needs a full commit SHA, got {commit!r}")
+        out = self.git(
+            [
+                "log",
+                "--format=%H",
+                "--fixed-strings",
+                f"--grep=This reverts commit {commit}",
+                "--end-of-options",
+                range_spec,
+                "--",
+            ]
+        ).text
+        return set(out.split())
 
     def last_commit_touching(self, range_spec: str, paths: list[str]) -> str | None:
         """The newest commit in `range_spec` that changed any of `paths` (evidence for an absorbed patch)."""

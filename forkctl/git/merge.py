@@ -116,3 +116,20 @@ def cherry_pick(
         stages=stages,
         sides=(ours, commit),
     )
+
+
+def pick_change(
+    repo: GitRepo,
+    change: tuple[TreeSha, TreeSha],
+    anchor: str,
+    onto: str,
+    date: str,
+    onto_tree: TreeSha | None = None,
+) -> MergeResult:
+    """The tree that the change from tree `change[0]` to tree `change[1]` gives on commit `onto`, merged
+    as `git cherry-pick` merges: for a change no commit holds on its own (a pick's own lines beyond the
+    upstream commit it names; the reverse of a commit, as `git revert` makes it). Two stand-ins hold it
+    (before on `anchor`, after on before), so the before side is the merge base."""
+    before = stand_in(repo, change[0], anchor, date)
+    after = stand_in(repo, change[1], before, date)
+    return cherry_pick(repo, after, before, onto, onto_tree=onto_tree, date=date)

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from forkctl.errors import BadInput
 from forkctl.git.gitdir import GitDir
-from forkctl.git.patchtext import patch_id
+from forkctl.git.patchtext import patch_id, patch_ids
 from forkctl.git.runner import DIFF_FLAGS, git
 from forkctl.git.sha import is_full_sha
 
@@ -75,6 +75,12 @@ class Patches(GitDir):
 
     def commit_patch_id(self, sha: str) -> str:
         return patch_id(self.diff_commits(f"{sha}^", sha))
+
+    def change_and_reverse_ids(self, sha: str, parent: str) -> tuple[str, str]:
+        """(patch-id of parent..sha, patch-id of its reverse sha..parent): the ids a pick of `sha` and a
+        revert of it have (`git revert` makes the reverse diff), in one `git patch-id`."""
+        forward, backward = patch_ids([self.diff_commits(parent, sha), self.diff_commits(sha, parent)])
+        return forward, backward
 
     def range_diff(self, old_range: str, new_range: str) -> str:
         """`git range-diff` of two series, e.g. old-base..old-head vs new-base..new-head (no colour)."""
@@ -196,6 +202,11 @@ class Diffs(GitDir):
             ]
         ).text
         return set(filter(None, out.split("\x00")))
+
+    def changed_lines_text(self, old: str, new: str) -> str:
+        """The lines that differ from `old` to `new` (commits or trees) as a zero-context diff: exactly
+        the changed lines, each under its file and hunk header, for a person to read."""
+        return self.git(["diff", "-U0", "--no-renames", *DIFF_FLAGS, old, new]).text
 
     def changed_line_count(self, old: str, new: str) -> int:
         """Added plus removed lines from `old` to `new` (binary files count one each)."""

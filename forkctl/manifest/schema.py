@@ -29,9 +29,7 @@ ALLOWED_SIGNER_RE = re.compile(
 
 def _check_sha(key: str, value: str | None) -> None:
     if value is not None and not is_commit_name(value):
-        raise FieldError(
-            key, f"{value!r} is not a commit SHA (7 to 40 lowercase hex digits, or a full 64-digit SHA-256)"
-        )
+        raise FieldError(key, f"{value!r} is not a commit SHA (7 to 40 lowercase hex digits, or 64: SHA-256)")
 
 
 def check_allowed_signers(lines: list[str]) -> list[str]:
@@ -151,15 +149,16 @@ class DroppedEntry(_Model):
     reason: DropReason
     base: str
     file: str | None = None
-    # For `skipped`: who dropped the patch by hand, and when (ISO 8601).
-    skipped_by: str | None = None
+    skipped_by: str | None = None  # `skipped`: who dropped the patch by hand, and when (ISO 8601)
     skipped_at: str | None = None
     upstream_commit: str | None = None
+    proof: str | None = None  # `provenance`: how the change was proved upstream_commit's
+    reverted_by: str | None = None  # `skipped`: the commit that reverted upstream_commit
     provenance: list[str] = msgspec.field(default_factory=list)
 
     def __post_init__(self) -> None:
-        _check_sha("base", self.base)
-        _check_sha("upstream_commit", self.upstream_commit)
+        for key in ("base", "upstream_commit", "reverted_by"):
+            _check_sha(key, getattr(self, key))
 
 
 # How a pin file is written (chain/pinrecords.py reads and writes each): a new format is a new value

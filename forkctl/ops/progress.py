@@ -88,15 +88,22 @@ def _unresolved(worktree: Path, paths: list[str]) -> list[str]:
 
 
 def ways_on(
-    operation: str, stopped: bool, repo: str | None = None, manifest: str | None = None
+    operation: str,
+    stopped: bool,
+    repo: str | None = None,
+    manifest: str | None = None,
+    reverted: bool = False,
 ) -> dict[str, str]:
     """The ways on, each a command that works as printed: with the `--repo` (None: the cache clone, the
     default) and the `--manifest` (None: the one found from the checkout) the stopped run was given,
     as absolute paths, so a shell in another folder runs them too (a stop is found by its repository and
-    its manifest). --skip only for a port stopped at a patch (one writing its results has none)."""
+    its manifest). --skip only for a port stopped at a patch (one writing its results has none); at a
+    pick of a reverted upstream commit, --reapply-reverted instead of --continue."""
     where = f" --repo {shlex.quote(str(Path(repo).absolute()))}" if repo else ""
     where += f" --manifest {shlex.quote(str(Path(manifest).absolute()))}" if manifest else ""
     verbs = ("continue", "skip", "abort") if operation == "port" and stopped else ("continue", "abort")
+    if reverted and stopped:
+        verbs = ("reapply-reverted", "skip", "abort")
     return {verb: f"forkctl {operation} --{verb}{where}" for verb in verbs}
 
 
@@ -116,8 +123,14 @@ def _summary(state: dict[str, Any], pointer: Pointer) -> InProgress | None:
         paths=paths if stopped else [],
         unresolved=_unresolved(Path(worktree), paths) if stopped else [],
         worktree=worktree,
-        commands=ways_on(operation, stopped, pointer.repo),
+        commands=ways_on(operation, stopped, pointer.repo, reverted=_reverted(state)),
     )
+
+
+def _reverted(state: dict[str, Any]) -> bool:
+    """Is the port stopped at a pick of an upstream commit that upstream reverted (a decision)?"""
+    port = state.get("port")
+    return isinstance(port, dict) and bool(port.get("reverted"))
 
 
 def find(manifest: Path, repo_path: Path | None = None) -> InProgress | None:

@@ -46,6 +46,8 @@ class Step(msgspec.Struct):
     absorbed: dict[str, Any] | None = None
     # Applied, but upstream already had part of it: {"changed_lines": n, "still_needed": m}.
     partial: dict[str, Any] | None = None
+    # Applied although upstream reverted the commit it picks, as asked: {upstream_commit, reverted_by}.
+    reapplied: dict[str, str] | None = None
 
 
 class PortData(msgspec.Struct, forbid_unknown_fields=True):
@@ -62,6 +64,10 @@ class PortData(msgspec.Struct, forbid_unknown_fields=True):
     finishing: bool = False
     dropped_before: list[dict[str, Any]] = msgspec.field(default_factory=list)
     backup: dict[str, str | None] = msgspec.field(default_factory=dict)
+    # `--reapply-reverted` given at the start: picks of reverted upstream commits are merged, not stopped.
+    reapply_reverted: bool = False
+    # Stopped at a pick whose upstream commit (the first) was reverted by the second: a decision.
+    reverted: tuple[FullShaText, FullShaText] | None = None
 
 
 class State(msgspec.Struct):
@@ -207,6 +213,10 @@ class ConflictReport(msgspec.Struct, frozen=True):
     # hint that `--skip` exists; a name alone never drops a patch.
     upstream_commit: str | None = None
     named_by: str = ""
+    # port: an amended pick's own lines beyond the upstream commit (the stop merged only them)
+    own_lines: str = ""
+    # port: the commit of the range that reverted the upstream commit this patch picks
+    reverted_by: str | None = None
 
 
 def open_conflict(
@@ -230,6 +240,10 @@ def open_conflict(
         scratch.show_tree(merged.tree)
         scratch.set_unmerged(merged.stages)
         paths, message, sides = merged.conflicted, merged.text(), merged.sides
+    elif merged is not None and merged.clean:
+        # A stop for a decision, not a conflict (a pick upstream reverted): the merge, for a look.
+        scratch.show_tree(merged.tree)
+        paths, message, sides = list(patch.paths), "", merged.sides
     else:
         _, message = scratch.apply_3way(patch.diff)
         paths, sides = scratch.unmerged_paths(), ("ours", "theirs")

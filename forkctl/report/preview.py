@@ -12,8 +12,14 @@ def verdict_words(entry: PreviewEntry) -> tuple[str, str]:
     """(result, evidence) columns for one previewed patch on a target. A partial absorption's figures
     are data (the JSON's `partial`), not table text."""
     verdict = entry.verdict
+    upstream = (verdict.upstream_commit or "")[:12]
     if verdict.kind == "absorbed":
-        return "absorbed", f"{verdict.reason} {(verdict.upstream_commit or '')[:12]}".strip()
+        proof = verdict.detail.get("proof")
+        return "absorbed", f"{verdict.reason} {upstream}".strip() + (
+            f", proved by {proof.split(':')[0]}" if proof else ""
+        )
+    if verdict.kind == "conflict" and verdict.reason == "reverted":
+        return "reverted", f"picks {upstream}, reverted upstream in {verdict.detail['reverted_by'][:12]}"
     if verdict.kind == "applied":
         result = "applies" if entry.plain else "applies with 3-way"
         if verdict.reason == "partial":

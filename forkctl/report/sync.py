@@ -180,6 +180,13 @@ def _breaks(manifest: Manifest, plan: SyncPlan) -> list[str]:
     for entry in plan.conflicts:
         found = plan.breaks.get(entry.position)
         name = f"{entry.position + 1:04d} {code(entry.patch.subject)}"
+        if entry.verdict.reason == "reverted":
+            picked, reverted_by = entry.verdict.upstream_commit or "", entry.verdict.detail["reverted_by"]
+            lines.append(
+                f"- {name} picks upstream {code(picked)}, which upstream reverted in {code(reverted_by)}: "
+                "`forkctl port --skip` drops it, `forkctl port --reapply-reverted` applies it again"
+            )
+            continue
         if found is None:
             lines.append(f"- {name}: no single upstream commit in base..target was found to break it alone")
             continue

@@ -9,7 +9,12 @@ are known), then cherry-picked on objects on top of the new base plus the patche
   lines);
 - a conflict: stops in the scratch worktree (`ops/state.py`), resumable with --continue / --skip.
 
-Hashes and provenance only name the upstream commit, never decide: the rule that named it is the
+A pick is first compared with the upstream commit U its provenance names, when the target holds U
+(`provenance.py`): the same change as U's (equal patch-ids, or an empty interdiff) is absorbed whatever
+the merge, an amended pick whose whole merge conflicts ports only its own lines (the interdiff), and a
+pick of a U that upstream reverted in the range stops for a decision (--skip, --reapply-reverted).
+
+Otherwise hashes and provenance only name the upstream commit, never decide: the rule that named it is the
 evidence of a drop ("patch-id": a commit in old-base..new-base makes the same change; "patch-id-zero-
 context": the same added and removed lines, `git diff -U0 | git patch-id --stable`; "provenance": the
 patch says `(cherry picked from commit X)` and X is in the new base; "empty": none did, the last

@@ -11,10 +11,11 @@ import msgspec
 
 from forkctl.errors import BadInput
 from forkctl.git import store as gitstore
-from forkctl.git.merge import MergeMessage, MergeResult, cherry_pick
+from forkctl.git.merge import MergeMessage, MergeResult, cherry_pick, pick_change
 from forkctl.git.repo import GitRepo
 from forkctl.git.sha import TreeSha
 from forkctl.ops import replay
+from forkctl.ops.port.provenance import PickProof, prove_pick
 from forkctl.series import Patch, Series
 
 
@@ -23,7 +24,8 @@ class PatchVerdict(msgspec.Struct, frozen=True):
 
     kind: str  # "applied", "absorbed" or "conflict"
     # absorbed: the rule that names the upstream commit ("empty": none did); applied: "clean" or
-    # "partial"; conflict: the rule naming an upstream commit that may hold the change, or "".
+    # "partial"; conflict: the rule naming an upstream commit that may hold the change, or "", or
+    # "reverted": the upstream commit the patch picks was reverted in the range (a stop for a decision).
     reason: str = ""
     upstream_commit: str | None = None
     tree: TreeSha | None = None  # applied: the new tree
@@ -39,8 +41,16 @@ class Judge:
     merge), where one per question made a 100-patch port spawn 1,700 processes.
     """
 
-    def __init__(self, repo: GitRepo, old_base: str, target: str, old_commits: list[str | None]) -> None:
+    def __init__(
+        self,
+        repo: GitRepo,
+        old_base: str,
+        target: str,
+        old_commits: list[str | None],
+        reapply_reverted: bool = False,
+    ) -> None:
         self.repo = repo
+        self.reapply_reverted = reapply_reverted  # a pick of a reverted upstream commit: merge it anyway
         self.old_base = old_base
         self.target = target
         self.old_commits = old_commits
@@ -51,6 +61,7 @@ class Judge:
         self._upstream_paths: set[str] | None = None
         self._provenance: dict[str, str | None] = {}
         self._ancestry: dict[str, bool] = {}
+        self.proofs: dict[int, PickProof | None] = {}  # `pick_proof`'s answers, by position
 
     def upstream_ids(self, zero_context: bool, patch: Patch) -> dict[str, str]:
         """{patch-id: upstream commit} for old_base..target: of the commits touching the series' files
@@ -114,7 +125,7 @@ class Judge:
             if zero and zero in self.upstream_ids(True, patch):
                 return "patch-id-zero-context", self.upstream_ids(True, patch)[zero]
         resolved = self.resolve_provenance(list(patch.provenance))
-        contained = self._in_target([sha for sha in resolved.values() if sha])
+        contained = self.in_target([sha for sha in resolved.values() if sha])
         for origin in reversed(patch.provenance):
             full = resolved[origin]
             if full and full in contained:
@@ -127,9 +138,9 @@ class Judge:
         upstream commits can share a patch-id with one of them."""
         self._series_paths = sorted({path for patch in patches for path in patch.paths})
         resolved = self.resolve_provenance([name for patch in patches for name in patch.provenance])
-        self._in_target([sha for sha in resolved.values() if sha])
+        self.in_target([sha for sha in resolved.values() if sha])
 
-    def _in_target(self, commits: list[str]) -> set[str]:
+    def in_target(self, commits: list[str]) -> set[str]:
         """Those of `commits` that the target contains (each asked once, the unknown ones together)."""
         unknown = sorted({sha for sha in commits if sha not in self._ancestry})
         if unknown:
@@ -140,51 +151,126 @@ class Judge:
     def judge(self, position: int, patch: Patch, head: str, head_tree: TreeSha | None = None) -> PatchVerdict:
         """The patch's 3-way result on `head` decides: nothing changed is absorbed, a change is applied
         (partial when smaller than the original), a conflict stops; the named upstream commit is the
-        evidence each verdict carries."""
+        evidence each verdict carries. A pick whose provenance names a commit of the target is first
+        compared with it (`by_provenance`)."""
         head_tree = head_tree or self.repo.commit_info(head).tree
+        proof = pick_proof(self, position, patch)
+        if proof is not None:
+            return by_provenance(self, position, patch, (head, head_tree), proof)
+        return self.merged(position, patch, head, head_tree)
+
+    def merged(self, position: int, patch: Patch, head: str, head_tree: TreeSha) -> PatchVerdict:
         old, parent = self.old_commits[position], self.parent_of(position, self.old_base)
         merged = merge_patch(self.repo, self.old_base, self.old_commits, position, patch, head, head_tree)
         named = self.named_upstream(position, patch)
         kind = fate(merged, head_tree)
         if kind == "absorbed":
-            rule, commit = named or ("empty", self.repo.last_commit_touching(self._range, patch.paths))
+            rule, commit = named or ("empty", self.repo.last_commit_touching(self.range, patch.paths))
             return PatchVerdict("absorbed", rule, commit)
         if kind == "applied":
-            return self._applied(merged, head_tree, old, parent, patch, named)
+            return applied_verdict(self, merged, head_tree, (old, parent), patch, named)
         if named is None:
             # Only a hint for the person resolving: upstream may hold the change in another shape.
             with self.repo.private_index(head_tree) as index:
                 if index.apply_check(patch.diff, reverse=True):
-                    named = "reverse-applies", self.repo.last_commit_touching(self._range, patch.paths)
+                    named = "reverse-applies", self.repo.last_commit_touching(self.range, patch.paths)
         rule, commit = named or ("", None)
         return PatchVerdict("conflict", rule, commit, merged=merged)
 
     @property
-    def _range(self) -> str:
+    def range(self) -> str:
         return f"{self.old_base}..{self.target}"
 
-    def _applied(
-        self,
-        merged: MergeResult,
-        head_tree: TreeSha,
-        old: str | None,
-        parent: str | None,
-        patch: Patch,
-        named: tuple[str, str] | None,
-    ) -> PatchVerdict:
-        """Applied; "partial" when the ported change is smaller than the original (upstream had some,
-        the named upstream commit in the detail when there is one). When upstream left every file of the
-        patch alone, the port is the same change: nothing to count."""
-        if old is None or parent is None or not self.upstream_touched(patch.paths):
-            return PatchVerdict("applied", "clean", tree=merged.tree, merged=merged)
-        before = self.old_changed_lines(old)
-        after = self.repo.changed_line_count(head_tree, merged.tree)
-        if after < before:
-            detail: dict[str, Any] = {"changed_lines": before, "still_needed": after}
-            if named is not None:
-                detail["upstream_commit"], detail["named_by"] = named[1], named[0]
-            return PatchVerdict("applied", "partial", tree=merged.tree, merged=merged, detail=detail)
+
+def pick_proof(judge: Judge, position: int, patch: Patch) -> PickProof | None:
+    """The comparison of the pick at `position` with the upstream commit its provenance names (newest
+    line first) when the target holds it and the pick was built on the old base (asked once)."""
+    old, parent = judge.old_commits[position], judge.parent_of(position, judge.old_base)
+    if old is None or parent is None or not patch.provenance:
+        return None
+    if position not in judge.proofs:
+        resolved = judge.resolve_provenance(list(patch.provenance))
+        contained = judge.in_target([sha for sha in resolved.values() if sha])
+        named = [resolved[name] for name in reversed(patch.provenance) if resolved[name] in contained]
+        proof = prove_pick(judge.repo, named[0], old, parent, patch.patch_id, judge.range) if named else None
+        judge.proofs[position] = proof
+    return judge.proofs[position]
+
+
+def by_provenance(
+    judge: Judge, position: int, patch: Patch, head: tuple[str, TreeSha], proof: PickProof
+) -> PatchVerdict:
+    """A pick proved equal to the upstream commit it names, which the target holds, is absorbed
+    whatever the merge; an amended one ports its own lines when the whole pick conflicts; a pick of a
+    commit upstream reverted stops, unless the person asked to apply it again (`provenance.py`)."""
+    commit, tree = head
+    if proof.reverted_by and not judge.reapply_reverted:
+        merged = merge_patch(judge.repo, judge.old_base, judge.old_commits, position, patch, commit, tree)
+        detail = {"reverted_by": proof.reverted_by}
+        return PatchVerdict("conflict", "reverted", proof.upstream_commit, merged=merged, detail=detail)
+    if proof.proof and not proof.reverted_by:
+        return PatchVerdict("absorbed", "provenance", proof.upstream_commit, detail={"proof": proof.proof})
+    verdict = judge.merged(position, patch, commit, tree)
+    if proof.own is not None and verdict.kind == "conflict":
+        verdict = own_lines_verdict(judge, position, patch, head, proof)
+    elif proof.own is not None and verdict.reason == "partial":
+        verdict = msgspec.structs.replace(verdict, detail={**verdict.detail, "own_lines": proof.own_lines})
+    if proof.reverted_by:  # re-applied, as the person asked
+        reapplied = {"upstream_commit": proof.upstream_commit, "reverted_by": proof.reverted_by}
+        return msgspec.structs.replace(verdict, detail={**verdict.detail, "reapplied": reapplied})
+    return verdict
+
+
+def applied_verdict(
+    judge: Judge,
+    merged: MergeResult,
+    head_tree: TreeSha,
+    built: tuple[str | None, str | None],
+    patch: Patch,
+    named: tuple[str, str] | None,
+) -> PatchVerdict:
+    """Applied; "partial" when the ported change is smaller than the original (upstream had some,
+    the named upstream commit in the detail when there is one). When upstream left every file of the
+    patch alone, the port is the same change: nothing to count. `built`: the patch's old commit and
+    its parent on the old base."""
+    old, parent = built
+    if old is None or parent is None or not judge.upstream_touched(patch.paths):
         return PatchVerdict("applied", "clean", tree=merged.tree, merged=merged)
+    before = judge.old_changed_lines(old)
+    after = judge.repo.changed_line_count(head_tree, merged.tree)
+    if after < before:
+        detail: dict[str, Any] = {"changed_lines": before, "still_needed": after}
+        if named is not None:
+            detail["upstream_commit"], detail["named_by"] = named[1], named[0]
+        return PatchVerdict("applied", "partial", tree=merged.tree, merged=merged, detail=detail)
+    return PatchVerdict("applied", "clean", tree=merged.tree, merged=merged)
+
+
+def own_lines_verdict(
+    judge: Judge, position: int, patch: Patch, head: tuple[str, TreeSha], proof: PickProof
+) -> PatchVerdict:
+    """An amended pick whose whole merge conflicts: the target holds U, so only the pick's own lines
+    (the interdiff) are merged on `head` (commit, tree); clean, they are the port (partial), else the
+    stop shows only them."""
+    old, parent = judge.old_commits[position], judge.parent_of(position, judge.old_base)
+    assert proof.own is not None and old is not None and parent is not None
+    commit, tree = head
+    merged = pick_change(judge.repo, proof.own, parent, commit, patch.date.isoformat(), onto_tree=tree)
+    kind = fate(merged, tree)
+    if kind == "absorbed":
+        words = f"interdiff: beyond {proof.upstream_commit}, the patch's own lines are on the new base too"
+        return PatchVerdict("absorbed", "provenance", proof.upstream_commit, detail={"proof": words})
+    if kind == "applied":
+        detail = {
+            "changed_lines": judge.old_changed_lines(old),
+            "still_needed": judge.repo.changed_line_count(tree, merged.tree),
+            "upstream_commit": proof.upstream_commit,
+            "named_by": "provenance",
+            "own_lines": proof.own_lines,
+        }
+        return PatchVerdict("applied", "partial", tree=merged.tree, merged=merged, detail=detail)
+    detail = {"own_lines": proof.own_lines}
+    return PatchVerdict("conflict", "provenance", proof.upstream_commit, merged=merged, detail=detail)
 
 
 def merge_patch(

@@ -46,6 +46,7 @@ def _absorbed(state: session.State, position: int, patch: Patch, verdict: PatchV
         "file": state.files[position],
         "reason": verdict.reason,
         "upstream_commit": verdict.upstream_commit,
+        "proof": verdict.detail.get("proof"),
         "base": state.base,
         "provenance": patch.provenance,
         **extra,
@@ -54,7 +55,8 @@ def _absorbed(state: session.State, position: int, patch: Patch, verdict: PatchV
 
 
 def _judge(repo: GitRepo, state: session.State) -> Judge:
-    return Judge(repo, state.port_data.old_base, state.base, state.port_data.old_commits)
+    data = state.port_data
+    return Judge(repo, data.old_base, state.base, data.old_commits, reapply_reverted=data.reapply_reverted)
 
 
 def _quiet(_: str) -> None:
@@ -80,12 +82,22 @@ def _run(
             message = _message(patch)
             head, head_tree = batch.make(head, verdict.tree, patch, message), verdict.tree
             partial = verdict.detail if verdict.reason == "partial" else None
-            state.steps.append(session.Step(file=state.files[position], commit=head, partial=partial))
+            reapplied = verdict.detail.get("reapplied")
+            state.steps.append(
+                session.Step(file=state.files[position], commit=head, partial=partial, reapplied=reapplied)
+            )
             continue
         batch.flush()
+        reverted_by = verdict.detail.get("reverted_by")
+        if reverted_by is not None and verdict.upstream_commit is not None:
+            state.port_data.reverted = (verdict.upstream_commit, reverted_by)
         stopped = session.open_conflict(repo, state, position, patch, head, verdict.merged)
         return msgspec.structs.replace(
-            stopped, upstream_commit=verdict.upstream_commit, named_by=verdict.reason
+            stopped,
+            upstream_commit=verdict.upstream_commit,
+            named_by=verdict.reason,
+            own_lines=verdict.detail.get("own_lines", ""),
+            reverted_by=reverted_by,
         )
     batch.flush()
     return None
@@ -107,6 +119,7 @@ def start(
     branch: str,
     backport: bool = False,
     tell: Tell = _quiet,
+    reapply_reverted: bool = False,
 ) -> PortOutcome:
     check_branch_name(branch)
     session.refuse_if_in_progress(repo)
@@ -132,7 +145,11 @@ def start(
         old_tip=old_tip,
         worktree=str(session.worktree_path(repo)),
         port=session.PortData(
-            old_base=old_base, old_commits=old_commits, old_head=old_head, backport=not descends
+            old_base=old_base,
+            old_commits=old_commits,
+            old_head=old_head,
+            backport=not descends,
+            reapply_reverted=reapply_reverted,
         ),
     )
     conflict = _run(repo, series, state, 0, tell)
@@ -150,21 +167,49 @@ def _resumable(repo: GitRepo, manifest: Manifest, series: Series) -> session.Sta
 
 @locking.repository_locked
 def resume(
-    repo: GitRepo, manifest: Manifest, load_series: Callable[[], Series], tell: Tell = _quiet
+    repo: GitRepo,
+    manifest: Manifest,
+    load_series: Callable[[], Series],
+    tell: Tell = _quiet,
+    reapply_reverted: bool = False,
 ) -> PortOutcome:
     """Go on after a conflict was resolved, or finish a port that was killed while writing its results
-    (then the series files may be half rewritten: they are not read, the state has everything)."""
+    (then the series files may be half rewritten: they are not read, the state has everything).
+    At a pick of a reverted upstream commit, only `reapply_reverted` goes on (with the worktree's
+    tree: the pick merged again, or what the person made of it)."""
     state = session.require(repo, "port", manifest.path)
     if transaction.is_finishing(state):
         return _finish(repo, manifest, state, tell)
     series = load_series()
     state = _resumable(repo, manifest, series)
+    _decided(state, reapply_reverted)
     index = state.conflict_index
     patch = series.patches[index]
     message = _message(patch)
     commit = session.commit_resolution(repo, state, patch, message)
-    state.steps.append(session.Step(file=state.files[index], commit=commit, resolved=True))
+    reverted = state.port_data.reverted
+    reapplied = {"upstream_commit": reverted[0], "reverted_by": reverted[1]} if reverted else None
+    state.steps.append(
+        session.Step(file=state.files[index], commit=commit, resolved=True, reapplied=reapplied)
+    )
     return _go_on(repo, manifest, series, state, index, tell)
+
+
+def _decided(state: session.State, reapply_reverted: bool) -> None:
+    """A stop at a reverted pick goes on only with the person's decision; --reapply-reverted is that
+    decision, and nothing else."""
+    reverted = state.port_data.reverted
+    if reverted is not None and not reapply_reverted:
+        raise BadInput(
+            f"{Path(state.files[state.conflict_index]).name} picks upstream {reverted[0][:12]}, which "
+            f"upstream reverted in {reverted[1][:12]}: --continue does not re-apply it",
+            hint="pass --reapply-reverted to apply it again, or --skip to drop it (recorded under dropped:)",
+        )
+    if reverted is None and reapply_reverted:
+        raise BadInput(
+            "--reapply-reverted: the port did not stop at a pick of a reverted upstream commit",
+            hint="run forkctl port --continue once the conflict is resolved",
+        )
 
 
 @locking.repository_locked
@@ -178,13 +223,15 @@ def skip(
     state = _resumable(repo, manifest, series)
     index = state.conflict_index
     when = datetime.now(timezone.utc).replace(microsecond=0).isoformat()
+    reverted = state.port_data.reverted
     _absorbed(
         state,
         index,
         series.patches[index],
-        PatchVerdict("absorbed", "skipped"),
+        PatchVerdict("absorbed", "skipped", reverted[0] if reverted else None),
         skipped_by=who,
         skipped_at=when,
+        **({"reverted_by": reverted[1]} if reverted else {}),
     )
     return _go_on(repo, manifest, series, state, index, tell)
 
@@ -193,6 +240,7 @@ def _go_on(
     repo: GitRepo, manifest: Manifest, series: Series, state: session.State, index: int, tell: Tell
 ) -> PortOutcome:
     state.conflict_index, state.conflict_parent, state.conflict_paths = -1, "", []
+    state.port_data.reverted = None
     session.save(repo, state)
     conflict = _run(repo, series, state, index + 1, tell)
     if conflict is not None:
