@@ -8,35 +8,24 @@ the toolkit given a small GPU suite); `gh` is the recording fake the sync and op
 
 from __future__ import annotations
 
-import json
 from pathlib import Path
 
 import pytest
 import yaml
-from click.testing import CliRunner
 
 from forkctl import manifest
-from forkctl.cli import cli
 from forkctl.gpu import evidence
 from forkctl.series import load_series
 from tests.chain import Chain, make_chain
 from tests.gitrepos import git
 from tests.test_evidence import GPU_SUITE, make_run, write_files
 from tests.test_open_pr import gh_calls, install_fake_gh
+
+# The publish tests' own cache fixture (autouse, imported so it applies here) and their CLI runner.
+from tests.test_publish import _cache, run  # noqa: F401
 from tests.test_sync import FakeGh, bridge_upstream_pins
 
 NOTE = "Published without GPU evidence (--no-gate)"
-
-
-@pytest.fixture(autouse=True)
-def _cache(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setenv("FORKCTL_CACHE", str(tmp_path / "cache"))
-    monkeypatch.chdir(tmp_path)
-
-
-def run(chain: Chain, *args: str) -> tuple[int, dict]:
-    result = CliRunner().invoke(cli, ["--manifest", str(chain.manifest), *args, "--json"])
-    return result.exit_code, json.loads(result.stdout)
 
 
 def gated_chain(tmp_path: Path, publish: str = "rebuild") -> Chain:
