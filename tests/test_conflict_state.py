@@ -98,7 +98,7 @@ def test_status_shows_the_stopped_port(setup: SeriesSetup, tmp_path: Path) -> No
     assert progress["subject"] == "fix(core): helper says hi"
     assert progress["paths"] == [CONFLICTED] and progress["unresolved"] == [CONFLICTED]
     assert progress["worktree"] == worktree
-    repo_arg = f"--repo {fork.path}"
+    repo_arg = f"--repo {fork.path} --manifest {setup.manifest.resolve()}"
     assert progress["commands"] == {
         "continue": f"forkctl port --continue {repo_arg}",
         "skip": f"forkctl port --skip {repo_arg}",

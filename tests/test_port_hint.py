@@ -124,3 +124,21 @@ def test_port_and_first_break_tell_their_progress_on_stderr(setup: SeriesSetup, 
     code, data, progress = run_split(setup, "port", "--continue", "--repo", str(fork.path))
     assert code == 0, data
     assert any("writing" in line for line in progress), progress
+
+
+def test_the_continue_status_shows_for_a_stopped_port_works_from_another_folder(
+    setup: SeriesSetup, tmp_path: Path
+) -> None:
+    """`forkctl status` found the stop through the manifest: its ways on name that manifest (and the
+    clone), so the printed continue resumes from any folder."""
+    new_base, _ = stopped_port(setup, tmp_path)
+    code, shown = run_json(setup, "status")
+    assert code == 0, shown
+    commands = shown["in_progress"]["commands"]
+    assert f"--manifest {setup.manifest.resolve()}" in commands["continue"], commands
+    (Path(shown["in_progress"]["worktree"]) / "megatron/core/a.py").write_text(RESOLVED)
+    elsewhere = tmp_path / "elsewhere"
+    elsewhere.mkdir()
+    done = run_printed(commands["continue"], elsewhere)
+    assert done.returncode == 0, done.stdout + done.stderr
+    assert setup.manifest_data()["upstream"]["base"] == new_base

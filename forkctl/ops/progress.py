@@ -107,7 +107,7 @@ def ways_on(
     return {verb: f"forkctl {operation} --{verb}{where}" for verb in verbs}
 
 
-def _summary(state: dict[str, Any], pointer: Pointer) -> InProgress | None:
+def _summary(state: dict[str, Any], pointer: Pointer, manifest: Path) -> InProgress | None:
     try:
         operation, files, index = str(state["operation"]), list(state["files"]), int(state["conflict_index"])
         paths = [str(path) for path in state.get("conflict_paths", [])]
@@ -123,7 +123,8 @@ def _summary(state: dict[str, Any], pointer: Pointer) -> InProgress | None:
         paths=paths if stopped else [],
         unresolved=_unresolved(Path(worktree), paths) if stopped else [],
         worktree=worktree,
-        commands=ways_on(operation, stopped, pointer.repo, reverted=_reverted(state)),
+        # The manifest it was found by: the commands then work from any folder.
+        commands=ways_on(operation, stopped, pointer.repo, str(manifest), reverted=_reverted(state)),
     )
 
 
@@ -147,5 +148,5 @@ def find(manifest: Path, repo_path: Path | None = None) -> InProgress | None:
     for pointer in candidates:
         state = _read_state(Path(pointer.git_dir))
         if state is not None and Path(str(state.get("manifest", ""))).resolve() == manifest.resolve():
-            return _summary(state, pointer)
+            return _summary(state, pointer, manifest)
     return None
