@@ -51,8 +51,9 @@ NEW_LONG = "VALUE = '" + "x" * 100 + "'\n"
 A_BASE = OLD_LONG + "def a():\n    return 1\n"
 
 
-def _lint_upstream(setup: SeriesSetup) -> tuple[int, dict]:
-    """`lint --upstream --json` on the setup's upstream clone; progress goes to stderr, the JSON to stdout."""
+def _lint_upstream(setup: SeriesSetup, *extra: str) -> tuple[int, dict]:
+    """`lint --upstream --json` on the setup's upstream clone, trusting its local hooks unless `extra`
+    says otherwise; progress goes to stderr, the JSON to stdout."""
     args = [
         "--manifest",
         str(setup.manifest),
@@ -61,6 +62,7 @@ def _lint_upstream(setup: SeriesSetup) -> tuple[int, dict]:
         "--repo",
         str(setup.upstream.path),
         "--json",
+        *(extra or ("--trust-local-hooks",)),
     ]
     result = CliRunner().invoke(cli, args)
     return result.exit_code, json.loads(result.stdout)
@@ -199,3 +201,14 @@ def test_without_a_pre_commit_config_at_the_base_it_says_so(tmp_path: Path) -> N
     code, out = _lint_upstream(setup)
     assert code == 2
     assert ".pre-commit-config.yaml" in json.dumps(out["problems"])
+
+
+def test_a_local_hook_runs_only_when_trusted_by_name(tmp_path: Path) -> None:
+    """A `repo: local` hook runs a command upstream's configuration names: data, never run unless the
+    user says so; without --trust-local-hooks it is listed as not run, with the option that runs it."""
+    setup = _setup(tmp_path, LOCAL_HOOK, NEW_LONG + "def a():\n    return 2\n")
+    code, data = _lint_upstream(setup, "--no-trust-local-hooks")
+    warned = [p for p in data["problems"] if p["level"] == "warning"]
+    assert code == 0, data
+    assert any("--trust-local-hooks" in f"{p['message']} {p.get('hint') or ''}" for p in warned), warned
+    assert not [p for p in data["problems"] if p["level"] == "error"], data

@@ -175,7 +175,7 @@ def _provenance_problems(entry: SeriesEntry, patch: Patch, manifest_rel: str) ->
     ]
 
 
-def _upstream_lint(manifest: Manifest, repo_path: Path | None) -> Report:
+def _upstream_lint(manifest: Manifest, repo_path: Path | None, trust_local: bool) -> Report:
     """Upstream's own pre-commit hooks on the fork head, against the base: what is new is a problem."""
     from forkctl import report
     from forkctl.git.store import object_store
@@ -186,7 +186,7 @@ def _upstream_lint(manifest: Manifest, repo_path: Path | None) -> Report:
     repo = object_store(repo_path, manifest.upstream.url, [series.base])
     base = _resolved_base(repo, series.base)
     with report.phases("lint --upstream") as step:
-        outcome = check(repo, base, series.patches, step)
+        outcome = check(repo, base, series.patches, step, trust_local)
     result = Report(command="lint")
     for hook in outcome.hooks:
         result.lines.append(
@@ -263,9 +263,16 @@ def _resolved_base(repo: GitRepo, base_rev: str) -> str:
     "what is new on the fork head (exit 1). Tools are installed once into forkctl's cache (package index "
     "needed the first time only).",
 )
+@click.option(
+    "--trust-local-hooks/--no-trust-local-hooks",
+    "trust_local",
+    default=False,
+    help="With --upstream: also run upstream's `repo: local` hooks, whose commands (and python packages) "
+    "upstream's configuration names. Off by default: such a hook is listed as not run.",
+)
 @output_options(github=True)
 @forkctl_command
-def command(ctx: Context, repo_path: Path | None, upstream: bool) -> Report:
+def command(ctx: Context, repo_path: Path | None, upstream: bool, trust_local: bool) -> Report:
     """Check that manifest and patch files agree: every listed file parses and has a provenance tag,
     every patch file is listed, and names follow NNNN-<slug>.patch in series order. With --repo, also
     that each patch applies as written on the base in that clone (a patch that does not is stale) and
@@ -274,14 +281,16 @@ def command(ctx: Context, repo_path: Path | None, upstream: bool) -> Report:
 
     \b
     With --upstream: upstream's own lint instead. The hooks of upstream's .pre-commit-config.yaml at
-    the base (black, isort, pylint, ruff, flake8 at the versions pinned there, and local python or
-    system hooks) run on the files the series touches, in trees written from git objects (never a
+    the base (black, isort, pylint, ruff, flake8 at the versions pinned there; local python or
+    system hooks only with --trust-local-hooks) run on the files the series touches, in trees written from git objects (never a
     checkout), on the base and on the fork head (apply(series, base)); a message the fork head has and
     the base has not (same hook, file, message and line text) is a problem. Each tool is installed as
     pinned into its own venv under $FORKCTL_CACHE/upstream-lint/, once: later runs work offline."""
+    if trust_local and not upstream:
+        raise BadInput("--trust-local-hooks goes with --upstream", hint="add --upstream, or drop it")
     manifest = ctx.manifest()
     if upstream:
-        return _upstream_lint(manifest, repo_path)
+        return _upstream_lint(manifest, repo_path, trust_local)
     result = Report(command="lint")
     parsed = _parsed(manifest, result)
     manifest_rel = str(manifest.path.relative_to(manifest.root))

@@ -97,12 +97,18 @@ def fork_head(repo: GitRepo, base: str, patches: list[Patch]) -> str:
     return built.head
 
 
-def check(repo: GitRepo, base: str, patches: list[Patch], progress: Callable[[str], None]) -> UpstreamLint:
+def check(
+    repo: GitRepo,
+    base: str,
+    patches: list[Patch],
+    progress: Callable[[str], None],
+    trust_local: bool = False,
+) -> UpstreamLint:
     """Run the base's pre-commit hooks on the touched files of the base and of the fork head, compared."""
     config = _config(repo, base)
     head = fork_head(repo, base, patches)
     touched = sorted({path for patch in patches for path in patch.paths})
-    runnable, skipped = hooks.hooks_of(config)
+    runnable, skipped = hooks.hooks_of(config, trust_local)
     results = []
     with tempfile.TemporaryDirectory(prefix="forkctl-upstream-lint-") as folder:
         scratch = Path(folder)

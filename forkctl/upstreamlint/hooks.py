@@ -7,7 +7,7 @@ PyPI under the version their hook repository is tagged with (black, isort, pylin
 mirror), so a remote hook forkctl knows becomes `<package>==<rev>` installed from the package index, run
 with the entry and file types its hook repository declares (`KNOWN_REPOS`, written from those
 repositories' `.pre-commit-hooks.yaml`). `repo: local` hooks of language `python` (with their
-`additional_dependencies`) and `system` run as declared. Anything else is listed as not run, never
+`additional_dependencies`) and `system` run as declared, only with `--trust-local-hooks`. Anything else is listed as not run, never
 passed silently.
 """
 
@@ -183,13 +183,23 @@ def parse(text: str) -> PreCommitConfig:
         ) from None
 
 
-def hooks_of(config: PreCommitConfig) -> tuple[list[Hook], list[Skipped]]:
-    """The hooks that run at commit time, in the config's order, and those forkctl cannot run."""
+TRUST_OPTION = "--trust-local-hooks"
+
+
+def hooks_of(config: PreCommitConfig, trust_local: bool = False) -> tuple[list[Hook], list[Skipped]]:
+    """The hooks that run at commit time, in the config's order, and those forkctl does not run. A
+    `repo: local` hook runs a command (and installs packages) upstream's configuration names: that is
+    data, run only when the user trusts it by name (`trust_local`); a known remote hook runs forkctl's
+    own command for a pinned release."""
     hooks: list[Hook] = []
     skipped: list[Skipped] = []
     for repo in config.repos:
         for hook in repo.hooks:
             if hook.stages is not None and not _COMMIT_STAGES & set(hook.stages):
+                continue
+            if repo.repo == "local" and not trust_local:
+                why = f"a local hook runs the command upstream's configuration names: pass {TRUST_OPTION}"
+                skipped.append(Skipped(hook.id, repo.repo, why))
                 continue
             made = _local(repo, hook) if repo.repo == "local" else _remote(repo, hook)
             (hooks if isinstance(made, Hook) else skipped).append(made)  # type: ignore[arg-type]
