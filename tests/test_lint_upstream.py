@@ -212,3 +212,24 @@ def test_a_local_hook_runs_only_when_trusted_by_name(tmp_path: Path) -> None:
     assert code == 0, data
     assert any("--trust-local-hooks" in f"{p['message']} {p.get('hint') or ''}" for p in warned), warned
     assert not [p for p in data["problems"] if p["level"] == "error"], data
+
+
+@pytest.mark.parametrize(
+    "extra",
+    [
+        "    entry: python -c 'print(1)'\n",
+        "    args: ['--init-hook=import os']\n",
+        "    additional_dependencies: ['six==1.16.0']\n",
+    ],
+)
+def test_a_known_hook_told_to_run_named_code_needs_trust(extra: str) -> None:
+    """pylint pinned as upstream pins it runs forkctl's own command; the same hook whose configuration
+    names a command, a package or a code-loading option is not run unless trusted."""
+    from forkctl.upstreamlint import hooks
+
+    plain = "repos:\n- repo: https://github.com/pycqa/pylint\n  rev: v3.2.6\n  hooks:\n  - id: pylint\n"
+    runnable, skipped = hooks.hooks_of(hooks.parse(plain))
+    assert [h.id for h in runnable] == ["pylint"] and not skipped
+    runnable, skipped = hooks.hooks_of(hooks.parse(plain + extra))
+    assert not runnable and "--trust-local-hooks" in skipped[0].why
+    assert [h.id for h in hooks.hooks_of(hooks.parse(plain + extra), trust_local=True)[0]] == ["pylint"]

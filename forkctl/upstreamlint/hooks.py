@@ -135,6 +135,17 @@ def _requirements(hook: HookConfig, first: list[str]) -> list[str]:
     return requirements
 
 
+# Options of the known tools that load or run code named in the option (pylint's init hook and plugins).
+CODE_RUNNING_ARGS = ("--init-hook", "--load-plugins")
+
+
+def runs_named_code(hook: HookConfig) -> bool:
+    """Does the configuration make a known hook run something it names (its own `entry`, extra
+    packages, an option that loads code)? Then it is trusted by name, as a local hook is."""
+    loads = any(arg.split("=", 1)[0] in CODE_RUNNING_ARGS for arg in hook.args)
+    return bool(hook.entry or hook.additional_dependencies or loads)
+
+
 def _remote(repo: RepoConfig, hook: HookConfig) -> Hook | Skipped:
     known = KNOWN_REPOS.get(repo_key(repo.repo), {}).get(hook.id)
     if known is None:
@@ -197,8 +208,8 @@ def hooks_of(config: PreCommitConfig, trust_local: bool = False) -> tuple[list[H
         for hook in repo.hooks:
             if hook.stages is not None and not _COMMIT_STAGES & set(hook.stages):
                 continue
-            if repo.repo == "local" and not trust_local:
-                why = f"a local hook runs the command upstream's configuration names: pass {TRUST_OPTION}"
+            if (repo.repo == "local" or runs_named_code(hook)) and not trust_local:
+                why = f"the hook runs a command, package or plugin upstream's configuration names: pass {TRUST_OPTION}"
                 skipped.append(Skipped(hook.id, repo.repo, why))
                 continue
             made = _local(repo, hook) if repo.repo == "local" else _remote(repo, hook)
