@@ -83,9 +83,10 @@ def accepted_note(summary: gate.GateSummary) -> list[str]:
     accepted = [tag for tag in verdict.allowed_pending if tag not in verdict.covered]
     if not accepted:
         return []
+    # The first line is forkctl's own words (a pull-request body prints it as is); the tags and the
+    # manifest's reasons are data, on the lines after it (printed in code there).
     return [
-        f"GPU evidence: {', '.join(verdict.covered) or 'none'} recorded for series "
-        f"{verdict.series_digest[:12]}; accepted as pending (--allow-pending):",
+        f"GPU evidence recorded for series {verdict.series_digest[:12]}; accepted as pending (--allow-pending):",
         *(f"- {tag}: {verdict.pending.get(tag, '')}".rstrip(": ") for tag in accepted),
     ]
 
