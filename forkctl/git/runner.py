@@ -43,6 +43,11 @@ PINNED_CONFIG: tuple[tuple[str, str], ...] = (
     ("core.eol", "lf"),
     ("core.safecrlf", "false"),
     ("core.hooksPath", os.devnull),
+    # The user's own attributes and ignore rules (and a template's, copied into every repository git
+    # makes): a clean filter or `text eol=crlf` there would change every blob `git add` writes.
+    ("core.attributesFile", os.devnull),
+    ("core.excludesFile", os.devnull),
+    ("init.templateDir", ""),
     ("core.fsmonitor", "false"),
     ("core.abbrev", "12"),
     ("diff.noprefix", "false"),
@@ -62,6 +67,7 @@ PINNED_CONFIG: tuple[tuple[str, str], ...] = (
     ("merge.renames", "true"),
     ("merge.directoryRenames", "conflict"),
     ("merge.renormalize", "false"),
+    ("merge.default", "text"),
     ("merge.conflictStyle", "merge"),
     ("merge.renameLimit", "7000"),
     ("rerere.enabled", "false"),
@@ -169,6 +175,8 @@ def hermetic_env(extra: Mapping[str, str] | None = None) -> dict[str, str]:
             "LANGUAGE": "C",
             # Replace refs would change what a commit reads as: forkctl reads the real objects.
             "GIT_NO_REPLACE_OBJECTS": "1",
+            # $(prefix)/etc/gitattributes is the machine's, like a global core.attributesFile.
+            "GIT_ATTR_NOSYSTEM": "1",
         }
     )
     if extra:
