@@ -131,9 +131,14 @@ def network_args() -> list[str]:
 # Flags for every command that prints a diff: no external diff, no textconv, no order file, no colour.
 DIFF_FLAGS: tuple[str, ...] = ("--no-ext-diff", "--no-textconv", "--no-color")
 
-# GIT_* variables kept: what a transport needs to authenticate, and which config files the user chose
-# (identity, credentials, url.insteadOf live there; every byte-changing setting is pinned above anyway).
-# Every other GIT_* variable is dropped.
+# GIT_* variables kept: what a transport needs to authenticate and to reach a remote through a CI's
+# network (a TLS-inspecting proxy's CA, a client certificate, the proxy's own TLS), and which config files
+# the user chose (identity, credentials, url.insteadOf live there; every byte-changing setting is pinned
+# above anyway). None of them changes a byte forkctl writes: only whether a remote answers. Variables
+# without the GIT_ prefix (SSL_CERT_FILE, SSL_CERT_DIR, CURL_CA_BUNDLE, http_proxy, https_proxy,
+# HTTPS_PROXY, ALL_PROXY, NO_PROXY) are never dropped. GIT_SSL_NO_VERIFY is: a leftover variable would make
+# every answer of every remote forgeable by whoever sits on the path (the pins check-pins compares, the
+# refs a port reads); the way through an inspecting proxy is its CA. Every other GIT_* variable is dropped.
 TRANSPORT_VARIABLES = frozenset(
     {
         "GIT_SSH",
@@ -143,6 +148,18 @@ TRANSPORT_VARIABLES = frozenset(
         "GIT_CONFIG_GLOBAL",
         "GIT_CONFIG_SYSTEM",
         "GIT_CONFIG_NOSYSTEM",
+        "GIT_SSL_CAINFO",
+        "GIT_SSL_CAPATH",
+        "GIT_SSL_CERT",
+        "GIT_SSL_KEY",
+        "GIT_SSL_CERT_PASSWORD_PROTECTED",
+        "GIT_SSL_VERSION",
+        "GIT_SSL_CIPHER_LIST",
+        "GIT_PROXY_SSL_CAINFO",
+        "GIT_PROXY_SSL_CERT",
+        "GIT_PROXY_SSL_KEY",
+        "GIT_PROXY_SSL_CERT_PASSWORD_PROTECTED",
+        "GIT_HTTP_PROXY_AUTHMETHOD",
     }
 )
 
