@@ -22,6 +22,7 @@ says whether a failure raises or is data; the repository objects add `--git-dir`
 from __future__ import annotations
 
 import os
+import time
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 from types import MappingProxyType
@@ -30,6 +31,7 @@ import msgspec
 
 from forkctl import process
 from forkctl.errors import BadInput
+from forkctl.git import trace
 
 # Settings that change bytes, SHAs or outcomes; pinned on every call (`git -c key=value`).
 PINNED_CONFIG: tuple[tuple[str, str], ...] = (
@@ -181,7 +183,7 @@ def hermetic_env(extra: Mapping[str, str] | None = None) -> dict[str, str]:
     env = {
         key: value
         for key, value in os.environ.items()
-        if not key.startswith("GIT_") or key in TRANSPORT_VARIABLES
+        if not key.startswith("GIT_") or key in TRANSPORT_VARIABLES or trace.is_trace_variable(key)
     }
     env.update(
         {
@@ -262,23 +264,36 @@ def git(
     (default: `network_timeout()`).
     """
     timeout = network_timeout() if timeout is None else timeout
+    child_env = hermetic_env(env)
+    trace_fds = trace.route_to_stderr(child_env)
+    started = time.monotonic()
     try:
         done = process.run(
             argv(args),
             timeout=timeout,
             input=stdin if stdin is not None else b"",
-            env=hermetic_env(env),
+            env=child_env,
             cwd=cwd or None,
+            pass_fds=trace_fds,
         )
     except FileNotFoundError:
         raise BadInput("git is not installed or not on PATH", hint="install git (2.39 or newer)") from None
     except process.TimedOut:
+        trace.log(args, _where(cwd), f"killed after {timeout:.0f} s (its time limit)")
         raise GitTimeout(f"git {_verb(args)} did not finish within {timeout:.0f} s") from None
+    finally:
+        for fd in trace_fds:
+            os.close(fd)
+    trace.log(args, _where(cwd), trace.finished(done.returncode, time.monotonic() - started))
     assert isinstance(done.stdout, bytes) and isinstance(done.stderr, bytes)
     completed = Completed(done.returncode, done.stdout, done.stderr)
     if check and completed.status != 0:
         raise GitFailed(f"git {_verb(args)} failed", completed.err.strip())
     return completed
+
+
+def _where(cwd: Path | None) -> str:
+    return str(Path(cwd).resolve() if cwd else Path.cwd())
 
 
 def _verb(args: Sequence[str]) -> str:
