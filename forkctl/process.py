@@ -64,11 +64,12 @@ def run(
     text: bool = False,
     merge_stderr: bool = False,
     check: bool = False,
+    pass_fds: Sequence[int] = (),
 ) -> Exited:
     """Run `argv` in its own session and wait for it, at most `timeout` seconds.
 
     stdin is `input` (EOF at once when None); stdout and stderr are read whole, decoded as UTF-8 with
-    replacement when `text`, stderr into stdout when `merge_stderr`.
+    replacement when `text`, stderr into stdout when `merge_stderr`; `pass_fds` stay open in the child.
     """
     proc = subprocess.Popen(
         list(argv),
@@ -78,6 +79,7 @@ def run(
         stdout=subprocess.PIPE,
         stderr=subprocess.STDOUT if merge_stderr else subprocess.PIPE,
         start_new_session=True,
+        pass_fds=tuple(pass_fds),
     )
     data = input.encode() if isinstance(input, str) else input
     try:
@@ -103,7 +105,9 @@ def run(
     return done
 
 
-def start(argv: Sequence[str], *, env: Mapping[str, str] | None = None) -> subprocess.Popen[bytes]:
+def start(
+    argv: Sequence[str], *, env: Mapping[str, str] | None = None, pass_fds: Sequence[int] = ()
+) -> subprocess.Popen[bytes]:
     """Start `argv` in its own session with pipes to its stdin and stdout (stderr discarded), for a
     child that answers many requests (`git cat-file --batch`). Its owner bounds every answer and ends
     it with `kill_group`; a child whose owner is killed outright sees EOF on its stdin and exits."""
@@ -114,6 +118,7 @@ def start(argv: Sequence[str], *, env: Mapping[str, str] | None = None) -> subpr
         stdout=subprocess.PIPE,
         stderr=subprocess.DEVNULL,
         start_new_session=True,
+        pass_fds=tuple(pass_fds),
     )
 
 

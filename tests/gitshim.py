@@ -1,5 +1,5 @@
 """A `git` on PATH that records every invocation and runs the real git: how tests count the git
-processes forkctl spawns (the runner drops GIT_TRACE*, so git's own tracing cannot see them)."""
+processes forkctl spawns, whatever trace variables the environment holds (FORKCTL_TRACE logs the same calls)."""
 
 from __future__ import annotations
 

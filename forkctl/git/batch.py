@@ -25,6 +25,7 @@ import time
 from pathlib import Path
 
 from forkctl import process
+from forkctl.git import trace
 from forkctl.git.runner import GitTimeout, argv, hermetic_env, network_timeout
 
 
@@ -70,8 +71,15 @@ class ObjectReader:
 
     def _started(self) -> subprocess.Popen[bytes]:
         if self._proc is None:
-            command = argv(["--git-dir", str(self.git_dir), "cat-file", "--batch"])
-            self._proc = process.start(command, env=hermetic_env())
+            args = ["--git-dir", str(self.git_dir), "cat-file", "--batch"]
+            env = hermetic_env()
+            trace_fds = trace.route_to_stderr(env)
+            try:
+                self._proc = process.start(argv(args), env=env, pass_fds=trace_fds)
+            finally:
+                for fd in trace_fds:
+                    os.close(fd)
+            trace.log(args, str(Path.cwd()), "started (answers until closed)")
         return self._proc
 
     def _ended(self) -> None:

@@ -60,7 +60,17 @@ class GitDir:
         timeout: float | None = None,
         check: bool = True,
     ) -> Completed:
-        """`git --git-dir <this> <args>` (runner.git: GitFailed on failure unless `check=False`)."""
+        """`git --git-dir <this> <args>` (runner.git: GitFailed on failure unless `check=False`).
+
+        Run from inside the git dir: git takes the current directory for the working tree of a non-bare
+        repository addressed by `--git-dir`, and would read a `.gitattributes` found where forkctl was
+        started (`* -diff` turns every exported hunk into a binary patch). In the git dir there is none,
+        so every object-level answer is the one a bare clone gives."""
         return git(
-            ["--git-dir", str(self.git_dir), *args], env=env, stdin=stdin, timeout=timeout, check=check
+            ["--git-dir", str(self.git_dir), *args],
+            cwd=self.git_dir,
+            env=env,
+            stdin=stdin,
+            timeout=timeout,
+            check=check,
         )

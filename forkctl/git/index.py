@@ -98,8 +98,6 @@ class Indexes(GitDir):
         with tempfile.TemporaryDirectory(prefix="forkctl-index-") as scratch:
             env = {"GIT_INDEX_FILE": str(Path(scratch) / "index")}
             where = [
-                "-c",
-                "core.autocrlf=false",
                 "--git-dir",
                 str(self.git_dir),
                 "--work-tree",

@@ -22,6 +22,7 @@ says whether a failure raises or is data; the repository objects add `--git-dir`
 from __future__ import annotations
 
 import os
+import time
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 from types import MappingProxyType
@@ -30,6 +31,7 @@ import msgspec
 
 from forkctl import process
 from forkctl.errors import BadInput
+from forkctl.git import trace
 
 # Settings that change bytes, SHAs or outcomes; pinned on every call (`git -c key=value`).
 PINNED_CONFIG: tuple[tuple[str, str], ...] = (
@@ -43,6 +45,11 @@ PINNED_CONFIG: tuple[tuple[str, str], ...] = (
     ("core.eol", "lf"),
     ("core.safecrlf", "false"),
     ("core.hooksPath", os.devnull),
+    # The user's own attributes and ignore rules (and a template's, copied into every repository git
+    # makes): a clean filter or `text eol=crlf` there would change every blob `git add` writes.
+    ("core.attributesFile", os.devnull),
+    ("core.excludesFile", os.devnull),
+    ("init.templateDir", ""),
     ("core.fsmonitor", "false"),
     ("core.abbrev", "12"),
     ("diff.noprefix", "false"),
@@ -62,6 +69,7 @@ PINNED_CONFIG: tuple[tuple[str, str], ...] = (
     ("merge.renames", "true"),
     ("merge.directoryRenames", "conflict"),
     ("merge.renormalize", "false"),
+    ("merge.default", "text"),
     ("merge.conflictStyle", "merge"),
     ("merge.renameLimit", "7000"),
     ("rerere.enabled", "false"),
@@ -125,9 +133,14 @@ def network_args() -> list[str]:
 # Flags for every command that prints a diff: no external diff, no textconv, no order file, no colour.
 DIFF_FLAGS: tuple[str, ...] = ("--no-ext-diff", "--no-textconv", "--no-color")
 
-# GIT_* variables kept: what a transport needs to authenticate, and which config files the user chose
-# (identity, credentials, url.insteadOf live there; every byte-changing setting is pinned above anyway).
-# Every other GIT_* variable is dropped.
+# GIT_* variables kept: what a transport needs to authenticate and to reach a remote through a CI's
+# network (a TLS-inspecting proxy's CA, a client certificate, the proxy's own TLS), and which config files
+# the user chose (identity, credentials, url.insteadOf live there; every byte-changing setting is pinned
+# above anyway). None of them changes a byte forkctl writes: only whether a remote answers. Variables
+# without the GIT_ prefix (SSL_CERT_FILE, SSL_CERT_DIR, CURL_CA_BUNDLE, http_proxy, https_proxy,
+# HTTPS_PROXY, ALL_PROXY, NO_PROXY) are never dropped. GIT_SSL_NO_VERIFY is: a leftover variable would make
+# every answer of every remote forgeable by whoever sits on the path (the pins check-pins compares, the
+# refs a port reads); the way through an inspecting proxy is its CA. Every other GIT_* variable is dropped.
 TRANSPORT_VARIABLES = frozenset(
     {
         "GIT_SSH",
@@ -137,6 +150,18 @@ TRANSPORT_VARIABLES = frozenset(
         "GIT_CONFIG_GLOBAL",
         "GIT_CONFIG_SYSTEM",
         "GIT_CONFIG_NOSYSTEM",
+        "GIT_SSL_CAINFO",
+        "GIT_SSL_CAPATH",
+        "GIT_SSL_CERT",
+        "GIT_SSL_KEY",
+        "GIT_SSL_CERT_PASSWORD_PROTECTED",
+        "GIT_SSL_VERSION",
+        "GIT_SSL_CIPHER_LIST",
+        "GIT_PROXY_SSL_CAINFO",
+        "GIT_PROXY_SSL_CERT",
+        "GIT_PROXY_SSL_KEY",
+        "GIT_PROXY_SSL_CERT_PASSWORD_PROTECTED",
+        "GIT_HTTP_PROXY_AUTHMETHOD",
     }
 )
 
@@ -158,7 +183,7 @@ def hermetic_env(extra: Mapping[str, str] | None = None) -> dict[str, str]:
     env = {
         key: value
         for key, value in os.environ.items()
-        if not key.startswith("GIT_") or key in TRANSPORT_VARIABLES
+        if not key.startswith("GIT_") or key in TRANSPORT_VARIABLES or trace.is_trace_variable(key)
     }
     env.update(
         {
@@ -169,6 +194,8 @@ def hermetic_env(extra: Mapping[str, str] | None = None) -> dict[str, str]:
             "LANGUAGE": "C",
             # Replace refs would change what a commit reads as: forkctl reads the real objects.
             "GIT_NO_REPLACE_OBJECTS": "1",
+            # $(prefix)/etc/gitattributes is the machine's, like a global core.attributesFile.
+            "GIT_ATTR_NOSYSTEM": "1",
         }
     )
     if extra:
@@ -237,23 +264,36 @@ def git(
     (default: `network_timeout()`).
     """
     timeout = network_timeout() if timeout is None else timeout
+    child_env = hermetic_env(env)
+    trace_fds = trace.route_to_stderr(child_env)
+    started = time.monotonic()
     try:
         done = process.run(
             argv(args),
             timeout=timeout,
             input=stdin if stdin is not None else b"",
-            env=hermetic_env(env),
+            env=child_env,
             cwd=cwd or None,
+            pass_fds=trace_fds,
         )
     except FileNotFoundError:
         raise BadInput("git is not installed or not on PATH", hint="install git (2.39 or newer)") from None
     except process.TimedOut:
+        trace.log(args, _where(cwd), f"killed after {timeout:.0f} s (its time limit)")
         raise GitTimeout(f"git {_verb(args)} did not finish within {timeout:.0f} s") from None
+    finally:
+        for fd in trace_fds:
+            os.close(fd)
+    trace.log(args, _where(cwd), trace.finished(done.returncode, time.monotonic() - started))
     assert isinstance(done.stdout, bytes) and isinstance(done.stderr, bytes)
     completed = Completed(done.returncode, done.stdout, done.stderr)
     if check and completed.status != 0:
         raise GitFailed(f"git {_verb(args)} failed", completed.err.strip())
     return completed
+
+
+def _where(cwd: Path | None) -> str:
+    return str(Path(cwd).resolve() if cwd else Path.cwd())
 
 
 def _verb(args: Sequence[str]) -> str:

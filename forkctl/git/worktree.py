@@ -19,7 +19,7 @@ class Worktrees(GitDir):
     `forkctl edit` makes for a person to edit the series in."""
 
     def add_worktree(self, path: Path, commit: str) -> None:
-        self.git(["worktree", "add", "--detach", str(path), commit])
+        self.git(["worktree", "add", "--detach", str(Path(path).resolve()), commit])
 
     def add_branch_worktree(self, path: Path, branch: str, commit: str) -> None:
         """A worktree at `path` on a new branch `branch` made at `commit` (git refuses an existing
@@ -27,7 +27,7 @@ class Worktrees(GitDir):
         self.git(["worktree", "add", "--quiet", "-b", branch, str(path.resolve()), commit])
 
     def remove_worktree(self, path: Path) -> None:
-        self.git(["worktree", "remove", "--force", str(path)], check=False)
+        self.git(["worktree", "remove", "--force", str(Path(path).resolve())], check=False)
         self.git(["worktree", "prune"], check=False)
 
     def checked_out_branches(self) -> dict[str, Path]:
