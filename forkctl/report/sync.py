@@ -191,9 +191,15 @@ def _breaks(manifest: Manifest, plan: SyncPlan) -> list[str]:
             lines.append(f"- {name}: no single upstream commit in base..target was found to break it alone")
             continue
         files = ", ".join(code(path) for path in found.files[:20]) + (" ..." if len(found.files) > 20 else "")
+        merge = (
+            f"; a merge: the patch still ports on its parent {code(found.parent)}, the break came in with "
+            + ", ".join(code(sha) for sha in found.merged)
+            if found.merged
+            else ""
+        )
         lines.append(
             f"- {name} first breaks at {code(found.commit)} {code(found.subject)} by {code(found.author)} "
-            f"({code(found.date)}); files: {files}"
+            f"({code(found.date)}); files: {files}{merge}"
         )
     target = plan.target.commit
     commands = [
@@ -268,6 +274,8 @@ def patch_json(plan: SyncPlan) -> list[dict]:
                 "author": found.author,
                 "date": found.date,
                 "files": found.files,
+                "parent": found.parent,
+                "merged": found.merged,
             }
         items.append(item)
     return items
