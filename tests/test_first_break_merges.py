@@ -11,12 +11,15 @@ side branch that breaks the patch came in with a merge.
 
 from __future__ import annotations
 
+import json
+import subprocess
 from pathlib import Path
 
 import pytest
 
 from tests.gitrepos import Repo
-from tests.seriesrepo import clone, make_series, run_json
+from tests.onpath import forkctl_env
+from tests.seriesrepo import SeriesSetup, clone, make_series, run_json
 
 
 @pytest.fixture(autouse=True)
@@ -116,3 +119,38 @@ def test_first_break_of_a_backport_starts_at_the_merge_base_and_names_nothing_th
     assert first["first_break"] is None and fork_point in first["first_break_note"], first
     assert second["first_break"]["commit"] == breaking, second
     assert second["first_break"]["parent"] == upstream.git("rev-parse", f"{breaking}^")
+
+
+def test_first_break_tells_each_commit_it_judges_once_it_takes_longer_than_the_threshold(
+    tmp_path: Path,
+) -> None:
+    """A bisection that runs past a second tells each commit it judges on stderr (FORKCTL_PROGRESS_AFTER:
+    the seconds before it starts telling, 0 here so that a fast test sees it); one that ends sooner adds
+    no line to the phases status prints anyway."""
+    setup = make_series(
+        tmp_path, changes=[("feat: b returns 23", {"megatron/core/b.py": "def b():\n    return 23\n"})]
+    )
+    upstream = setup.upstream
+    names = _main2dev(upstream, upstream.git("rev-parse", f"{setup.base}^"))
+    fork = clone(upstream, tmp_path / "fork.git", bare=True)
+    assert run_json(setup, "apply", "--base", setup.base, "--repo", str(fork.path))[0] == 0
+    args = ("status", "--onto", names["post"], "--first-break", "--repo", str(fork.path))
+    env = forkctl_env(tmp_path / "bin")
+    code, data, told = run_split(setup, env | {"FORKCTL_PROGRESS_AFTER": "0"}, *args)
+    assert code == 1 and data["patches"][0]["first_break"]["commit"] == names["M1"], data
+    judged = [line for line in told if "judged" in line]
+    assert len(judged) == data["patches"][0]["first_break"]["commits_tested"], told
+    assert any(names["M1"][:12] in line for line in judged), told
+    code, data, told = run_split(setup, env | {"FORKCTL_PROGRESS_AFTER": "60"}, *args)
+    assert code == 1 and not [line for line in told if "judged" in line], told
+
+
+def run_split(setup: SeriesSetup, env: dict[str, str], *args: str) -> tuple[int, dict, list[str]]:
+    """`forkctl --manifest M <args> --json` as its own process: (exit code, stdout's document, stderr's lines)."""
+    done = subprocess.run(
+        ["forkctl", "--manifest", str(setup.manifest), *args, "--json"],
+        capture_output=True,
+        text=True,
+        env=env,
+    )
+    return done.returncode, json.loads(done.stdout), done.stderr.splitlines()

@@ -296,6 +296,7 @@ def onto_report(manifest: Manifest, repo_path: Path | None, onto: str, with_firs
     # --first-break takes seconds to minutes on a long range: its phases are told on stderr.
     with report.phases("status --first-break") if with_first_break else contextlib.nullcontext() as step:
         tell = step or (lambda _: None)
+        finer = report.after(tell)  # each commit a bisection judges, once it runs past a second
         tell(f"previewing {len(series.patches)} patches on {target[:12]}")
         # One search for all the patches: each candidate commit's merges are made once, whichever asks.
         search = port.FirstBreaks(repo, series, base, target) if with_first_break else None
@@ -306,7 +307,7 @@ def onto_report(manifest: Manifest, repo_path: Path | None, onto: str, with_firs
             found = None
             if search is not None and entry.verdict.kind == "conflict":
                 tell(f"first break of {entry.patch.subject}: bisecting {base[:12]}..{target[:12]}")
-                found = search.find(entry.position) or _no_first_break(search, entry.position)
+                found = search.find(entry.position, finer) or _no_first_break(search, entry.position)
             item, row = _preview_item(result, manifest, entry, target, found, where)
             patches_json.append(item)
             rows.append(row)

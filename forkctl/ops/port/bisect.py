@@ -129,7 +129,10 @@ class FirstBreaks:
         def breaks(candidate: CommitInfo) -> bool:
             tested.add(candidate.sha)
             if tell is not None:
-                tell(f"{len(tested)} tested, at {candidate.sha[:12]} {candidate.subject}")
+                subject = self.series.patches[position].subject
+                tell(
+                    f"first break of {subject}: {len(tested)} judged, at {candidate.sha[:12]} {candidate.subject}"
+                )
             return self.fate_on(candidate, position) == "conflict"
 
         if not candidates or not breaks(candidates[-1]):
