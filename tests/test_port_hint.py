@@ -4,15 +4,14 @@ another folder, and its message names the upstream commit it stopped on (issue 3
 from __future__ import annotations
 
 import json
-import os
 import re
 import subprocess
-import sys
 from pathlib import Path
 
 import pytest
 
 from forkctl.series import parse_patch
+from tests.onpath import forkctl_env
 from tests.seriesrepo import SeriesSetup, clone, make_series, run_json
 
 BRANCH = "farai/main"
@@ -49,7 +48,7 @@ def printed(data: dict, verb: str) -> str:
 
 def run_printed(command: str, cwd: Path) -> subprocess.CompletedProcess[str]:
     """`command` through a shell, in `cwd` (not the toolkit), with this environment's forkctl first."""
-    env = {**os.environ, "PATH": f"{Path(sys.executable).parent}{os.pathsep}{os.environ['PATH']}"}
+    env = forkctl_env(cwd.parent / "forkctl-bin")
     return subprocess.run(command, shell=True, cwd=cwd, env=env, capture_output=True, text=True)
 
 
@@ -93,7 +92,7 @@ def test_the_printed_skip_and_abort_work(setup: SeriesSetup, tmp_path: Path, ver
 
 def run_split(setup: SeriesSetup, *args: str) -> tuple[int, dict, list[str]]:
     """`forkctl <args> --json` as a separate process: (exit code, stdout's document, stderr's lines)."""
-    env = {**os.environ, "PATH": f"{Path(sys.executable).parent}{os.pathsep}{os.environ['PATH']}"}
+    env = forkctl_env(setup.root.parent / "forkctl-bin")
     done = subprocess.run(
         ["forkctl", "--manifest", str(setup.manifest), *args, "--json"],
         capture_output=True,

@@ -59,6 +59,10 @@ class SyncPlan(msgspec.Struct):
     publish: PublishPlan | None = None
     range_diff: str | None = None
     tip: TipPreview | None = None
+    # The words a local port needs to run on the objects this sync used (` --repo PATH` for a local
+    # --upstream-repo; "" for the cache clone), and the port's ways on with them: printed, they work.
+    where: str = ""
+    ways: dict[str, str] = msgspec.field(default_factory=dict)
 
     @property
     def conflicts(self) -> list[PreviewEntry]:

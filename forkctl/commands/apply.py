@@ -22,7 +22,7 @@ from forkctl.cli.kit import Context, forkctl_command, output_options, toolkit_lo
 from forkctl.errors import BadInput
 from forkctl.git.repo import GitRepo
 from forkctl.manifest import Manifest
-from forkctl.ops import apply, replay
+from forkctl.ops import apply, progress, replay
 from forkctl.ops.state import ConflictReport, State
 from forkctl.report import Problem, Report, Table
 from forkctl.series import load_series
@@ -129,8 +129,10 @@ def _store(manifest: Manifest, repo_path: Path | None, url: str | None, revs: li
     return gitstore.object_store(None, url or manifest.upstream.url, revs)
 
 
-def _stopped(result: Report, state: State, conflict: ConflictReport, rows: list[list[str]]) -> None:
-    """An apply stopped on a conflict: the row, the data, and the way on."""
+def _stopped(
+    result: Report, state: State, conflict: ConflictReport, rows: list[list[str]], ways: dict[str, str]
+) -> None:
+    """An apply stopped on a conflict: the row, the data, and the ways on (`ways`: verb -> command)."""
     name = Path(state.files[state.conflict_index]).name
     rows.append([name, "-", "conflict"])
     result.data |= {
@@ -142,6 +144,7 @@ def _stopped(result: Report, state: State, conflict: ConflictReport, rows: list[
             "paths": conflict.paths,
             "message": conflict.message,
             "worktree": str(conflict.worktree),
+            "commands": ways,
         },
     }
     result.fail(
@@ -149,8 +152,8 @@ def _stopped(result: Report, state: State, conflict: ConflictReport, rows: list[
             f"{name} ({conflict.patch.subject}) does not apply on {conflict.parent[:12]}: conflicts in "
             f"{', '.join(conflict.paths) or '(see git output)'}\n{conflict.message}",
             file=state.files[state.conflict_index],
-            hint=f"resolve the files in {conflict.worktree}, then run forkctl apply --continue; "
-            "or forkctl apply --abort to leave everything as it was",
+            hint=f"resolve the files in {conflict.worktree}, then run {ways['continue']}; "
+            f"or {ways['abort']} to leave everything as it was",
         )
     )
 
@@ -187,7 +190,7 @@ def _branch_line(state: State) -> str:
     return f"created {state.branch} at {state.head}"
 
 
-def _outcome_report(outcome: apply.Outcome, repo: GitRepo) -> Report:
+def _outcome_report(outcome: apply.Outcome, repo: GitRepo, ways: dict[str, str]) -> Report:
     state = outcome.state
     result = Report(command="apply")
     rows = [
@@ -209,7 +212,7 @@ def _outcome_report(outcome: apply.Outcome, repo: GitRepo) -> Report:
     if outcome.stale is not None:
         _refused_stale(result, state, outcome.stale)
     elif outcome.conflict is not None:
-        _stopped(result, state, outcome.conflict, rows)
+        _stopped(result, state, outcome.conflict, rows, ways)
     else:
         result.data |= {"head": state.head, "old_tip": state.old_tip}
         result.lines += [_branch_line(state), state.head]
@@ -330,6 +333,9 @@ def command(
     if resume and abort:
         raise BadInput("--continue and --abort exclude each other", hint="pass one of them")
     manifest = ctx.manifest()
+    # The ways on after a stop, with what this run was given: printed, they work as printed.
+    where = str(repo_path) if repo_path else None
+    ways = progress.ways_on("apply", True, where, str(manifest.path), upstream_repo=upstream_repo)
     if abort or resume:
         repo = _store(manifest, repo_path, upstream_repo, [])
         if abort:
@@ -342,7 +348,7 @@ def command(
                 else "aborted: the state file was unreadable; removed it and the scratch worktree, no ref moved"
             )
             return result
-        return _outcome_report(apply.resume(repo, manifest, load_series(manifest)), repo)
+        return _outcome_report(apply.resume(repo, manifest, load_series(manifest)), repo, ways)
     if base_rev is None:
         raise BadInput(
             "nothing to apply to", hint="pass --base SHA (the manifest's base), --tree PATH, or --continue"
@@ -353,4 +359,4 @@ def command(
     target = manifest.fork.branch if branch is None else branch
     with report.progress(f"applying {len(series.patches)} patches", len(series.patches)) as advance:
         outcome = apply.start(repo, manifest, series, base, target, force, on_patch=advance)
-    return _outcome_report(outcome, repo)
+    return _outcome_report(outcome, repo, ways)

@@ -16,7 +16,7 @@ from forkctl.report import Problem, Report, Table
 from forkctl.series import Patch, Series, load_series
 
 if TYPE_CHECKING:
-    from forkctl.ops.port import FirstBreak, PreviewEntry
+    from forkctl.ops.port import FirstBreak, FirstBreaks, PreviewEntry
 
 
 @click.command("status", short_help=verbs.summary("status"))
@@ -32,8 +32,9 @@ if TYPE_CHECKING:
 @click.option(
     "--first-break",
     is_flag=True,
-    help="With --onto: for each patch that would conflict, bisect base..TARGET (first parent, on "
-    "objects) and name the first upstream commit that breaks it.",
+    help="With --onto: for each patch that would conflict, bisect base..TARGET on objects (the "
+    "ancestry path, by first parent where that stays on it) and name the first upstream commit that "
+    "breaks it: a descendant of the base whose parent on that path still ports the patch.",
 )
 @output_options(github=True)
 @forkctl_command
@@ -181,7 +182,31 @@ def _first_break_json(found: FirstBreak) -> dict:
         "date": found.date,
         "files": found.files,
         "commits_tested": found.tested,
+        "parent": found.parent,
+        "merged": found.merged,
     }
+
+
+def _no_first_break(search: FirstBreaks, position: int) -> str:
+    """Why a patch that conflicts on the target has no first break named."""
+    if not search.anchor:
+        return "no first break: the target shares no single merge base with the base"
+    if search.starts_broken(position):
+        return (
+            f"no first break in {search.anchor[:12]}..{search.target[:12]}: it conflicts already on "
+            f"{search.anchor}, the merge base where that line of descent starts"
+        )
+    return f"no first break: bisecting {search.anchor[:12]}..{search.target[:12]} found none"
+
+
+def _merge_words(found: FirstBreak) -> str:
+    """A culprit that is a merge: the parent on which the patch still ports, and the side it brought in."""
+    if not found.merged:
+        return ""
+    sides = ", ".join(sha[:12] for sha in found.merged)
+    return (
+        f"; a merge: the patch still ports on its parent {found.parent[:12]}, the break came in with {sides}"
+    )
 
 
 def _preview_item(
@@ -189,7 +214,7 @@ def _preview_item(
     manifest: Manifest,
     entry: PreviewEntry,
     target: str,
-    found: FirstBreak | None,
+    found: FirstBreak | str | None,
     where: str = "",
 ) -> tuple[dict, list[str]]:
     """One previewed patch: its JSON item and table row; a conflict adds git's words and a problem."""
@@ -216,13 +241,17 @@ def _preview_item(
         assert merged is not None
         item["conflict"] = {"paths": merged.conflicted, "messages": [m.text for m in merged.messages]}
         result.lines.append(f"{entry.patch.path.name}:\n  " + merged.text().replace("\n", "\n  "))
-        if found is not None:
+        if isinstance(found, str):
+            item["first_break"], item["first_break_note"] = None, found
+            result.lines.append(f"{entry.patch.path.name}: {found}")
+        elif found is not None:
             item["first_break"] = _first_break_json(found)
             evidence += f"; first broken by {found.commit[:12]} {found.subject!r}"
             result.lines.append(
                 f"{entry.patch.path.name} first breaks at {found.commit[:12]} {found.subject!r} "
                 f"by {found.author}, {found.date}; files: {', '.join(found.files[:10])}"
                 + (" ..." if len(found.files) > 10 else "")
+                + _merge_words(found)
             )
         result.fail(
             Problem(
@@ -267,6 +296,7 @@ def onto_report(manifest: Manifest, repo_path: Path | None, onto: str, with_firs
     # --first-break takes seconds to minutes on a long range: its phases are told on stderr.
     with report.phases("status --first-break") if with_first_break else contextlib.nullcontext() as step:
         tell = step or (lambda _: None)
+        finer = report.after(tell)  # each commit a bisection judges, once it runs past a second
         tell(f"previewing {len(series.patches)} patches on {target[:12]}")
         # One search for all the patches: each candidate commit's merges are made once, whichever asks.
         search = port.FirstBreaks(repo, series, base, target) if with_first_break else None
@@ -277,7 +307,7 @@ def onto_report(manifest: Manifest, repo_path: Path | None, onto: str, with_firs
             found = None
             if search is not None and entry.verdict.kind == "conflict":
                 tell(f"first break of {entry.patch.subject}: bisecting {base[:12]}..{target[:12]}")
-                found = search.find(entry.position)
+                found = search.find(entry.position, finer) or _no_first_break(search, entry.position)
             item, row = _preview_item(result, manifest, entry, target, found, where)
             patches_json.append(item)
             rows.append(row)

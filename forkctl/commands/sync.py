@@ -28,6 +28,7 @@ from forkctl.git.remote import RemoteMoved
 from forkctl.gpu import gatecheck
 from forkctl.gpu.evidence import evidence_dir, evidence_path
 from forkctl.manifest import Manifest
+from forkctl.ops.progress import port_on
 from forkctl.report import Level, Problem, Report
 from forkctl.report import gatemoves as gate_views
 from forkctl.report import sync as views
@@ -260,8 +261,8 @@ def _report(manifest: Manifest, plan: SyncPlan, dry_run: bool) -> Report:
         out.fail(
             Problem(
                 f"{entry.patch.subject} conflicts on the target {plan.target.commit[:12]}: nothing was moved",
-                hint=f"forkctl status --onto {plan.target.commit} --first-break, then forkctl port --onto "
-                f"{plan.target.commit} and resolve it",
+                hint=f"forkctl status --onto {plan.target.commit} --first-break{plan.where}, then forkctl "
+                f"port --onto {plan.target.commit}{plan.where} and resolve it",
             )
         )
     out.summary_markdown = views.sync_mermaid(manifest, plan)
@@ -348,6 +349,7 @@ def command(
         if target.relation in ("behind", "diverged", "pins-diverged"):
             return _not_a_target(target)
         plan = plan_sync(manifest, fork, target, progress)
+        plan.where, plan.ways = port_on(upstream_repo)
         plan.tip = preview_tip(manifest, fork, plan, progress)
     out = _report(manifest, plan, dry_run)
     note = _gated(manifest, plan, out, no_gate, dry_run, allow_pending)

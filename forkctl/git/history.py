@@ -78,6 +78,26 @@ class History(GitDir):
         out = self.git(["rev-list", "--reverse", *extra, "--end-of-options", range_spec, "--"]).text
         return out.split()
 
+    def ancestry_chain(self, base: str, tip: str) -> list[tuple[str, str]]:
+        """A line of descent from `base` to `tip` (full SHAs): (commit, its parent on the line), oldest
+        first, the first commit's parent `base`. Only descendants of `base` that `tip` reaches
+        (`rev-list --ancestry-path`), stepping from `tip` to its first parent wherever that stays on
+        them, else to the first parent that does. Empty when `tip` does not descend from `base`."""
+        out = self.git(
+            ["rev-list", "--ancestry-path", "--parents", "--end-of-options", f"{base}..{tip}", "--"]
+        ).text
+        parents = {words[0]: words[1:] for words in (line.split() for line in out.splitlines()) if words}
+        chain: list[tuple[str, str]] = []
+        at = tip
+        while at in parents:
+            step = next((p for p in parents[at] if p == base or p in parents), None)
+            if step is None:  # not reached: every commit of an ancestry path has such a parent
+                return []
+            chain.append((at, step))
+            at = step
+        chain.reverse()
+        return chain if at == base else []
+
     def commits_not_in(self, tip: str, excluded: list[str]) -> list[str]:
         """Commits reachable from `tip` and from none of `excluded`, oldest first (topological)."""
         return self.git(["rev-list", "--reverse", "--topo-order", tip, "--not", *excluded, "--"]).text.split()

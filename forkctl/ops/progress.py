@@ -87,19 +87,43 @@ def _unresolved(worktree: Path, paths: list[str]) -> list[str]:
     return left
 
 
+def repo_words(repo: str | None) -> str:
+    """` --repo PATH` (absolute, quoted for a shell) for a clone named with --repo; "" for the cache clone."""
+    return f" --repo {shlex.quote(str(Path(repo).absolute()))}" if repo else ""
+
+
+def port_on(upstream_repo: str | None) -> tuple[str, dict[str, str]]:
+    """What a printed port and its --continue / --skip carry to run on the objects a run used that was
+    lent `--upstream-repo` (`sync`): ` --repo PATH` for a local clone, nothing for a URL (the cache clone
+    of the manifest's URL); and the port's ways on with it."""
+    local = (
+        upstream_repo
+        if upstream_repo and "://" not in upstream_repo and Path(upstream_repo).is_dir()
+        else None
+    )
+    return repo_words(local), ways_on("port", True, local)
+
+
 def ways_on(
     operation: str,
     stopped: bool,
     repo: str | None = None,
     manifest: str | None = None,
     reverted: bool = False,
+    upstream_repo: str | None = None,
 ) -> dict[str, str]:
     """The ways on, each a command that works as printed: with the `--repo` (None: the cache clone, the
     default) and the `--manifest` (None: the one found from the checkout) the stopped run was given,
     as absolute paths, so a shell in another folder runs them too (a stop is found by its repository and
-    its manifest). --skip only for a port stopped at a patch (one writing its results has none); at a
-    pick of a reverted upstream commit, --reapply-reverted instead of --continue."""
-    where = f" --repo {shlex.quote(str(Path(repo).absolute()))}" if repo else ""
+    its manifest); an apply that ran in the cache clone of `--upstream-repo` names that too. --skip only
+    for a port stopped at a patch (one writing its results has none); at a pick of a reverted upstream
+    commit, --reapply-reverted instead of --continue."""
+    where = repo_words(repo)
+    if upstream_repo and not repo:  # a local path as an absolute one; a URL as given
+        local = "://" not in upstream_repo and Path(upstream_repo).exists()
+        where += (
+            f" --upstream-repo {shlex.quote(str(Path(upstream_repo).absolute()) if local else upstream_repo)}"
+        )
     where += f" --manifest {shlex.quote(str(Path(manifest).absolute()))}" if manifest else ""
     verbs = ("continue", "skip", "abort") if operation == "port" and stopped else ("continue", "abort")
     if reverted and stopped:

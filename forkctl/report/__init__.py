@@ -359,6 +359,22 @@ def progress(description: str, total: int | None) -> Iterator[Any]:
         yield advance
 
 
+def after(step: Callable[[str], None], seconds: float = 1.0) -> Callable[[str], None]:
+    """`step` for the finer steps of a piece of work, silent until it has run `seconds` (from this
+    call; `$FORKCTL_PROGRESS_AFTER` overrides it): work that ends sooner adds no line."""
+    import time
+
+    with contextlib.suppress(ValueError):
+        seconds = float(os.environ.get("FORKCTL_PROGRESS_AFTER", seconds))
+    start = time.monotonic()
+
+    def tell(message: str) -> None:
+        if time.monotonic() - start >= seconds:
+            step(message)
+
+    return tell
+
+
 @contextlib.contextmanager
 def phases(description: str) -> Iterator[Callable[[str], None]]:
     """For work told in phases of unknown length (validate, a chain check with its fetches): yields

@@ -191,19 +191,47 @@ def _breaks(manifest: Manifest, plan: SyncPlan) -> list[str]:
             lines.append(f"- {name}: no single upstream commit in base..target was found to break it alone")
             continue
         files = ", ".join(code(path) for path in found.files[:20]) + (" ..." if len(found.files) > 20 else "")
+        merge = (
+            f"; a merge: the patch still ports on its parent {code(found.parent)}, the break came in with "
+            + ", ".join(code(sha) for sha in found.merged)
+            if found.merged
+            else ""
+        )
         lines.append(
             f"- {name} first breaks at {code(found.commit)} {code(found.subject)} by {code(found.author)} "
-            f"({code(found.date)}); files: {files}"
+            f"({code(found.date)}); files: {files}{merge}"
         )
-    target = plan.target.commit
+    target, where = plan.target.commit, plan.where
+    resume = plan.ways.get("continue", "forkctl port --continue")
+    skip = plan.ways.get("skip", "forkctl port --skip")
     commands = [
-        f"forkctl status --onto {target} --first-break",
-        f"forkctl port --onto {target}",
-        "# resolve in the scratch worktree port opens, then:",
-        "forkctl port --continue   # or: forkctl port --skip (recorded under dropped:)",
+        f"forkctl status --onto {target} --first-break{where}",
+        f"forkctl port --onto {target}{where}",
+        *_stops(plan),
+        f"{resume}   # or: {skip} (recorded under dropped:)",
         "forkctl publish",
     ]
-    return [*lines, "", "To resolve it locally:", "", *fenced("\n".join(commands), "sh"), ""]
+    return [
+        *lines,
+        "",
+        "To resolve it locally, in a checkout of the toolkit:",
+        "",
+        *fenced("\n".join(commands), "sh"),
+        "",
+    ]
+
+
+def _stops(plan: SyncPlan) -> list[str]:
+    """A comment per patch the port will stop at: the upstream commit where it stops and, where
+    bisection found it, the one that first breaks the patch; the last says what to do there."""
+    lines = []
+    for number, entry in enumerate(plan.conflicts):
+        found = plan.breaks.get(entry.position)
+        broken = f": first broken by upstream {found.commit[:12]} ({found.subject})" if found else ""
+        when = "it stops" if number == 0 else "then"
+        where = f"{entry.position + 1:04d} {entry.patch.subject} on upstream {plan.target.commit[:12]}"
+        lines.append(f"# {when} at {where}{broken}")
+    return [*lines[:-1], f"{lines[-1] if lines else '#'}; resolve in the scratch worktree port prints, then:"]
 
 
 def _tip_warning(plan: SyncPlan) -> list[str]:
@@ -268,6 +296,8 @@ def patch_json(plan: SyncPlan) -> list[dict]:
                 "author": found.author,
                 "date": found.date,
                 "files": found.files,
+                "parent": found.parent,
+                "merged": found.merged,
             }
         items.append(item)
     return items
