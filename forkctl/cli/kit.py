@@ -70,7 +70,9 @@ class Context(msgspec.Struct):
                 from forkctl import report
                 from forkctl.manifest.remote import materialise
 
-                self._snapshot = materialise(spec, report.info)
+                verb = click.get_current_context(silent=True)
+                deciding = verb is None or verb.info_name in FROM_SOURCE
+                self._snapshot = materialise(spec, report.info, deciding=deciding)
             return self._snapshot
         if self.manifest_option is not None:
             return Path(self.manifest_option)
@@ -84,12 +86,25 @@ class Context(msgspec.Struct):
         return manifest_mod.find_manifest(here)
 
     def manifest(self) -> Manifest:
+        """The manifest, loaded once. A verb that gates, signs, checks the chain or moves it reads it
+        from its YAML (`FROM_SOURCE`); the others may take it from the parsed-manifest cache."""
         if self._manifest is None:
             from forkctl import manifest as manifest_mod
 
             spec = self.remote_spec()
-            self._manifest = manifest_mod.load(self.manifest_path(), spec.shown if spec else None)
+            verb = click.get_current_context(silent=True)
+            from_source = verb is None or verb.info_name in FROM_SOURCE
+            self._manifest = manifest_mod.load(
+                self.manifest_path(), spec.shown if spec else None, from_source=from_source
+            )
         return self._manifest
+
+
+# The verbs whose verdict or move rests on the manifest: it is parsed from its bytes for them, never read
+# from a cache entry (a CI cache is restored from places a pull request can write).
+FROM_SOURCE = frozenset(
+    {"check-pins", "gate", "validate", "sign", "publish", "bump-bridge", "sync", "fork-base", "describe"}
+)
 
 
 def output_options(github: bool = False) -> Callable[[Callable[..., Any]], Callable[..., Any]]:
