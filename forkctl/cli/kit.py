@@ -8,6 +8,7 @@ holds an error problem, 2 bad input or usage).
 from __future__ import annotations
 
 import contextlib
+import errno
 import functools
 import os
 import signal
@@ -192,10 +193,53 @@ def forkctl_command(func: Callable[..., report.Report]) -> Callable[..., None]:
         except BrokenPipeError:  # not a bug: the output's reader is gone, and nobody reads an error
             code = closed_pipe()
         except Exception as exc:  # the contract: no traceback ever reaches a user
-            code = report.error(unexpected_error(func.__name__, exc), fmt, command)
+            known = environment_error(exc)
+            code = report.error(known or unexpected_error(func.__name__, exc), fmt, command)
         sys.exit(code)
 
     return wrapper
+
+
+# What the machine, not forkctl, did wrong: a full disk or quota, a file over the size limit (ulimit -f),
+# a read-only file system, no permission.
+_ENVIRONMENT_ERRNOS = frozenset(
+    {errno.ENOSPC, errno.EDQUOT, errno.EFBIG, errno.EROFS, errno.EACCES, errno.EPERM}
+)
+
+
+def environment_error(exc: BaseException) -> ForkctlError | None:
+    """Bad input (exit 2) for an OSError that says what is wrong with the place forkctl works in: the
+    cache folder (`FORKCTL_CACHE` under /proc, a cache folder that is a file, a read-only cache) or a
+    full or read-only disk; None for anything else (a bug: exit 3)."""
+    if not isinstance(exc, OSError):
+        return None
+    where = exc.filename if isinstance(exc.filename, str) else None
+    if where is not None and _in_cache(Path(where)):
+        from forkctl.files import cache_root
+
+        return ForkctlError(
+            f"forkctl's cache {cache_root()} cannot be used: {exc.strerror or exc} ({where})",
+            hint="point FORKCTL_CACHE at a folder forkctl can write (it is made if missing), or unset it",
+        )
+    if exc.errno in _ENVIRONMENT_ERRNOS:
+        return ForkctlError(
+            f"cannot write {where or 'a file'}: {exc.strerror or exc}",
+            hint="free space (or raise the limit), check the permissions, then run the command again: "
+            "what was written is either whole or not there",
+        )
+    return None
+
+
+def _in_cache(path: Path) -> bool:
+    from forkctl.files import cache_root
+
+    try:
+        root = cache_root()
+    except ForkctlError as cause:  # the cache names a file: say that
+        return bool(cause)
+    except RuntimeError:
+        return False
+    return path == root or root in path.parents or path in root.parents
 
 
 def closed_pipe() -> int:

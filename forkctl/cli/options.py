@@ -62,14 +62,36 @@ def repo(help: str) -> Decorator:
         "--repo",
         "repo_path",
         type=click.Path(path_type=Path, file_okay=False, exists=True),
+        callback=_a_folder,
         metavar="PATH",
         help=help,
     )
 
 
+def _a_folder(ctx: click.Context, param: click.Parameter, value: Path | None) -> Path | None:
+    """A path click let through as "not a file" that is no folder either (`/dev/null`, a FIFO)."""
+    if value is not None and not value.is_dir():
+        raise click.BadParameter(f"{str(value)!r} is not a folder (a clone of the repository is)")
+    return value
+
+
+def regular_file(ctx: click.Context, param: click.Parameter, value: Path | None) -> Path | None:
+    """A file to read whole: a device (`/dev/zero`) or a FIFO would be read forever."""
+    if value is not None and not value.is_file():
+        raise click.BadParameter(f"{str(value)!r} is not a regular file")
+    return value
+
+
+def _not_empty(ctx: click.Context, param: click.Parameter, value: str | None) -> str | None:
+    """An empty name is a mistake (an unset variable in a script), never "the default"."""
+    if value is not None and not value.strip():
+        raise click.BadParameter("must not be empty (leave the option out for the default)")
+    return value
+
+
 def branch(help: str, retired: tuple[str, ...] = ()) -> Decorator:
     """`--branch NAME`: the fork branch a verb builds, moves or reads (default: manifest fork.branch)."""
-    return _with_retired("--branch", "branch", retired, metavar="NAME", help=help)
+    return _with_retired("--branch", "branch", retired, metavar="NAME", help=help, callback=_not_empty)
 
 
 def upstream_repo(help: str, retired: tuple[str, ...] = ()) -> Decorator:
