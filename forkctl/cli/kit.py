@@ -181,6 +181,7 @@ def forkctl_command(func: Callable[..., report.Report]) -> Callable[..., None]:
         try:
             from forkctl.git import locations
 
+            _refuse_empty_names(kwargs)
             with _sigterm_unwinds(), locations.named_by_user(_command_line_locations(kwargs)):
                 result = func(ctx, *args, **kwargs)
             code = report.emit(result, fmt)
@@ -240,6 +241,17 @@ def _in_cache(path: Path) -> bool:
     except RuntimeError:
         return False
     return path == root or root in path.parents or path in root.parents
+
+
+def _refuse_empty_names(options: dict[str, Any]) -> None:
+    """`--branch ''` (an unset variable in a script) is a mistake, never "the default branch"."""
+    if options.get("branch") == "":
+        from forkctl.errors import BadInput
+
+        raise BadInput(
+            "'' is not a usable branch name: --branch must not be empty",
+            hint="leave --branch out for the manifest's branch, or name one",
+        )
 
 
 def closed_pipe() -> int:

@@ -82,16 +82,9 @@ def regular_file(ctx: click.Context, param: click.Parameter, value: Path | None)
     return value
 
 
-def _not_empty(ctx: click.Context, param: click.Parameter, value: str | None) -> str | None:
-    """An empty name is a mistake (an unset variable in a script), never "the default"."""
-    if value is not None and not value.strip():
-        raise click.BadParameter("must not be empty (leave the option out for the default)")
-    return value
-
-
 def branch(help: str, retired: tuple[str, ...] = ()) -> Decorator:
     """`--branch NAME`: the fork branch a verb builds, moves or reads (default: manifest fork.branch)."""
-    return _with_retired("--branch", "branch", retired, metavar="NAME", help=help, callback=_not_empty)
+    return _with_retired("--branch", "branch", retired, metavar="NAME", help=help)
 
 
 def upstream_repo(help: str, retired: tuple[str, ...] = ()) -> Decorator:
