@@ -110,7 +110,24 @@ def _headers_and_payload(raw: bytes, path: Path) -> tuple[dict[str, Any], bytes]
         raise BadInput(
             f"{path}: a multipart mail, not a git format-patch file", hint="make it with git format-patch"
         )
-    return {name: message.get(name) for name in ("subject", "from", "date")}, payload_bytes
+    found = {name: message.get(name) for name in ("subject", "from", "date")}
+    for name, value in found.items():
+        if value is not None and not isinstance(value, str):  # raw 8-bit bytes, no charset named
+            found[name] = _eight_bit(raw, name)
+    return found, payload_bytes
+
+
+def _eight_bit(raw: bytes, name: str) -> str:
+    """The header `name` of `raw` written in 8-bit bytes with no charset, read as `git mailinfo` reads
+    it: UTF-8 when it is valid UTF-8, else Latin-1 (so `Jos\xe9` is José, never U+FFFD)."""
+    head = raw.partition(b"\n\n")[0].replace(b"\r\n", b"\n")
+    unfolded = re.sub(rb"\n[ \t]+", b" ", head)
+    match = re.search(rb"^" + re.escape(name.encode()) + rb":[ \t]*(.*)$", unfolded, re.I | re.M)
+    value = match.group(1) if match else b""
+    try:
+        return value.decode("utf-8")
+    except UnicodeDecodeError:
+        return value.decode("latin-1")
 
 
 def _author(text: str) -> tuple[str, str]:

@@ -76,7 +76,8 @@ def test_patches_git_writes_read_as_the_email_package_reads_them(tmp_path: Path)
 
 def test_a_raw_utf8_header_is_read_by_the_email_package(tmp_path: Path) -> None:
     """A subject written without encoded words (raw UTF-8 bytes) is not the plain shape: the email
-    package reads it, as before."""
+    package reads it, and its raw 8-bit headers are read as `git mailinfo` reads them (UTF-8, else
+    Latin-1), never with replacement characters (issue 37)."""
     raw = (
         "From 0000000000000000000000000000000000000000 Mon Sep 17 00:00:00 2001\n"
         "From: Zoë <z@example.com>\nDate: Mon, 5 Jan 2026 10:00:00 +0100\nSubject: [PATCH] feat: façade\n\n"
@@ -87,12 +88,9 @@ def test_a_raw_utf8_header_is_read_by_the_email_package(tmp_path: Path) -> None:
     path.write_bytes(raw)
     subject, name, email, date, _payload = _by_email_package(raw)
     patch = parse_patch(path)
-    # The email package's reading, replacement characters for the unknown bytes included.
-    assert (patch.subject, patch.author_name, patch.author_email) == (
-        subject.removeprefix("[PATCH] "),
-        name,
-        email,
-    )
+    assert (patch.subject, patch.author_name, patch.author_email) == ("feat: façade", "Zoë", "z@example.com")
+    assert "\ufffd" in subject + name  # what the email package alone would have given
+    assert email == patch.author_email
     assert patch.date == date
 
 

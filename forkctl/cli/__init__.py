@@ -140,7 +140,9 @@ def _run() -> None:
             usage.exit_code = exc.exit_code
             report.error(usage, report.Format.JSON, command)
         else:
-            exc.show()
+            from forkctl import report
+
+            report.usage_error(exc)
         sys.exit(exc.exit_code)
     except Exception as exc:  # outside any command (e.g. loading a verb): still exit 3, no traceback
         from forkctl import report

@@ -8,6 +8,7 @@ holds an error problem, 2 bad input or usage).
 from __future__ import annotations
 
 import contextlib
+import errno
 import functools
 import os
 import signal
@@ -70,7 +71,9 @@ class Context(msgspec.Struct):
                 from forkctl import report
                 from forkctl.manifest.remote import materialise
 
-                self._snapshot = materialise(spec, report.info)
+                verb = click.get_current_context(silent=True)
+                deciding = verb is None or verb.info_name in FROM_SOURCE
+                self._snapshot = materialise(spec, report.info, deciding=deciding)
             return self._snapshot
         if self.manifest_option is not None:
             return Path(self.manifest_option)
@@ -84,12 +87,25 @@ class Context(msgspec.Struct):
         return manifest_mod.find_manifest(here)
 
     def manifest(self) -> Manifest:
+        """The manifest, loaded once. A verb that gates, signs, checks the chain or moves it reads it
+        from its YAML (`FROM_SOURCE`); the others may take it from the parsed-manifest cache."""
         if self._manifest is None:
             from forkctl import manifest as manifest_mod
 
             spec = self.remote_spec()
-            self._manifest = manifest_mod.load(self.manifest_path(), spec.shown if spec else None)
+            verb = click.get_current_context(silent=True)
+            from_source = verb is None or verb.info_name in FROM_SOURCE
+            self._manifest = manifest_mod.load(
+                self.manifest_path(), spec.shown if spec else None, from_source=from_source
+            )
         return self._manifest
+
+
+# The verbs whose verdict or move rests on the manifest: it is parsed from its bytes for them, never read
+# from a cache entry (a CI cache is restored from places a pull request can write).
+FROM_SOURCE = frozenset(
+    {"check-pins", "gate", "validate", "sign", "publish", "bump-bridge", "sync", "fork-base", "describe"}
+)
 
 
 def output_options(github: bool = False) -> Callable[[Callable[..., Any]], Callable[..., Any]]:
@@ -165,6 +181,7 @@ def forkctl_command(func: Callable[..., report.Report]) -> Callable[..., None]:
         try:
             from forkctl.git import locations
 
+            _refuse_empty_names(kwargs)
             with _sigterm_unwinds(), locations.named_by_user(_command_line_locations(kwargs)):
                 result = func(ctx, *args, **kwargs)
             code = report.emit(result, fmt)
@@ -177,10 +194,64 @@ def forkctl_command(func: Callable[..., report.Report]) -> Callable[..., None]:
         except BrokenPipeError:  # not a bug: the output's reader is gone, and nobody reads an error
             code = closed_pipe()
         except Exception as exc:  # the contract: no traceback ever reaches a user
-            code = report.error(unexpected_error(func.__name__, exc), fmt, command)
+            known = environment_error(exc)
+            code = report.error(known or unexpected_error(func.__name__, exc), fmt, command)
         sys.exit(code)
 
     return wrapper
+
+
+# What the machine, not forkctl, did wrong: a full disk or quota, a file over the size limit (ulimit -f),
+# a read-only file system, no permission.
+_ENVIRONMENT_ERRNOS = frozenset(
+    {errno.ENOSPC, errno.EDQUOT, errno.EFBIG, errno.EROFS, errno.EACCES, errno.EPERM}
+)
+
+
+def environment_error(exc: BaseException) -> ForkctlError | None:
+    """Bad input (exit 2) for an OSError that says what is wrong with the place forkctl works in: the
+    cache folder (`FORKCTL_CACHE` under /proc, a cache folder that is a file, a read-only cache) or a
+    full or read-only disk; None for anything else (a bug: exit 3)."""
+    if not isinstance(exc, OSError):
+        return None
+    where = exc.filename if isinstance(exc.filename, str) else None
+    if where is not None and _in_cache(Path(where)):
+        from forkctl.files import cache_root
+
+        return ForkctlError(
+            f"forkctl's cache {cache_root()} cannot be used: {exc.strerror or exc} ({where})",
+            hint="point FORKCTL_CACHE at a folder forkctl can write (it is made if missing), or unset it",
+        )
+    if exc.errno in _ENVIRONMENT_ERRNOS:
+        return ForkctlError(
+            f"cannot write {where or 'a file'}: {exc.strerror or exc}",
+            hint="free space (or raise the limit), check the permissions, then run the command again: "
+            "what was written is either whole or not there",
+        )
+    return None
+
+
+def _in_cache(path: Path) -> bool:
+    from forkctl.files import cache_root
+
+    try:
+        root = cache_root()
+    except ForkctlError as cause:  # the cache names a file: say that
+        return bool(cause)
+    except RuntimeError:
+        return False
+    return path == root or root in path.parents or path in root.parents
+
+
+def _refuse_empty_names(options: dict[str, Any]) -> None:
+    """`--branch ''` (an unset variable in a script) is a mistake, never "the default branch"."""
+    if options.get("branch") == "":
+        from forkctl.errors import BadInput
+
+        raise BadInput(
+            "'' is not a usable branch name: --branch must not be empty",
+            hint="leave --branch out for the manifest's branch, or name one",
+        )
 
 
 def closed_pipe() -> int:

@@ -62,9 +62,24 @@ def repo(help: str) -> Decorator:
         "--repo",
         "repo_path",
         type=click.Path(path_type=Path, file_okay=False, exists=True),
+        callback=_a_folder,
         metavar="PATH",
         help=help,
     )
+
+
+def _a_folder(ctx: click.Context, param: click.Parameter, value: Path | None) -> Path | None:
+    """A path click let through as "not a file" that is no folder either (`/dev/null`, a FIFO)."""
+    if value is not None and not value.is_dir():
+        raise click.BadParameter(f"{str(value)!r} is not a folder (a clone of the repository is)")
+    return value
+
+
+def regular_file(ctx: click.Context, param: click.Parameter, value: Path | None) -> Path | None:
+    """A file to read whole: a device (`/dev/zero`) or a FIFO would be read forever."""
+    if value is not None and not value.is_file():
+        raise click.BadParameter(f"{str(value)!r} is not a regular file")
+    return value
 
 
 def branch(help: str, retired: tuple[str, ...] = ()) -> Decorator:

@@ -14,7 +14,7 @@ import click
 import msgspec
 
 from forkctl import report
-from forkctl.cli import verbs
+from forkctl.cli import options, verbs
 from forkctl.cli.kit import Context, forkctl_command, output_options
 from forkctl.gpu import validate as gpu_validate
 from forkctl.gpu.evidence import Run
@@ -32,6 +32,7 @@ from forkctl.series import load_series
 @click.option(
     "--source",
     type=click.Path(path_type=Path, dir_okay=False, exists=True),
+    callback=options.regular_file,
     metavar="ARCHIVE",
     help="A git archive of the upstream base (git archive --format=tar.gz -o base.tgz BASE megatron tests): "
     "test the fork head built from it, the tree consumers pin, and run upstream's own tests "

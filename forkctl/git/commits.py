@@ -64,7 +64,11 @@ def commit_object(
     zone = f"{'-' if minutes < 0 else '+'}{abs(minutes) // 60:02d}{abs(minutes) % 60:02d}"
     ident = b"%s <%s> %d %s" % (name, email, int(when.timestamp()), zone.encode())
     lines = [b"tree " + tree.encode(), *(b"parent " + p.encode() for p in parents)]
-    body = b"\n".join([*lines, b"author " + ident, b"committer " + ident]) + b"\n\n" + message.encode("utf-8")
+    body = (
+        b"\n".join([*lines, b"author " + ident, b"committer " + ident])
+        + b"\n\n"
+        + message.encode("utf-8", "surrogateescape")
+    )
     hasher = sha256_hex if len(tree) == 64 else sha1_hex
     return hasher(b"commit %d\0" % len(body) + body), body
 
@@ -86,7 +90,9 @@ class Commits(GitDir):
         for parent in parents:
             args += ["-p", parent]
         # `-F -` keeps the message byte for byte (no stripping of trailing lines or comments).
-        return self.git([*args, "-F", "-"], env=env, stdin=message.encode("utf-8")).text.strip()
+        return self.git(
+            [*args, "-F", "-"], env=env, stdin=message.encode("utf-8", "surrogateescape")
+        ).text.strip()
 
     def objects_dir(self) -> Path:
         """Where this repository's loose objects go (a linked worktree's are in its common dir)."""

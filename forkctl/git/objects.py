@@ -29,15 +29,19 @@ class TreeEntry(msgspec.Struct, frozen=True):
 class Blobs(GitDir):
     """Blob contents: read through the repository's one `cat-file --batch`, written with hash-object."""
 
-    def blob_bytes(self, blob: str) -> bytes:
-        """The contents of the blob object `blob`, read through this repository's one `cat-file
-        --batch` (git/batch.py); GitFailed when it is no blob here."""
+    def raw_object(self, name: str) -> tuple[str, bytes] | None:
+        """(type, contents) of the object `name`, read through this repository's one `cat-file --batch`
+        (git/batch.py); None when there is none here."""
         if self.reader is None:
             from forkctl.git.batch import ObjectReader
 
             self.reader = ObjectReader(self.git_dir)
             weakref.finalize(self, self.reader.close)
-        found = self.reader.read(blob) if blob and "\n" not in blob else None
+        return self.reader.read(name) if name and "\n" not in name else None
+
+    def blob_bytes(self, blob: str) -> bytes:
+        """The contents of the blob object `blob`; GitFailed when it is no blob here."""
+        found = self.raw_object(blob)
         if found is None or found[0] != "blob":
             raise GitFailed(f"git cat-file failed: no blob {blob} in {self.git_dir}", "")
         return found[1]

@@ -71,7 +71,8 @@ def read_files(
     cache_repo: GitRepo, url: str, sha: str, paths: list[str], limit: int | None = None
 ) -> dict[str, bytes]:
     """{path: bytes} of the regular files at `paths` in commit `sha` (a folder: every file under it);
-    a path the commit lacks is left out. Symbolic links and submodules are not files: left out.
+    a path the commit lacks is left out. Every object read is checked against its name
+    (`git.verified`): what a cache repository holds is not taken on trust. Symbolic links and submodules are not files: left out.
     The blobs the cache lacks come from `url` in one request. `limit`: the most bytes a file may
     hold, checked (one `cat-file --batch-check`) before any is read.
 
@@ -80,16 +81,12 @@ def read_files(
     copied: it would point outside the snapshot."""
     if not paths:
         return {}
-    # Literal pathspecs: a name from a manifest is data, never a glob.
-    out = cache_repo.git(
-        ["--literal-pathspecs", "ls-tree", "-r", "-z", "--full-tree", sha, "--", *paths]
-    ).text
+    from forkctl.git import verified
+
     blobs: dict[str, str] = {}
-    for record in filter(None, out.split("\x00")):
-        meta, path = record.split("\t", 1)
-        mode, kind, blob = meta.split()
+    for path, (mode, blob) in verified.listing(cache_repo, url, sha, paths).items():
         _check_tree_path(path, url, sha)
-        if kind == "blob" and mode in ("100644", "100755"):
+        if mode != "120000":
             blobs[path] = blob
     fetch_objects(cache_repo, url, list(blobs.values()))
     if limit is not None:
@@ -101,7 +98,7 @@ def read_files(
                     f"{path} in commit {sha[:12]} of {url}: {size} bytes is too large (the limit is {limit})",
                     hint="check the path after the ':': a manifest is a few kilobytes",
                 )
-    return {path: cache_repo.blob_bytes(blob) for path, blob in blobs.items()}
+    return {path: verified.checked(cache_repo, blob, "blob", url) for path, blob in blobs.items()}
 
 
 def _check_tree_path(path: str, url: str, sha: str) -> None:

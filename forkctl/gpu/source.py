@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import shutil
 import tarfile
+import zlib
 from pathlib import Path, PurePosixPath
 
 import msgspec
@@ -47,9 +48,26 @@ def archive_commit(archive: Path) -> str | None:
     try:
         with tarfile.open(archive) as tar:
             comment = tar.pax_headers.get("comment")
-    except (OSError, tarfile.TarError) as exc:
-        raise BadInput(f"{archive}: not a readable tar archive: {exc}") from None
+    except (OSError, EOFError, zlib.error, tarfile.TarError) as exc:  # EOFError: a truncated archive
+        raise BadInput(
+            f"{archive}: not a readable tar archive: {exc}",
+            hint="make it again (git archive --format=tar.gz -o base.tgz BASE megatron tests); an "
+            "interrupted copy leaves it cut short",
+        ) from None
     return comment.strip() if comment else None
+
+
+def check_whole(archive: Path) -> None:
+    """BadInput unless `archive` reads as a tar archive to its end (an interrupted copy is cut short)."""
+    try:
+        with tarfile.open(archive) as tar:
+            _safe_members(tar, archive)
+    except (OSError, EOFError, zlib.error, tarfile.TarError) as exc:
+        raise BadInput(
+            f"{archive}: not a readable tar archive: {exc}",
+            hint="make it again (git archive --format=tar.gz -o base.tgz BASE megatron tests); an "
+            "interrupted copy leaves it cut short",
+        ) from None
 
 
 def _safe_members(tar: tarfile.TarFile, archive: Path) -> list[tarfile.TarInfo]:
@@ -76,8 +94,12 @@ def extract(archive: Path, dest: Path) -> None:
                 tar.extractall(dest, members=members, filter="data")
             else:  # Python < 3.10.12 / 3.11.4: the members were checked above
                 tar.extractall(dest, members=members)
-    except (OSError, tarfile.TarError) as exc:
-        raise BadInput(f"{archive}: cannot extract: {exc}") from None
+    except (OSError, EOFError, zlib.error, tarfile.TarError) as exc:  # EOFError: a truncated archive
+        raise BadInput(
+            f"{archive}: cannot extract: {exc}",
+            hint="make it again (git archive --format=tar.gz -o base.tgz BASE megatron tests); an "
+            "interrupted copy leaves it cut short",
+        ) from None
 
 
 def _apply_series(root: Path, series: Series) -> None:

@@ -122,6 +122,8 @@ def validate(manifest: Manifest, series: Series, options: Options, progress: Pro
     selected, env_suffix = select_suite(manifest, options.ep, options.env_suffix)
     suite = suite_record(manifest, selected.root)
     folder = evidence_dir(manifest, options.out)
+    if options.source is not None:  # bad input is said before a GPU is asked for
+        source.check_whole(options.source)
     progress(f"checking for CUDA in {options.python}")
     host.require_cuda(options.python, selected.gpus)
     installed = host.installed_megatron(options.python, manifest.package.requirement)

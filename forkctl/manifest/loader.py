@@ -108,12 +108,15 @@ def _allow_named_locations(model: ManifestModel) -> None:
     )
 
 
-def load(path: Path, shown: str | None = None) -> Manifest:
+def load(path: Path, shown: str | None = None, from_source: bool = False) -> Manifest:
     """Load and validate `path`, including that every listed patch file exists. `shown`: what
-    file:line messages name instead of the path (a manifest named by URL: the spec, not its snapshot)."""
+    file:line messages name instead of the path (a manifest named by URL: the spec, not its snapshot).
+    `from_source`: parse the YAML whatever the parsed-manifest cache holds. A cache entry's key is the
+    sha256 of public bytes, which anyone who can write the cache can compute, so a verb whose verdict
+    or move rests on the manifest (its signers, base, series, consumers) never takes it from there."""
     data = _read_manifest_bytes(path, shown)
     name = shown if shown is not None else path
-    model = cache.lookup(data)
+    model = None if from_source else cache.lookup(data)
     if model is None:
         model = _parse(_decoded(data, name), name)[0]
         cache.store(data, model)

@@ -137,9 +137,11 @@ def _beside(manifest_text: str, spec: ManifestSpec) -> list[str]:
     return list(dict.fromkeys(str(PurePosixPath(spec.folder, rel)) for rel in relative))
 
 
-def materialise(spec: ManifestSpec, progress: Callable[[str], None]) -> Path:
+def materialise(spec: ManifestSpec, progress: Callable[[str], None], deciding: bool = False) -> Path:
     """The manifest's path in its read-only snapshot, made on first use. `progress`: a note for
     people (the fetch, and when the URL did not answer, the recorded answer that was used).
+    `deciding`: a verb whose verdict rests on the manifest; a branch or tag is then resolved by the
+    server, never by the answer the cache recorded (a full SHA needs no server).
 
     One lock per snapshot's URL: concurrent first runs wait for the one fetching into that URL's cache
     clone instead of colliding in it; the one that waited finds the folder made."""
@@ -151,29 +153,85 @@ def materialise(spec: ManifestSpec, progress: Callable[[str], None]) -> Path:
     allow_local(spec.url)  # named on the command line
     resolved = snapshot.resolve_ref(spec.url, spec.ref)
     folder = snapshot_folder(cache_root(), spec.url, resolved.sha, spec.path)
+    if resolved.recorded_at and deciding:
+        raise BadInput(
+            f"{spec.shown}: the server did not answer ({resolved.why}); the answer the cache recorded for "
+            f"{spec.ref!r} does not decide a check",
+            hint=f"name the manifest's commit by its full SHA to work offline (...@{resolved.sha}:{spec.path}, "
+            "if that is the commit you mean), or run it again when the server answers",
+        )
     if resolved.recorded_at:
         progress(
             f"{spec.shown}: the server did not answer ({resolved.why}); working offline with {spec.ref} "
             f"= {resolved.sha[:12]} as recorded at {resolved.recorded_at}"
         )
-    if not folder.is_dir():
-        lock = cache_root() / "locks" / f"snapshot-{sha256_hex(cache_identity(spec.url).encode())[:16]}.lock"
-        from forkctl.git.runner import network_timeout
+    if folder.is_dir() and _intact(spec, resolved.sha, folder):
+        return folder.joinpath(*PurePosixPath(spec.path).parts)
+    lock = cache_root() / "locks" / f"snapshot-{sha256_hex(cache_identity(spec.url).encode())[:16]}.lock"
+    from forkctl.git.runner import network_timeout
 
-        # The snapshot it waits for takes two fetches (the commit, then the blobs).
-        with locking.held(
-            lock, f"the snapshot of {spec.shown}", locking.wait_limit() + 2 * network_timeout()
-        ):
-            if not folder.is_dir():
-                progress(f"fetching {spec.shown} ({resolved.sha[:12]})")
-                _make_snapshot(spec, resolved.sha, folder)
+    # The snapshot it waits for takes two fetches (the commit, then the blobs).
+    with locking.held(lock, f"the snapshot of {spec.shown}", locking.wait_limit() + 2 * network_timeout()):
+        if folder.is_dir() and not _intact(spec, resolved.sha, folder):
+            progress(
+                f"the snapshot of {spec.shown} in the cache is not commit {resolved.sha[:12]}'s files: made again"
+            )
+            _discard(folder)
+        if not folder.is_dir():
+            progress(f"fetching {spec.shown} ({resolved.sha[:12]})")
+            _make_snapshot(spec, resolved.sha, folder)
     return folder.joinpath(*PurePosixPath(spec.path).parts)
 
 
+def _intact(spec: ManifestSpec, sha: str, folder: Path) -> bool:
+    """Whether `folder` holds exactly the files the snapshot of commit `sha` is made of, compared byte
+    for byte with the commit's objects (each checked against its name): a snapshot lives in the cache,
+    which a CI job may restore from a place a pull request wrote, so it is never trusted as it stands."""
+    return _on_disk(folder) == _snapshot_files(spec, sha)
+
+
+def _on_disk(folder: Path) -> dict[str, bytes] | None:
+    """{relative posix path: bytes} of the files under `folder`; None when it holds anything else."""
+    import os
+
+    out: dict[str, bytes] = {}
+    for top, folders, names in os.walk(folder):
+        for name in [*folders, *names]:
+            path = Path(top, name)
+            if path.is_symlink() or not (path.is_dir() or path.is_file()):
+                return None
+        for name in names:
+            path = Path(top, name)
+            with open(path, "rb") as stream:
+                out[path.relative_to(folder).as_posix()] = stream.read()
+    return out
+
+
+def _discard(folder: Path) -> None:
+    """Move `folder` out of the way (one rename: readers see it or nothing), then remove it."""
+    import os
+    import shutil
+    import tempfile
+
+    aside = Path(tempfile.mkdtemp(prefix=f".{folder.name}.", suffix=".stale.tmp", dir=folder.parent))
+    os.rename(folder, aside / "stale")
+    for top, folders, _ in os.walk(aside):
+        for name in folders:
+            os.chmod(Path(top, name), 0o755)
+    shutil.rmtree(aside, ignore_errors=True)
+
+
 def _make_snapshot(spec: ManifestSpec, sha: str, folder: Path) -> None:
-    """Fetch commit `sha` of the spec's URL and copy the manifest and the files beside it into `folder`.
-    The manifest's size is checked before its bytes are read or parsed."""
+    """Fetch commit `sha` of the spec's URL and copy the manifest and the files beside it into `folder`."""
     from forkctl.files import atomic_folder
+
+    atomic_folder(folder, _snapshot_files(spec, sha))
+
+
+def _snapshot_files(spec: ManifestSpec, sha: str) -> dict[str, bytes]:
+    """The manifest and the files beside it in commit `sha` of the spec's URL (fetched when the cache
+    lacks it), every object checked against its name. The manifest's size is checked before its bytes
+    are read or parsed."""
     from forkctl.git import snapshot
     from forkctl.manifest.loader import MAX_MANIFEST_BYTES
 
@@ -186,4 +244,4 @@ def _make_snapshot(spec: ManifestSpec, sha: str, folder: Path) -> None:
         )
     text = found[spec.path].decode("utf-8", errors="replace")
     files = snapshot.read_files(cache_repo, spec.url, sha, _beside(text, spec))
-    atomic_folder(folder, {**files, spec.path: found[spec.path]})
+    return {**files, spec.path: found[spec.path]}

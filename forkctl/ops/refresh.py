@@ -20,6 +20,24 @@ from forkctl.manifest import Manifest
 from forkctl.ops import export, replay
 from forkctl.series import Patch
 
+_DIFF_START = b"\ndiff --git "
+_SIGNATURE = b"\n-- \n"
+
+
+def kept_header(original: bytes, rendered: bytes) -> bytes:
+    """`rendered`'s diff under `original`'s own header and after its own signature, byte for byte: the
+    mail header, the message in whatever encoding it was written and a note after `---` are the
+    patch file's, never re-rendered (a refresh changes what the diff says, nothing else)."""
+    at = original.find(_DIFF_START)
+    start = rendered.find(_DIFF_START)
+    if at < 0 or start < 0:
+        return rendered
+    diff = rendered[start + 1 :]
+    tail = original.rfind(_SIGNATURE, at)
+    if tail >= 0 and rendered.rfind(_SIGNATURE, start) < 0:
+        diff += original[tail + 1 :]
+    return original[: at + 1] + diff
+
 
 class Refreshed(msgspec.Struct, frozen=True):
     exported: list[export.ExportedPatch]
@@ -68,7 +86,11 @@ def refresh(
 ) -> Refreshed:
     """Rewrite the series files (`only`: these, as the manifest names them) as export renders the
     rebuilt series; the manifest is left alone (file names and provenance do not change)."""
-    exported = export.render(repo, manifest, rebuild(repo, base, patches))
+    rendered = export.render(repo, manifest, rebuild(repo, base, patches))
+    exported = [
+        msgspec.structs.replace(made, content=kept_header(patch.raw, made.content))
+        for patch, made in zip(patches, rendered, strict=True)
+    ]
     moved = [
         (entry.file, patch.file)
         for entry, patch in zip(manifest.series, exported, strict=True)

@@ -214,7 +214,16 @@ def _laid_out(report: Report, width: int) -> list[layout.Line]:
     for problem in report.problems:
         if not problem.in_table:
             lines += layout.problem_lines(problem, width)
-    return lines
+    return [_inert_line(line) for line in lines]
+
+
+def _inert_line(line: layout.Line) -> layout.Line:
+    """`line` as laid out, checked again: wrapping can start a line with data that was mid-line before
+    (a long URL, then ` ::stop-commands::`), so the check is made on the lines that are printed. A line
+    that needed escaping loses its colours, never its text."""
+    text = "".join(part for part, _ in line)
+    shown = inert(text)
+    return line if shown == text else [(shown, None)]
 
 
 def plain_text(report: Report, width: int = layout.LOG_WIDTH) -> str:
@@ -229,12 +238,13 @@ def _note(text: str, label: str = "", style: str | None = None) -> None:
     workflow command (the runner reads stderr too)."""
     terminal = _is_terminal(sys.stderr)
     head = f"{label} " if label else ""
-    lines = layout.words(
+    wrapped = layout.words(
         inert(text),
         layout.width_of(sys.stderr, terminal),
         head,
         "  " + " " * (len(head) - len(head.lstrip())),
     )
+    lines = [inert(line) for line in wrapped]  # checked after wrapping, as the runner reads them
     try:
         if terminal:
             from rich.text import Text
@@ -287,6 +297,20 @@ def error(exc: ForkctlError, fmt: Format = Format.TEXT, command: str | None = No
 
             github.error(message, hint, command)
     return exc.exit_code if exc.exit_code else EXIT_BAD_INPUT
+
+
+def usage_error(exc: Any) -> None:
+    """click's usage error (a `click.ClickException`) as click shows it, each line redacted, printable
+    and inert: it quotes the arguments given, which may be data."""
+    import io
+
+    shown = io.StringIO()
+    exc.show(file=shown)
+    try:
+        sys.stderr.write("".join(f"{_shown(line)}\n" for line in shown.getvalue().splitlines()))
+        sys.stderr.flush()
+    except BrokenPipeError:
+        output_closed(sys.stderr)
 
 
 def info(message: str) -> None:

@@ -8,6 +8,7 @@ import re
 import sys
 from pathlib import Path
 
+from forkctl.redact import inert
 from forkctl.report import Report, Table, _note
 from forkctl.report.markdown import cell, code, fenced
 
@@ -20,7 +21,9 @@ def markdown_table(table: Table) -> str:
 
 
 def _github_escape(text: str) -> str:
-    return text.replace("%", "%25").replace("\r", "%0D").replace("\n", "%0A")
+    """A message value escaped as GitHub documents it; the runner also reads the legacy `##[` anywhere
+    in a line, so that is made inert too (forkctl/redact.py)."""
+    return inert(text.replace("%", "%25").replace("\r", "%0D").replace("\n", "%0A"))
 
 
 def _github_property(text: str) -> str:
@@ -96,6 +99,6 @@ def _append_step_summary(text: str) -> None:
             if not stat.S_ISREG(os.fstat(handle).st_mode):
                 _note(not_regular)
                 return
-            summary.write(text)
+            summary.write(inert(text))  # every line, as for the log: a summary is data too
     except OSError as exc:  # the verdict and exit code stand; the summary is a courtesy
         _note(f"warning: cannot write the step summary {summary_path}: {exc.strerror}")

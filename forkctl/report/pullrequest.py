@@ -15,6 +15,7 @@ import msgspec
 
 from forkctl.manifest import Manifest, plain
 from forkctl.manifest.libraries import patch_option_entries
+from forkctl.redact import inert
 from forkctl.report.chain import mermaid, mermaid_unchecked, way_json
 from forkctl.report.markdown import cell, code, fenced
 
@@ -296,7 +297,9 @@ def pr_body(
 
 
 def _within_limit(body: str) -> str:
-    """`body`, or its first part and a note when the parts besides the range-diff alone are too long."""
+    """`body`, or its first part and a note when the parts besides the range-diff alone are too long;
+    no line of it a workflow command (a CI job may print the body file)."""
+    body = inert(body)
     if _length(body) <= BODY_BUDGET:
         return body
     note = (
