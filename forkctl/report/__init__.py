@@ -26,6 +26,7 @@ from forkctl.compat import StrEnum
 from forkctl.errors import EXIT_BAD_INPUT, EXIT_CHECK_FAILED, EXIT_OK, ForkctlError
 from forkctl.redact import clean, clean_data, inert
 from forkctl.report import layout
+from forkctl.report.pace import after as after  # re-exported: commands call report.after
 
 if TYPE_CHECKING:
     from rich.console import Console
@@ -381,22 +382,6 @@ def progress(description: str, total: int | None) -> Iterator[Any]:
             bar.update(task, advance=1, label=label)
 
         yield advance
-
-
-def after(step: Callable[[str], None], seconds: float = 1.0) -> Callable[[str], None]:
-    """`step` for the finer steps of a piece of work, silent until it has run `seconds` (from this
-    call; `$FORKCTL_PROGRESS_AFTER` overrides it): work that ends sooner adds no line."""
-    import time
-
-    with contextlib.suppress(ValueError):
-        seconds = float(os.environ.get("FORKCTL_PROGRESS_AFTER", seconds))
-    start = time.monotonic()
-
-    def tell(message: str) -> None:
-        if time.monotonic() - start >= seconds:
-            step(message)
-
-    return tell
 
 
 @contextlib.contextmanager
