@@ -63,6 +63,7 @@ def _target_lines(target: SyncTarget) -> list[str]:
         "base": "the manifest base itself",
         "behind": "behind the manifest base",
         "diverged": "beside the manifest base (neither descends from the other)",
+        "unlisted": "held by no branch or tag of upstream",
     }
     return [*lines, f"the target is {said[target.relation]}"]
 
@@ -345,8 +346,8 @@ def command(
     with report.phases("sync") as progress:
         fork = fork_context(manifest, upstream_repo, progress)
         target = choose_target(manifest, fork, onto, progress)
-        if target.relation in ("behind", "diverged", "pins-diverged"):
-            return _not_a_target(target)
+        if target.relation in ("behind", "diverged", "pins-diverged", "unlisted"):
+            return _not_a_target(manifest, target)
         plan = plan_sync(manifest, fork, target, progress)
         plan.tip = preview_tip(manifest, fork, plan, progress)
     out = _report(manifest, plan, dry_run)
@@ -362,7 +363,7 @@ def command(
     return out
 
 
-def _not_a_target(target: SyncTarget) -> Report:
+def _not_a_target(manifest: Manifest, target: SyncTarget) -> Report:
     out = Report(command="sync")
     out.lines = _target_lines(target)
     out.data = {
@@ -377,6 +378,16 @@ def _not_a_target(target: SyncTarget) -> Report:
         return out
     if target.relation == "behind":
         out.lines.append("nothing to sync: the fork is already past it")
+        return out
+    if target.relation == "unlisted":
+        out.fail(
+            Problem(
+                f"the target {target.commit[:12]} is held by no branch or tag of {manifest.upstream.repo} "
+                "(only a pull request's or another ref reaches it): sync never ports onto such a commit",
+                hint="wait until upstream merges it, or pass --onto upstream (or a SHA one of upstream's "
+                "branches or tags holds)",
+            )
+        )
         return out
     out.fail(
         Problem(
