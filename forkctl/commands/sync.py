@@ -176,7 +176,9 @@ def _gh_call(out: Report, what: str, call, manual: list[str] | None = None) -> d
             out.lines.append(f"{what}: closed {', '.join(f'#{n}' for n in opened)}")
         return {"action": "closed" if opened else "none", "closed": opened}
     out.lines.append(f"{what}: {opened.action} {opened.url or ''}".rstrip())
-    return {"action": opened.action, "url": opened.url, "number": opened.number, "command": opened.command}
+    for stranger in opened.strangers:
+        out.problems.append(Problem(github.stranger_warning(what, stranger), level=Level.WARNING))
+    return {key: getattr(opened, key) for key in ("action", "url", "number", "command", "strangers")}
 
 
 def _gated(
@@ -379,21 +381,17 @@ def _not_a_target(manifest: Manifest, target: SyncTarget) -> Report:
     if target.relation == "behind":
         out.lines.append("nothing to sync: the fork is already past it")
         return out
-    if target.relation == "unlisted":
-        out.fail(
-            Problem(
-                f"the target {target.commit[:12]} is held by no branch or tag of {manifest.upstream.repo} "
-                "(only a pull request's or another ref reaches it): sync never ports onto such a commit",
-                hint="wait until upstream merges it, or pass --onto upstream (or a SHA one of upstream's "
-                "branches or tags holds)",
-            )
-        )
-        return out
-    out.fail(
-        Problem(
-            f"the target {target.commit[:12]} does not descend from the manifest base: sync moves the fork "
-            "forward only",
-            hint="port by hand (forkctl port --onto SHA --backport) if that is meant, or pass --onto",
-        )
+    unlisted = target.relation == "unlisted"
+    said = (
+        f"is held by no branch or tag of {manifest.upstream.repo} (only a pull request's or another ref "
+        "reaches it): sync never ports onto such a commit"
+        if unlisted
+        else "does not descend from the manifest base: sync moves the fork forward only"
     )
+    hint = (
+        "wait until upstream merges it, or pass --onto upstream (or a SHA on one of upstream's branches or tags)"
+        if unlisted
+        else "port by hand (forkctl port --onto SHA --backport) if that is meant, or pass --onto"
+    )
+    out.fail(Problem(f"the target {target.commit[:12]} {said}", hint=hint))
     return out
