@@ -1,6 +1,13 @@
 """Pull requests and issues through the GitHub CLI (`gh`): open one for a pushed branch, or update the
 one already open for that head branch; keep one issue (`forkctl sync`'s dashboard) found by a marker.
 
+Ours only: branch names are predictable and `gh pr list --head` matches a branch of that name in any
+fork, so a pull request is ours when its head repository is the one we pushed to (owner and name) AND
+the identity gh acts as opened it (`author.login` against `gh api user`, or $FORKCTL_GH_LOGIN where the
+token cannot ask, e.g. `app/github-actions`); the dashboard is ours when it holds the marker AND we
+opened it. Anything else that looks like ours is a stranger's: reported (`Opened.strangers`), never
+edited or closed.
+
 gh is not git, so its runner lives here and not in forkctl/git/. Like every child, gh runs through
 forkctl.process: an argument list (never a shell) in its own process group, with a time limit that ends
 whatever it started. Every value is passed as `--flag=value`, so a repository, branch or title from the manifest
@@ -62,6 +69,92 @@ class Opened(msgspec.Struct, frozen=True):
     command: list[str]
     url: str | None = None
     number: int | None = None
+    strangers: list[str] = msgspec.field(default_factory=list)  # look-alikes left alone, as "#N by LOGIN ..."
+
+
+LOGIN_ENV = "FORKCTL_GH_LOGIN"  # who gh acts as, where `gh api user` cannot answer (an app's token)
+PR_FIELDS = "number,url,body,headRefName,headRepository,headRepositoryOwner,author"
+
+
+def _login_of(value: object) -> str:
+    return str(value.get("login") or "") if isinstance(value, dict) else ""
+
+
+def whoami(gh: str) -> str:
+    """The login gh acts as: $FORKCTL_GH_LOGIN, else `gh api user`'s answer."""
+    given = os.environ.get(LOGIN_ENV, "").strip()
+    if given:
+        return given
+    command = ["gh", "api", "user", "--jq=.login"]
+    try:
+        login = _run(gh, command).strip()
+    except GhFailed as exc:
+        raise GhFailed(
+            f"cannot tell which identity gh acts as ({exc.message}); forkctl edits only what that identity "
+            f"opened: set ${LOGIN_ENV} to it (e.g. app/github-actions for a workflow's token)",
+            command,
+        ) from None
+    if not login or any(c.isspace() for c in login):
+        raise GhFailed(f"gh api user answered no login: {login[:100]!r}", command)
+    return login
+
+
+class _Item(msgspec.Struct, frozen=True):
+    number: int
+    url: str
+    body: str
+    author: str
+    head_owner: str = ""
+    head_repo: str = ""
+    head_branch: str = ""
+
+    def said(self) -> str:
+        head = f" from {self.head_owner}/{self.head_repo}:{self.head_branch}" if self.head_branch else ""
+        return f"#{self.number} by {self.author or 'an unknown author'}{head} ({self.url})"
+
+
+def _items(out: str, command: list[str]) -> list[_Item]:
+    """gh's JSON list of pull requests or issues, as items."""
+    try:
+        listed = json.loads(out or "[]")
+        return [
+            _Item(
+                int(item["number"]),
+                str(item.get("url") or ""),
+                str(item.get("body") or ""),
+                _login_of(item.get("author")),
+                _login_of(item.get("headRepositoryOwner")),
+                str((item.get("headRepository") or {}).get("name") or ""),
+                str(item.get("headRefName") or ""),
+            )
+            for item in listed
+        ]
+    except (ValueError, TypeError, KeyError, AttributeError, RecursionError):
+        raise GhFailed(f"gh answered what is not its JSON: {out.strip()[:200]}", command) from None
+
+
+def stranger_warning(what: str, stranger: str) -> str:
+    """The words for a look-alike forkctl left alone."""
+    return (
+        f"the {what}: {stranger} looks like forkctl's (same branch or marker) but is not ours (another "
+        "head repository or author): left as it is, never edited or closed"
+    )
+
+
+def _same(a: str, b: str) -> bool:
+    return a.casefold() == b.casefold()
+
+
+def _ours_pr(item: _Item, repo: str, me: str) -> bool:
+    """Opened by `me` from a branch of `repo` itself (GitHub names are case-insensitive)."""
+    owner, _, name = repo.partition("/")
+    return _same(item.author, me) and _same(item.head_owner, owner) and _same(item.head_repo, name)
+
+
+def _sorted_out(items: list[_Item], ours) -> tuple[_Item | None, list[str]]:  # type: ignore[no-untyped-def]
+    """(the first item that is ours, the others described)."""
+    mine = [item for item in items if ours(item)]
+    return (mine[0] if mine else None), [item.said() for item in items if not ours(item)]
 
 
 class GhFailed(Exception):
@@ -96,30 +189,37 @@ def shell_line(command: list[str]) -> str:
     return shlex.join(command)
 
 
+def _our_pull_request(spec: PullRequestSpec, gh: str) -> tuple[_Item | None, list[str]]:
+    """The open pull request from `spec.head` of `spec.repo` that we opened, and any look-alikes."""
+    listing = ["gh", "pr", "list", f"--repo={spec.repo}", f"--head={spec.head}", f"--json={PR_FIELDS}"]
+    items = [item for item in _items(_run(gh, listing), listing) if item.head_branch in ("", spec.head)]
+    if not items:
+        return None, []
+    me = whoami(gh)
+    return _sorted_out(items, lambda item: _ours_pr(item, spec.repo, me))
+
+
 def open_or_update(spec: PullRequestSpec, gh: str) -> Opened:
-    """Update the body of the open pull request whose head is `spec.head`, or create one."""
-    listing = ["gh", "pr", "list", f"--repo={spec.repo}", f"--head={spec.head}", "--json=number,url"]
-    existing = _parse_list(_run(gh, listing), listing)
-    if existing is not None:
-        number, url = existing
-        edit = ["gh", "pr", "edit", str(number), f"--repo={spec.repo}", f"--body-file={spec.body_file}"]
+    """Update the body of our open pull request whose head is `spec.head`, or create one."""
+    found, strangers = _our_pull_request(spec, gh)
+    if found is not None:
+        edit = ["gh", "pr", "edit", str(found.number), f"--repo={spec.repo}", f"--body-file={spec.body_file}"]
         _run(gh, edit)
-        return Opened("updated", edit, url=url, number=number)
+        return Opened("updated", edit, url=found.url, number=found.number, strangers=strangers)
     create = create_command(spec)
     out = _run(gh, create)
     url = next((line.strip() for line in out.splitlines() if line.strip().startswith("http")), None)
     number = int(url.rstrip("/").rsplit("/", 1)[-1]) if url and url.rstrip("/")[-1:].isdigit() else None
-    return Opened("created", create, url=url, number=number)
+    return Opened("created", create, url=url, number=number, strangers=strangers)
 
 
 def open_or_update_unless_same(spec: PullRequestSpec, gh: str) -> Opened:
-    """As `open_or_update`, but an open pull request whose body already is the new one is left alone
+    """As `open_or_update`, but our open pull request whose body already is the new one is left alone
     (action `unchanged`): a rerun with nothing new edits nothing."""
-    listing = ["gh", "pr", "list", f"--repo={spec.repo}", f"--head={spec.head}", "--json=number,url,body"]
-    found = _first_with_body(_run(gh, listing), listing, None)
+    found, strangers = _our_pull_request(spec, gh)
     if found is None:
         return open_or_update(spec, gh)
-    return _edited("pr", found, spec, gh)
+    return msgspec.structs.replace(_edited("pr", found, spec, gh), strangers=strangers)
 
 
 def close_superseded(spec: PullRequestSpec, prefix: str, link: str, gh: str) -> list[int]:
@@ -133,19 +233,20 @@ def close_superseded(spec: PullRequestSpec, prefix: str, link: str, gh: str) -> 
         f"--base={spec.base}",
         "--state=open",
         "--limit=100",
-        "--json=number,headRefName",
+        f"--json={PR_FIELDS}",
     ]
-    out = _run(gh, listing)
-    try:
-        listed = [(int(item["number"]), str(item["headRefName"])) for item in json.loads(out or "[]")]
-    except (ValueError, TypeError, KeyError):
-        raise GhFailed(f"gh pr list answered what is not its JSON: {out.strip()[:200]}", listing) from None
+    items = _items(_run(gh, listing), listing)
+    me = whoami(gh) if items else ""
     closed = []
-    for number, head in listed:
-        if head.startswith(prefix) and head != spec.head:
+    for item in items:
+        if (
+            item.head_branch.startswith(prefix)
+            and item.head_branch != spec.head
+            and _ours_pr(item, spec.repo, me)
+        ):
             comment = f"Superseded by {link} (forkctl sync: the consumers' upstream moved on)."
-            _run(gh, ["gh", "pr", "close", str(number), f"--repo={spec.repo}", f"--comment={comment}"])
-            closed.append(number)
+            _run(gh, ["gh", "pr", "close", str(item.number), f"--repo={spec.repo}", f"--comment={comment}"])
+            closed.append(item.number)
     return closed
 
 
@@ -183,23 +284,25 @@ def keep_issue(spec: IssueSpec, gh: str, create: bool = True) -> Opened:
         "--state=open",
         f"--search={spec.title} in:title",
         "--limit=100",
-        "--json=number,url,body",
+        "--json=number,url,body,author",
     ]
-    found = _first_with_body(_run(gh, listing), listing, spec.marker)
+    marked = [item for item in _items(_run(gh, listing), listing) if spec.marker in item.body]
+    me = whoami(gh) if marked else ""
+    found, strangers = _sorted_out(marked, lambda item: _same(item.author, me))
     if found is None:
         if not create:
-            return Opened("absent", listing)
+            return Opened("absent", listing, strangers=strangers)
         command = issue_create_command(spec)
         url = next((line.strip() for line in _run(gh, command).splitlines() if line.startswith("http")), None)
         number = int(url.rsplit("/", 1)[-1]) if url and url.rsplit("/", 1)[-1].isdigit() else None
-        return Opened("created", command, url=url, number=number)
-    return _edited("issue", found, spec, gh)
+        return Opened("created", command, url=url, number=number, strangers=strangers)
+    return msgspec.structs.replace(_edited("issue", found, spec, gh), strangers=strangers)
 
 
-def _edited(kind: str, found: tuple[int, str, str], spec: PullRequestSpec | IssueSpec, gh: str) -> Opened:
-    """The pull request or issue `found` (number, url, body) given `spec`'s body: left as it is when the
-    body is already that, else edited with `gh <kind> edit`."""
-    number, url, body = found
+def _edited(kind: str, found: _Item, spec: PullRequestSpec | IssueSpec, gh: str) -> Opened:
+    """Our pull request or issue `found` given `spec`'s body: left as it is when the body is already
+    that, else edited with `gh <kind> edit`."""
+    number, url, body = found.number, found.url, found.body
     edit = ["gh", kind, "edit", str(number), f"--repo={spec.repo}", f"--body-file={spec.body_file}"]
     if _same_body(body, spec.body_file):
         return Opened("unchanged", edit, url=url, number=number)
@@ -211,30 +314,6 @@ def _same_body(body: str, body_file: Path) -> bool:
     """GitHub keeps a body as sent, but may end its lines with CRLF: compare without either."""
     new = body_file.read_text()
     return body.replace("\r\n", "\n").strip() == new.replace("\r\n", "\n").strip()
-
-
-def _first_with_body(out: str, command: list[str], marker: str | None) -> tuple[int, str, str] | None:
-    """(number, url, body) of the first listed item (holding `marker` in its body, when given)."""
-    try:
-        for item in json.loads(out or "[]"):
-            body = str(item.get("body") or "")
-            if marker is None or marker in body:
-                return int(item["number"]), str(item["url"]), body
-        return None
-    except (ValueError, TypeError, KeyError, AttributeError):
-        raise GhFailed(f"gh answered what is not its JSON: {out.strip()[:200]}", command) from None
-
-
-def _parse_list(out: str, command: list[str]) -> tuple[int, str] | None:
-    """(number, url) of the first pull request `gh pr list --json number,url` names, or None."""
-    try:
-        listed = json.loads(out or "[]")
-        if not listed:
-            return None
-        first = listed[0]
-        return int(first["number"]), str(first["url"])
-    except (ValueError, TypeError, KeyError, IndexError):
-        raise GhFailed(f"gh pr list answered what is not its JSON: {out.strip()[:200]}", command) from None
 
 
 def _run(gh: str, command: list[str]) -> str:

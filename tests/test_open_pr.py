@@ -21,41 +21,6 @@ from forkctl.series import parse_patch
 from tests.chain import Chain, make_chain, url
 from tests.test_evidence import gpu_toolkit, record
 
-FAKE_GH = """#!{python}
-import json, os, sys
-from pathlib import Path
-
-args = sys.argv[1:]
-state = Path(os.environ["FAKE_GH_STATE"])
-opened = json.loads(state.read_text()) if state.exists() else {{}}
-flags = {{}}
-for i, arg in enumerate(args):
-    if arg.startswith("--") and "=" in arg:
-        key, _, value = arg.partition("=")
-        flags[key] = value
-    elif arg.startswith("--") and i + 1 < len(args):
-        flags[arg] = args[i + 1]
-entry = {{"argv": args}}
-if "--body-file" in flags:
-    entry["body"] = Path(flags["--body-file"]).read_text()
-with open(os.environ["FAKE_GH_LOG"], "a") as log:
-    log.write(json.dumps(entry) + "\\n")
-if os.environ.get("FAKE_GH_FAIL"):
-    sys.stderr.write("HTTP 403: Resource not accessible by integration\\n")
-    sys.exit(1)
-key = flags.get("--repo", "") + " " + flags.get("--head", "")
-if args[:2] == ["pr", "list"]:
-    print(json.dumps([opened[key]] if key in opened else []))
-elif args[:2] == ["pr", "create"]:
-    number = len(opened) + 1
-    url = "https://github.com/" + flags["--repo"] + "/pull/" + str(number)
-    opened[key] = {{"number": number, "url": url}}
-    state.write_text(json.dumps(opened))
-    print(url)
-elif args[:2] == ["pr", "edit"]:
-    print("https://github.com/" + flags["--repo"] + "/pull/" + args[2])
-"""
-
 
 @pytest.fixture(autouse=True)
 def _cache(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
@@ -78,6 +43,8 @@ def install_fake_gh(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
     bin_dir = tmp_path / "bin-gh"
     bin_dir.mkdir()
     script = bin_dir / "gh"
+    from tests.test_sync import FAKE_GH  # the one stand-in for gh: pull requests, issues, who gh acts as
+
     script.write_text(FAKE_GH.format(python=sys.executable))
     script.chmod(0o755)
     log = tmp_path / "gh.log"

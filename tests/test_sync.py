@@ -27,16 +27,25 @@ from pathlib import Path
 args = sys.argv[1:]
 state_file = Path(os.environ["FAKE_GH_STATE"])
 state = json.loads(state_file.read_text()) if state_file.exists() else {{"pr": [], "issue": []}}
+me = os.environ.get("FAKE_GH_LOGIN", "forkctl-bot")
 flags = {{}}
-for arg in args:
+for i, arg in enumerate(args):
     if arg.startswith("--") and "=" in arg:
         key, _, value = arg.partition("=")
         flags[key] = value
+    elif arg.startswith("--") and i + 1 < len(args):
+        flags[arg] = args[i + 1]
 entry = {{"argv": args}}
 if "--body-file" in flags:
     entry["body"] = Path(flags["--body-file"]).read_text()
 with open(os.environ["FAKE_GH_LOG"], "a") as log:
     log.write(json.dumps(entry) + "\\n")
+if os.environ.get("FAKE_GH_FAIL"):
+    sys.stderr.write("HTTP 403: Resource not accessible by integration\\n")
+    sys.exit(1)
+if args[:2] == ["api", "user"]:
+    print(me)
+    sys.exit(0)
 kind, verb = args[0], args[1]
 items = state[kind]
 repo = flags.get("--repo", "")
@@ -46,13 +55,17 @@ if verb == "list":
         found = [i for i in found if i["head"] == flags["--head"]]
     if kind == "pr" and "--base" in flags:
         found = [i for i in found if i["base"] == flags["--base"]]
-    print(json.dumps([{{"number": i["number"], "url": i["url"], "body": i["body"], "headRefName": i["head"]}}
+    print(json.dumps([{{"number": i["number"], "url": i["url"], "body": i["body"], "headRefName": i["head"],
+                       "author": {{"login": i["author"]}},
+                       "headRepositoryOwner": {{"login": i["head_repo"].split("/")[0]}},
+                       "headRepository": {{"name": i["head_repo"].split("/")[1]}}}}
                       for i in found]))
 elif verb == "create":
     number = len(state["pr"]) + len(state["issue"]) + 1
     link = "https://github.com/" + repo + ("/pull/" if kind == "pr" else "/issues/") + str(number)
     items.append({{"number": number, "url": link, "repo": repo, "head": flags.get("--head"),
-                  "base": flags.get("--base"), "title": flags["--title"], "body": entry["body"], "open": True}})
+                  "base": flags.get("--base"), "title": flags["--title"], "body": entry["body"], "open": True,
+                  "author": me, "head_repo": repo}})
     print(link)
 elif verb == "close":
     item = next(i for i in items if i["number"] == int(args[2]))
@@ -94,6 +107,18 @@ class FakeGh:
 
     def items(self, kind: str) -> list[dict]:
         return json.loads(self.state.read_text())[kind] if self.state.exists() else []
+
+    def add(self, kind: str, **item: object) -> dict:
+        """An item someone else opened (a stranger's look-alike): open, as gh would list it."""
+        state = json.loads(self.state.read_text()) if self.state.exists() else {"pr": [], "issue": []}
+        number = len(state["pr"]) + len(state["issue"]) + 1
+        repo = str(item["repo"])
+        kinds = "pull" if kind == "pr" else "issues"
+        full = {"number": number, "url": f"https://github.com/{repo}/{kinds}/{number}", "open": True}
+        full.update({"head": None, "base": None, "title": "", "head_repo": repo, **item})
+        state[kind].append(full)
+        self.state.write_text(json.dumps(state))
+        return full
 
 
 def sync(chain: Chain, *args: str) -> tuple[int, dict]:

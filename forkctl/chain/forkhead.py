@@ -11,7 +11,7 @@ from __future__ import annotations
 import msgspec
 
 from forkctl.chain.model import ChainFinding, Progress, Status, WantedBase
-from forkctl.chain.ownfiles import OwnFiles, named, own_files, unpublished_paths
+from forkctl.chain.ownfiles import OwnFiles, checked_own, named, unpublished_paths
 from forkctl.chain.reachable import base_unfetched
 from forkctl.chain.sources import local_branch_tip, parse_location
 from forkctl.errors import BadInput
@@ -121,7 +121,9 @@ def fork_context(
         head = store.ref_sha(built_ref)
         head = head if head is not None and not store.missing_objects([head]) else None
     if head is not None:
-        return ForkContext(store, url, upstream_local, base, head, patches, own_files(manifest, base))
+        return ForkContext(
+            store, url, upstream_local, base, head, patches, checked_own(manifest, store, base, head, patches)
+        )
     if upstream_local is None:
         touched = list(dict.fromkeys(path for patch in patches for path in patch.paths))
         at_base = store.tree_entries(base, touched)
@@ -138,7 +140,8 @@ def fork_context(
             f"{result.conflict.message.strip()}",
             hint=replay.stale_fix(base),
         )
-    return ForkContext(store, url, upstream_local, base, result.head, patches, own_files(manifest, base))
+    owned = checked_own(manifest, store, base, result.head, patches)
+    return ForkContext(store, url, upstream_local, base, result.head, patches, owned)
 
 
 # --- why a pin is not the fork head ---------------------------------------------------------------

@@ -10,19 +10,28 @@ published (`forkbase.carried`). So the published tree is a function of (R, the t
 Anything else the tip holds that R does not is either in the series (a commit whose patch-id is a
 patch's; below the last publish, the old fork head's commits, known by subject) or foreign: publish
 refuses rather than drop it (`foreign_changes`).
+
+And a fork-owned path never touches what the series or the package owns (`own_path_conflicts`): a glob
+matching a path a patch changes, or a path of the package tree (`fork.tree_include`, decided on the
+globs; where that is every path, on the fork head's tree), would let the branch's own version replace
+package code in what is published and what check-pins accepts. lint, publish, check-pins and bump-bridge
+(every verb that builds the fork head) refuse such a manifest.
 """
 
 from __future__ import annotations
 
 import fnmatch
+from collections.abc import Callable, Iterable
 
 import msgspec
 
 from forkctl.chain import forkbase
+from forkctl.errors import BadInput
 from forkctl.git.objects import TreeEntry
 from forkctl.git.repo import GitRepo
 from forkctl.git.sha import TreeSha
 from forkctl.manifest import Manifest
+from forkctl.manifest.globs import overlap
 from forkctl.manifest.schema import FORK_BASE_FILE
 from forkctl.series import Patch
 
@@ -57,10 +66,62 @@ def own_files(manifest: Manifest, base: str) -> OwnFiles:
     return OwnFiles(globs, manifest, base)
 
 
-def series_claims(own: OwnFiles, patches: list[Patch]) -> list[str]:
-    """'<patch file>: <path>' for each fork-owned path a patch of the series changes (a path is either
-    the series' or the fork's: publishing the tip's version would drop the patch's change)."""
-    return [f"{patch.path.name}: {path}" for patch in patches for path in patch.paths if own.owns(path)]
+OWN_PATHS_HINT = (
+    "take those entries out of fork.own_paths in the manifest (or the change out of the patch): the fork's "
+    "own files are what upstream's package and the series never hold (README.fork.md, .github/**)"
+)
+
+
+TreePaths = Callable[[], Iterable[str]]  # the fork head's paths, read only where needed
+
+
+def own_path_conflicts(
+    manifest: Manifest, patches: list[Patch], tree_paths: TreePaths | None = None
+) -> list[str]:
+    """For each `fork.own_paths` entry that touches what the series or the package owns, what it touches:
+    a path a patch changes ('<patch file>: <path>'), the package tree (`fork.tree_include`, when that
+    names less than every path: decided on the two globs), or, where the package is every path, a path
+    of `tree_paths` (the fork head's tree, when the caller has it)."""
+    include = manifest.fork.tree_include
+    everything = fnmatch.fnmatchcase("forkctl-probe/any/path.x", include)
+    paths = list(tree_paths()) if tree_paths is not None and everything else []
+    found = []
+    for glob in dict.fromkeys(manifest.fork.own_paths):
+        claimed = [
+            f"{patch.path.name}: {path}"
+            for patch in patches
+            for path in patch.paths
+            if fnmatch.fnmatchcase(path, glob)
+        ]
+        in_tree = [path for path in paths if fnmatch.fnmatchcase(path, glob)]
+        if claimed:
+            found.append(f"{glob!r} matches what the series changes ({named(claimed)})")
+        elif not everything and overlap(glob, include):
+            found.append(f"{glob!r} matches paths of the package tree (fork.tree_include: {include!r})")
+        elif in_tree:
+            found.append(f"{glob!r} matches paths of the package tree, apply(series, base): {named(in_tree)}")
+    return found
+
+
+def refuse_own_path_conflicts(
+    manifest: Manifest, patches: list[Patch], tree_paths: TreePaths | None = None
+) -> None:
+    """BadInput naming each fork.own_paths entry `own_path_conflicts` finds."""
+    found = own_path_conflicts(manifest, patches, tree_paths)
+    if found:
+        raise BadInput(
+            f"fork.own_paths may name only the fork's own files, never the series' or the package's: "
+            f"{'; '.join(found)}. The branch's version of such a path would replace package code in what "
+            "publish pushes and check-pins accepts",
+            hint=OWN_PATHS_HINT,
+        )
+
+
+def checked_own(manifest: Manifest, repo: GitRepo, base: str, head: str, patches: list[Patch]) -> OwnFiles:
+    """The fork's own files, once `fork.own_paths` is known to touch neither the series nor the package
+    tree of the fork head `head` (in `repo`): what a published merge carries beside it is the fork's."""
+    refuse_own_path_conflicts(manifest, patches, lambda: repo.all_entries(head))
+    return own_files(manifest, base)
 
 
 def _own_entries(repo: GitRepo, tip: str, head_tree: TreeSha, own: OwnFiles, write: bool) -> OwnEntries:

@@ -29,7 +29,13 @@ import msgspec
 
 from forkctl.chain.forkhead import ForkContext, publish_merge_finding, relation
 from forkctl.chain.model import Progress, Status, WantedBase
-from forkctl.chain.ownfiles import Foreign, foreign_changes, own_files, published_tree, series_claims
+from forkctl.chain.ownfiles import (
+    Foreign,
+    foreign_changes,
+    own_files,
+    published_tree,
+    refuse_own_path_conflicts,
+)
 from forkctl.errors import BadInput
 from forkctl.git import remote
 from forkctl.git import store as gitstore
@@ -123,13 +129,7 @@ def plan_publish(
     mode = manifest.fork.publish
     digest = Series(base=fork.base, patches=fork.patches).digest
     own = fork.owned or own_files(manifest, fork.base)
-    claimed = series_claims(own, fork.patches)
-    if claimed:
-        raise BadInput(
-            f"the series changes fork-owned paths ({'; '.join(claimed)}): a path is either the series' "
-            "or the fork's, and publishing would replace the patch's change with the branch's file",
-            hint="take those paths out of fork.own_paths in the manifest (or the change out of the patch)",
-        )
+    refuse_own_path_conflicts(manifest, fork.patches, lambda: fork.store.all_entries(fork.head_tree()))
     progress(f"reading {branch} at {url}")
     refs = remote.ls_remote(url)
     tip = refs.get(f"refs/heads/{branch}")

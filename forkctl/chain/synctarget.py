@@ -9,6 +9,10 @@ gitlink path, read from the tree of that branch's tip (objects only: no checkout
 a target only when it descends from the manifest base: a pin at or behind the base asks nothing of the
 fork, and one beside it (not an ancestor either way) is a finding, never guessed into a target.
 `--onto upstream` takes upstream's branch tip; `--onto SHA` a given commit.
+
+Whatever the rule, the target is a commit one of upstream's branches or tags holds: a commit only a pull
+request's ref (`refs/pull/*`) or another ref reaches is anyone's proposal, never a base (relation
+`unlisted`), and a SHA fetched by its name alone proves nothing about where it lives.
 """
 
 from __future__ import annotations
@@ -143,9 +147,27 @@ def _consumer_pin(manifest: Manifest, fork: ForkContext, progress: Progress) -> 
     )
 
 
+# Where upstream's branches and tags are: in forkctl's cache of its URL (fetch_history), or in a local
+# clone (its own branches and tags, and those it tracks from the remotes local_branch_tip reads).
+CACHED_LISTED = ["refs/forkctl/heads/", "refs/forkctl/tags/"]
+LOCAL_LISTED = ["refs/heads/", "refs/tags/", "refs/remotes/origin/", "refs/remotes/upstream/"]
+
+
+def listed_holders(manifest: Manifest, fork: ForkContext, commit: str) -> list[str]:
+    """The refs of upstream's branches and tags whose history holds `commit` (empty: none does)."""
+    fork.upstream_tip(manifest.upstream.branch)  # every branch and tag fetched, with its history
+    if fork.upstream_local is not None:
+        found = fork.upstream_local.refs_containing(commit, LOCAL_LISTED)
+        return [ref for ref in found if "/pull/" not in ref and "/pr/" not in ref]
+    return fork.store.refs_containing(commit, CACHED_LISTED)
+
+
 def _relate(manifest: Manifest, fork: ForkContext, target: SyncTarget) -> SyncTarget:
-    """The target with its relation to the base and the number of upstream commits it adds."""
+    """The target with its relation to the base and the number of upstream commits it adds; `unlisted`
+    when no branch or tag of upstream holds it."""
     store, base = fork.store, fork.base
+    if target.commit != base and not listed_holders(manifest, fork, target.commit):
+        return msgspec.structs.replace(target, relation="unlisted")
     if target.commit == base:
         relation = "base"
     elif store.is_ancestor(base, target.commit):

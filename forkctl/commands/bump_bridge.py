@@ -178,6 +178,9 @@ def _open_pull_requests(
             opened.append({**entry, "action": "failed", "command": exc.command, "url": None})
             continue
         lines.append(f"{step.consumer.name}: pull request {result.action}: {result.url or '(no URL)'}")
+        for stranger in result.strangers:
+            what = f"{step.consumer.name}'s pull request"
+            out.problems.append(Problem(github.stranger_warning(what, stranger), level=Level.WARNING))
         opened.append(
             {
                 **entry,
@@ -185,6 +188,7 @@ def _open_pull_requests(
                 "command": result.command,
                 "url": result.url,
                 "number": result.number,
+                "strangers": result.strangers,
             }
         )
     if gh is None:

@@ -36,16 +36,40 @@ def _env_status(tag: str, verdict: gate.GateVerdict) -> str:
     return "passed"
 
 
-def _fork_head_tree(manifest: Manifest, series: Series, repo_path: Path) -> TreeSha:
-    """The package tree of apply(series, base) in the upstream clone at `repo_path` (gate --repo)."""
-    from forkctl.git.repo import GitRepo
+def _fork_head_tree(manifest: Manifest, series: Series, repo_path: Path | None) -> TreeSha:
+    """The package tree of apply(series, base) in the upstream clone at `repo_path` (gate --repo), else
+    in forkctl's cache of upstream.url, as check-pins reaches it."""
+    from forkctl.git.store import object_store
     from forkctl.ops import replay
 
     package = manifest.package.folder_name
-    tree = replay.fork_head_tree(GitRepo(repo_path), series.base, series.patches, package)
+    repo = object_store(repo_path, manifest.upstream.url, [series.base])
+    tree = replay.fork_head_tree(repo, series.base, series.patches, package)
     if tree is None:
-        raise BadInput(f"the fork head in {repo_path} has no {package}/ folder", hint="check --repo")
+        where = repo_path or manifest.upstream.url
+        raise BadInput(f"the fork head built in {where} has no {package}/ folder", hint="check --repo")
     return tree
+
+
+def _reached_tree(manifest: Manifest, series: Series) -> tuple[TreeSha | None, str | None]:
+    """(the fork head's package tree from upstream.url, None) where upstream answers, else (None, why)."""
+    from forkctl.git.runner import GitFailed
+
+    try:
+        return _fork_head_tree(manifest, series, None), None
+    except BadInput as exc:
+        return None, exc.message
+    except GitFailed as exc:
+        return None, str(exc)
+
+
+def _unreached_problem(manifest: Manifest, why: str) -> Problem:
+    return Problem(
+        f"the tested trees were NOT compared with apply(series, base): upstream ({manifest.upstream.url}) "
+        f"could not be read ({why}); only the base the evidence names was checked",
+        level=Level.WARNING,
+        hint="pass --repo CLONE (an upstream clone holding the base), or run where upstream.url answers",
+    )
 
 
 @click.command("gate", short_help=verbs.summary("gate"))
@@ -67,9 +91,10 @@ def _fork_head_tree(manifest: Manifest, series: Series, repo_path: Path) -> Tree
     "is not pending is a usage error (exit 2).",
 )
 @options.repo(
-    "A local upstream clone holding the base: also check that each run tested exactly the package tree "
-    "of apply(series, base) (git rev-parse <fork head>:megatron). Without it the gate checks the base "
-    "the tested fork head was built from, as the signed evidence records it."
+    "A local upstream clone holding the base, where each run's tested package tree is compared with "
+    "apply(series, base)'s (git rev-parse <fork head>:megatron). Without it the gate reads upstream.url "
+    "through forkctl's cache, as check-pins does, and where that cannot be read it says so (a warning) "
+    "and checks only the base the signed evidence names."
 )
 @output_options(github=True)
 @forkctl_command
@@ -94,7 +119,11 @@ def command(
     series = load_series(manifest)
     required = list(dict.fromkeys([*manifest.validation.require, *extra_required]))
     pending = {tag: why for tag, why in manifest.validation.pending.items() if tag not in extra_required}
-    fork_head_tree = _fork_head_tree(manifest, series, repo_path) if repo_path is not None else None
+    unreached = None
+    if repo_path is not None:
+        fork_head_tree: TreeSha | None = _fork_head_tree(manifest, series, repo_path)
+    else:
+        fork_head_tree, unreached = _reached_tree(manifest, series)
     verdict = gate.check(
         manifest,
         series,
@@ -108,6 +137,8 @@ def command(
         result.fail(Problem(finding.message, file=finding.file, hint=finding.hint))
     for finding in verdict.warnings:
         result.fail(Problem(finding.message, level=Level.WARNING, file=finding.file, hint=finding.hint))
+    if unreached is not None:
+        result.fail(_unreached_problem(manifest, unreached))
     result.data = {
         "series_digest": verdict.series_digest,
         "gpu_tests_digest": verdict.suite_digest,
@@ -117,6 +148,7 @@ def command(
         "pending": verdict.pending,
         "allowed_pending": verdict.allowed_pending,
         "fork_head_tree": fork_head_tree,
+        "fork_head_tree_checked": fork_head_tree is not None,
         "signed_by": verdict.signed_by,
         "baselines": verdict.baselines,
         "signatures_required": bool(manifest.validation.allowed_signers),

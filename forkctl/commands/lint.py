@@ -82,6 +82,28 @@ def _clone_opener(manifest: Manifest, repo_path: Path) -> Callable[[], GitRepo]:
     return clone
 
 
+def _own_paths(
+    manifest: Manifest,
+    patches: list[Patch],
+    clone: Callable[[], GitRepo] | None,
+    manifest_rel: str,
+    result: Report,
+) -> None:
+    """Each fork.own_paths entry that touches a path the series changes or the package tree holds (with
+    --repo, where tree_include is every path: the base's tree and the series' paths) is a problem."""
+    from forkctl.chain.ownfiles import OWN_PATHS_HINT, own_path_conflicts
+
+    def tree_paths() -> list[str]:
+        assert clone is not None
+        return [*clone().all_entries(manifest.upstream.base), *(p for patch in patches for p in patch.paths)]
+
+    for found in own_path_conflicts(manifest, patches, tree_paths if clone is not None else None):
+        message = (
+            f"fork.own_paths entry {found}: the fork's own files never touch the series' or the package's"
+        )
+        result.fail(Problem(message, file=manifest_rel, hint=OWN_PATHS_HINT))
+
+
 def _check_name(position: int, rel: str, patch: Patch | None) -> list[str]:
     name = Path(rel).name
     match = NAME_RE.match(name)
@@ -314,6 +336,7 @@ def command(ctx: Context, repo_path: Path | None, upstream: bool, trust_local: b
                 hint=f"add it to `series:` in {manifest_rel} or delete it",
             )
         )
+    _own_paths(manifest, [patch for patch in parsed if patch is not None], clone, manifest_rel, result)
     if repo_path is not None:
         _stale(manifest, repo_path, parsed, result)
     # `patches` is the list of patch files, as in every command's JSON; the count has its own key.

@@ -64,6 +64,7 @@ def _target_lines(target: SyncTarget) -> list[str]:
         "base": "the manifest base itself",
         "behind": "behind the manifest base",
         "diverged": "beside the manifest base (neither descends from the other)",
+        "unlisted": "held by no branch or tag of upstream",
     }
     return [*lines, f"the target is {said[target.relation]}"]
 
@@ -176,7 +177,9 @@ def _gh_call(out: Report, what: str, call, manual: list[str] | None = None) -> d
             out.lines.append(f"{what}: closed {', '.join(f'#{n}' for n in opened)}")
         return {"action": "closed" if opened else "none", "closed": opened}
     out.lines.append(f"{what}: {opened.action} {opened.url or ''}".rstrip())
-    return {"action": opened.action, "url": opened.url, "number": opened.number, "command": opened.command}
+    for stranger in opened.strangers:
+        out.problems.append(Problem(github.stranger_warning(what, stranger), level=Level.WARNING))
+    return {key: getattr(opened, key) for key in ("action", "url", "number", "command", "strangers")}
 
 
 def _gated(
@@ -346,8 +349,8 @@ def command(
     with report.phases("sync") as progress:
         fork = fork_context(manifest, upstream_repo, progress)
         target = choose_target(manifest, fork, onto, progress)
-        if target.relation in ("behind", "diverged", "pins-diverged"):
-            return _not_a_target(target)
+        if target.relation in ("behind", "diverged", "pins-diverged", "unlisted"):
+            return _not_a_target(manifest, target)
         plan = plan_sync(manifest, fork, target, progress)
         plan.where, plan.ways = port_on(upstream_repo)
         plan.tip = preview_tip(manifest, fork, plan, progress)
@@ -364,7 +367,7 @@ def command(
     return out
 
 
-def _not_a_target(target: SyncTarget) -> Report:
+def _not_a_target(manifest: Manifest, target: SyncTarget) -> Report:
     out = Report(command="sync")
     out.lines = _target_lines(target)
     out.data = {
@@ -380,11 +383,17 @@ def _not_a_target(target: SyncTarget) -> Report:
     if target.relation == "behind":
         out.lines.append("nothing to sync: the fork is already past it")
         return out
-    out.fail(
-        Problem(
-            f"the target {target.commit[:12]} does not descend from the manifest base: sync moves the fork "
-            "forward only",
-            hint="port by hand (forkctl port --onto SHA --backport) if that is meant, or pass --onto",
-        )
+    unlisted = target.relation == "unlisted"
+    said = (
+        f"is held by no branch or tag of {manifest.upstream.repo} (only a pull request's or another ref "
+        "reaches it): sync never ports onto such a commit"
+        if unlisted
+        else "does not descend from the manifest base: sync moves the fork forward only"
     )
+    hint = (
+        "wait until upstream merges it, or pass --onto upstream (or a SHA on one of upstream's branches or tags)"
+        if unlisted
+        else "port by hand (forkctl port --onto SHA --backport) if that is meant, or pass --onto"
+    )
+    out.fail(Problem(f"the target {target.commit[:12]} {said}", hint=hint))
     return out

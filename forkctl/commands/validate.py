@@ -39,6 +39,11 @@ from forkctl.series import load_series
     "(validation.upstream_tests) on the base and on the fork head. Without it the installed release is "
     "patched instead, and forkctl gate refuses that evidence.",
 )
+@options.upstream_repo(
+    "With --source: where the base commit's tree is read to check the archive against (a clone holding "
+    "the base, or a URL); default: forkctl's cache of upstream.url, as check-pins reaches it. An archive "
+    "whose folders differ from the base commit's, or that cannot be checked, is refused before any test."
+)
 @click.option("--quick", is_flag=True, help="Run the GPU tests only, not the benchmark.")
 @click.option(
     "--timeout",
@@ -95,6 +100,7 @@ def command(
     ctx: Context,
     out: Path | None,
     source: Path | None,
+    upstream_repo: str | None,
     quick: bool,
     timeout: int,
     python: str,
@@ -123,7 +129,7 @@ def command(
     ctx.require_local("validate runs the toolkit's tests and benchmark scripts and records evidence in it")
     manifest = ctx.manifest()
     series = load_series(manifest)
-    options = gpu_validate.Options(
+    run_options = gpu_validate.Options(
         python=python,
         out=out,
         quick=quick,
@@ -135,10 +141,43 @@ def command(
         sign_key=sign_key,
         unsigned=unsigned,
         source=source,
+        base_entries=_base_entries(manifest, series.base, upstream_repo) if source is not None else None,
     )
     with report.phases("validate") as step:
-        validated = gpu_validate.validate(manifest, series, options, step)
+        validated = gpu_validate.validate(manifest, series, run_options, step)
     return _report(manifest, validated)
+
+
+def _base_entries(manifest: Manifest, base: str, location: str | None):  # type: ignore[no-untyped-def]
+    """{top-level name: object id} of the base commit's tree for the names asked, read from upstream as
+    check-pins reaches it (--upstream-repo, else the cache of upstream.url); refused when unreachable."""
+
+    def read(names: list[str]) -> dict[str, str]:
+        from forkctl.chain.sources import parse_location
+        from forkctl.errors import BadInput
+        from forkctl.git.runner import GitFailed
+        from forkctl.git.store import object_store
+
+        local, url = (parse_location(location)[0::2]) if location else (None, None)
+        where = str(local or url or manifest.upstream.url)
+        hint = (
+            "pass --upstream-repo CLONE (any clone that holds the base, e.g. git clone --bare "
+            "--filter=blob:none), or run where upstream's URL answers"
+        )
+        try:
+            repo = object_store(local, url or manifest.upstream.url, [base])
+            if repo.resolve_commit(base) is None:
+                raise BadInput(f"{where} does not hold the base {base}")
+            return {name: entry.sha for name, entry in repo.tree_entries(base, names).items()}
+        except (BadInput, GitFailed) as exc:
+            said = exc.message if isinstance(exc, BadInput) else str(exc)
+            raise BadInput(
+                f"cannot read the base commit's tree from {where} to check the --source archive against: "
+                f"{said}; nothing was tested",
+                hint=hint,
+            ) from None
+
+    return read
 
 
 def _layer_table(layer: dict[str, Any]) -> list[Table]:

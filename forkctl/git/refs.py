@@ -63,6 +63,11 @@ class Refs(GitDir):
         ).text
         return [sha for line in out.split() if (sha := parse_full_sha(line)) is not None]
 
+    def refs_containing(self, commit: str, patterns: list[str]) -> list[str]:
+        """The refs matching `patterns` (for-each-ref's prefixes) whose history holds `commit`."""
+        out = self.git(["for-each-ref", "--format=%(refname)", f"--contains={commit}", *patterns]).text
+        return out.split()
+
     def update_ref(self, ref: str, new: str, old: str | None, reason: str) -> None:
         """Move `ref` to `new` only if it still points at `old` (ZERO_SHA/None: must not exist)."""
         self.git(["update-ref", "-m", f"forkctl: {reason}", ref, new, old or ZERO_SHA])

@@ -61,3 +61,10 @@ def folder_tree_id(folder: Path, keep: Callable[[Path], bool] = lambda _path: Tr
     tree = _tree(folder, keep)
     # Computed here, as git would: the one place a TreeSha is made without git or a check of its form.
     return TreeSha(tree.hex() if tree is not None else _object_id(b"tree", b"").hex())
+
+
+def file_blob_id(path: Path) -> str:
+    """The blob id git would give the file (or the symlink's target text) at `path`."""
+    if path.is_symlink():
+        return _object_id(b"blob", os.fsencode(os.readlink(path))).hex()
+    return _object_id(b"blob", path.read_bytes()).hex()

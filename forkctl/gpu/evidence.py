@@ -113,6 +113,11 @@ class TestCounts(_Model):
     errors: int = 0
     skipped: int = 0
 
+    @property
+    def ran(self) -> int:
+        """Tests that ran to an outcome (a skip ran nothing)."""
+        return self.passed + self.failed + self.errors
+
 
 class UpstreamRegression(_Model):
     """Upstream's own tests of the modules the series touches, run on the base and on the fork head in
@@ -127,8 +132,13 @@ class UpstreamRegression(_Model):
     head_exit_code: int
 
     @property
+    def idle_trees(self) -> list[str]:
+        """The trees on which no upstream test ran (none collected, all skipped): no comparison there."""
+        return [name for name, count in (("base", self.base), ("fork head", self.head)) if count.ran == 0]
+
+    @property
     def ok(self) -> bool:
-        return not self.newly_failing and not self.head_only_failing
+        return not self.newly_failing and not self.head_only_failing and not self.idle_trees
 
 
 class Run(_Model):

@@ -149,15 +149,17 @@ def _judge_runs(
     verdict.covered = sorted(run.environment.tag for run in current)
     for run in current:
         verdict.baselines[run.environment.tag] = baseline_of(run)
+        failed = _run_problems(run, rel)
         problems = [
-            *_run_problems(run, rel),
+            *failed,
             *tested.tree_problems(manifest, series, run, rel, fork_head_tree),
             *tested.library_problems(manifest, run, rel),
         ]
         if run.environment.tag in verdict.pending and problems:
-            # A pending tag's run that would not pass is no evidence for it: it stays pending.
+            # A pending tag's run that would not pass is no evidence for it: it stays pending. But a failed
+            # run is never covered by the pending entry: its failures are the gate's, accepted or not.
             verdict.covered.remove(run.environment.tag)
-            continue
+            problems = failed
         for problem in problems:
             problem.env = run.environment.tag
         verdict.problems.extend(problems)

@@ -61,18 +61,44 @@ def _env() -> dict[str, str]:
     return {k: v for k, v in os.environ.items() if k not in ("SSH_AUTH_SOCK", "SSH_ASKPASS", "DISPLAY")}
 
 
+def read_key(key: Path) -> bytes:
+    """The private key's bytes, read once (validate reads them before any tested code runs and signs
+    with these bytes after it, from a private copy no child was told of)."""
+    try:
+        return key.read_bytes()
+    except OSError as exc:
+        raise BadInput(
+            f"signing key {key}: {exc.strerror}", hint="name the GPU runner's private key file (an SSH key)"
+        ) from None
+
+
+def sign_with(evidence: Path, key_bytes: bytes, label: str) -> Path:
+    """Sign with a key held in memory: written to a fresh private folder (0700, the file 0600) only
+    for ssh-keygen's run, then removed."""
+    with tempfile.TemporaryDirectory(prefix="forkctl-sign-") as scratch:
+        copy = Path(scratch) / "key"
+        fd = os.open(copy, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
+        with os.fdopen(fd, "wb") as handle:
+            handle.write(key_bytes)
+        return _sign(evidence, copy, label)
+
+
 def sign(evidence: Path, key: Path) -> Path:
     """Sign the evidence file's bytes with the private `key`; write `<file>.sig` atomically."""
     if not key.is_file():
         raise BadInput(
             f"signing key {key} does not exist", hint="name the GPU runner's private key file (an SSH key)"
         )
+    return _sign(evidence, key, str(key))
+
+
+def _sign(evidence: Path, key: Path, label: str) -> Path:
     data = evidence.read_bytes()
     _refuse_ambiguous(evidence, data)
     done = _ssh_keygen(["-Y", "sign", "-q", "-f", str(key), "-n", NAMESPACE], data)
     if done.returncode != 0 or b"BEGIN SSH SIGNATURE" not in done.stdout:
         message = done.stderr.decode(errors="replace").strip()
-        raise BadInput(f"could not sign {evidence.name} with {key}: {message}", hint="check the key file")
+        raise BadInput(f"could not sign {evidence.name} with {label}: {message}", hint="check the key file")
     target = signature_path(evidence)
     atomic_write(target, done.stdout)
     return target

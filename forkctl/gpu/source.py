@@ -8,6 +8,11 @@ forkctl refuses one made from another commit. The series is applied to a copy of
 apply(series, base)'s, which its git tree id (recorded in the evidence) shows. The base copy keeps
 upstream's tests beside it for the regression run (`forkctl.gpu.upstream`).
 
+The header is only the archive's word: before any test runs, every top-level folder and file of the
+extracted archive is hashed as git would (`git.treehash`) and compared with the base commit's own tree
+entries, read from upstream as check-pins reaches it (`BaseEntries`, given by the command): an archive
+labelled with the base whose `megatron/` (or `tests/`) differs is refused.
+
 What the source lacks because it is built at install time (compiled helpers such as
 `megatron/core/datasets/helpers_cpp*.so`) is copied from the installed distribution into both trees,
 after their tree ids were taken, and listed in the evidence.
@@ -18,12 +23,13 @@ from __future__ import annotations
 import shutil
 import tarfile
 import zlib
+from collections.abc import Callable
 from pathlib import Path, PurePosixPath
 
 import msgspec
 
 from forkctl.errors import BadInput
-from forkctl.git.treehash import folder_tree_id
+from forkctl.git.treehash import file_blob_id, folder_tree_id
 from forkctl.gpu.evidence import TestedTree
 from forkctl.ops import patch_dir
 from forkctl.series import Series
@@ -31,6 +37,8 @@ from forkctl.series import Series
 # Built at install time, never in the source: what may be overlaid from the installed distribution.
 COMPILED_SUFFIXES = (".so", ".pyd")
 ARCHIVE_HINT = "make it on any upstream clone: git archive --format=tar.gz -o base.tgz {base} {package} tests"
+# {top-level name: object id} of the base commit's tree for the names asked (a name it lacks is absent).
+BaseEntries = Callable[[list[str]], dict[str, str]]
 
 
 class PreparedTrees(msgspec.Struct, frozen=True):
@@ -136,24 +144,52 @@ def _overlay(installed: Path, roots: list[Path], package: str) -> list[str]:
     return overlaid
 
 
-def from_base_archive(
-    archive: Path, series: Series, installed: Path, scratch: Path, package: str
-) -> PreparedTrees:
-    """Extract the base, check it is the manifest's base, build the fork head beside it; `package` is
-    the manifest's package.name, the folder tested."""
+def checked_base(
+    archive: Path, series: Series, scratch: Path, package: str, base_entries: BaseEntries
+) -> Path:
+    """Extract the base into scratch/base and check it is the manifest's base: the header's commit
+    id, then each top-level entry's git object id against the base commit's (`base_entries`)."""
     commit = archive_commit(archive)
+    hint = ARCHIVE_HINT.format(base=series.base, package=package)
     if commit != series.base:
         what = f"commit {commit}" if commit else "no commit id (an archive of a tree, or not made by git)"
-        raise BadInput(
-            f"{archive} holds {what}, not the manifest's base {series.base}",
-            hint=ARCHIVE_HINT.format(base=series.base, package=package),
-        )
-    base_root, head_root = scratch / "base", scratch / "head"
+        raise BadInput(f"{archive} holds {what}, not the manifest's base {series.base}", hint=hint)
+    base_root = scratch / "base"
     extract(archive, base_root)
     if not (base_root / package).is_dir():
+        raise BadInput(f"{archive} has no {package}/ folder", hint=hint)
+    names = sorted(path.name for path in base_root.iterdir())
+    wanted = base_entries(names)
+    differs = []
+    for name in names:
+        path = base_root / name
+        got = folder_tree_id(path) if path.is_dir() and not path.is_symlink() else file_blob_id(path)
+        if got != wanted.get(name):
+            differs.append(f"{name} ({got[:12]}, the base has {(wanted.get(name) or 'no such entry')[:12]})")
+    if differs:
         raise BadInput(
-            f"{archive} has no {package}/ folder", hint=ARCHIVE_HINT.format(base=series.base, package=package)
+            f"{archive} is labelled with the base {series.base[:12]} but does not hold the base's tree: "
+            f"{', '.join(differs)}; nothing was tested",
+            hint=hint,
         )
+    return base_root
+
+
+def from_base_archive(
+    archive: Path,
+    series: Series,
+    installed: Path,
+    scratch: Path,
+    package: str,
+    base_entries: BaseEntries | None = None,
+) -> PreparedTrees:
+    """Extract the base, check it is the manifest's base, build the fork head beside it; `package` is
+    the manifest's package.name, the folder tested. An archive already checked (`checked_base`) is used
+    as extracted there."""
+    base_root = scratch / "base"
+    if not base_root.is_dir():
+        checked_base(archive, series, scratch, package, base_entries or _header_only)
+    head_root = scratch / "head"
     base_tree = folder_tree_id(base_root / package)
     shutil.copytree(base_root, head_root, symlinks=True)
     _apply_series(head_root, series)
@@ -167,8 +203,16 @@ def from_base_archive(
     tested = TestedTree(
         source="upstream-base",
         package_tree=head_tree,
-        base_commit=commit,
+        base_commit=series.base,
         base_package_tree=base_tree,
         overlaid=overlaid,
     )
     return PreparedTrees(site=site, tested=tested, plain=plain, base_root=base_root, head_root=head_root)
+
+
+def _header_only(names: list[str]) -> dict[str, str]:
+    """No upstream to compare with (a library caller that passed none): the archive cannot be trusted."""
+    raise BadInput(
+        "the archive's tree cannot be checked without the base commit's tree",
+        hint="pass the upstream repository (forkctl validate --upstream-repo CLONE)",
+    )

@@ -86,7 +86,16 @@ def tree_problems(
                 rel,
             )
         ]
-    return [
+    idle = [
+        Finding(
+            f"the evidence for {tag} ran no upstream test on the {tree} ({', '.join(regression.paths)}: none "
+            "collected, or all skipped): nothing was compared",
+            f"{hint}, holding upstream's tests (validation.upstream_tests names paths inside it)",
+            rel,
+        )
+        for tree in regression.idle_trees
+    ]
+    return idle + [
         Finding(
             f"upstream test {nodeid} passes on the base and fails on the fork head in the evidence for {tag}",
             "fix the patch that breaks it, then " + RERUN_HINT,

@@ -79,6 +79,9 @@ class Options(msgspec.Struct, frozen=True):
     # run upstream's tests on both. None: the installed release with the series applied (not the fork
     # head; the gate refuses such evidence).
     source: Path | None = None
+    # The base commit's top-level tree entries, read from upstream (the command reaches it as check-pins
+    # does): what the --source archive must hold (gpu/source.py BaseEntries).
+    base_entries: Callable[[list[str]], dict[str, str]] | None = None
 
 
 class Suite(msgspec.Struct, frozen=True):
@@ -114,22 +117,29 @@ class _Job(msgspec.Struct, frozen=True):
     installed: Path
     scratch: Path
     progress: Progress
+    key: bytes | None = None  # the signing key, read before any tested code ran
 
 
 def validate(manifest: Manifest, series: Series, options: Options, progress: Progress) -> Validated:
     """Check what can be checked before any GPU work, then run the suite and record the evidence."""
     check_signing(manifest, options.sign_key, options.unsigned)
+    key = signing.read_key(options.sign_key) if options.sign_key is not None else None
     selected, env_suffix = select_suite(manifest, options.ep, options.env_suffix)
     suite = suite_record(manifest, selected.root)
     folder = evidence_dir(manifest, options.out)
-    if options.source is not None:  # bad input is said before a GPU is asked for
-        source.check_whole(options.source)
-    progress(f"checking for CUDA in {options.python}")
-    host.require_cuda(options.python, selected.gpus)
-    installed = host.installed_megatron(options.python, manifest.package.requirement)
     scratch = Path(tempfile.mkdtemp(prefix="forkctl-validate-"))
-    job = _Job(manifest, series, options, selected, suite, folder, env_suffix, installed, scratch, progress)
     try:
+        if options.source is not None:  # the archive is what it says before anything else is asked
+            source.check_whole(options.source)  # a truncated copy is bad input, said before a GPU is asked
+            progress(f"checking {options.source.name} against the base commit's tree")
+            entries = options.base_entries or source.no_base_entries
+            source.checked_base(options.source, series, scratch, manifest.package.folder_name, entries)
+        progress(f"checking for CUDA in {options.python}")
+        host.require_cuda(options.python, selected.gpus)
+        installed = host.installed_megatron(options.python, manifest.package.requirement)
+        job = _Job(
+            manifest, series, options, selected, suite, folder, env_suffix, installed, scratch, progress, key
+        )
         return _record(job)
     finally:
         if options.keep:
@@ -204,8 +214,9 @@ def patched_copy(series: Series, installed: Path, scratch: Path, package: str) -
 def child_env(
     manifest: Manifest, site: Path, ep: int | None = None, plain: Path | None = None
 ) -> dict[str, str]:
-    """The environment of every GPU child: the patched copy first on PYTHONPATH, multicast off."""
-    env = dict(os.environ)
+    """The environment of every GPU child: allow-listed (no token, no key path: `process.sealed_env`),
+    the patched copy first on PYTHONPATH, multicast off."""
+    env = process.sealed_env()
     if plain is not None:
         env[PLAIN_ENV_VAR] = str(plain)
     else:
@@ -253,7 +264,7 @@ def prepare_trees(job: _Job) -> source.PreparedTrees:
     """The package under test: the fork head from the base archive, or the installed release patched."""
     package = job.manifest.package.folder_name
     if job.options.source is not None:
-        prepared = source.from_base_archive(
+        prepared = source.from_base_archive(  # checked and extracted by validate() already
             job.options.source, job.series, job.installed, job.scratch, package
         )
         job.progress(
@@ -315,8 +326,8 @@ def _record(job: _Job) -> Validated:
         upstream_tests=regression,
     )
     path = record_run(job.manifest, job.series, run, job.folder)
-    if options.sign_key is not None:
-        signature = signing.sign(path, options.sign_key)
+    if options.sign_key is not None and job.key is not None:  # in this process, after every test
+        signature = signing.sign_with(path, job.key, options.sign_key.name)
         job.progress(f"signed {path.name} with {options.sign_key.name}: {signature.name}")
     return Validated(run, path, finished)
 
