@@ -1,7 +1,7 @@
 """A real one-node Slurm cluster for a test: Debian's slurm-wlm 22.05 unpacked under .tools/slurm
 (scripts/slurm-setup.sh, `make setup-slurm`), run as the current user, no root.
 
-`slurm_cluster` (a fixture) writes a slurm.conf into the test's tmp folder (auth/none, cred/none, the
+`running_cluster` (the body of a test's fixture) writes a slurm.conf into the test's tmp folder (auth/none, cred/none, the
 current user as SlurmUser and SlurmdUser, private state, spool, pid and log files, free ports, one node
 `localhost` with this host's CPUs, a partition `debug`, no accounting), starts `slurmctld -D` and
 `slurmd -D` as child processes with SLURM_CONF set, waits until `sinfo` shows the node idle, and at
@@ -38,7 +38,9 @@ def bring_slurm() -> str | None:
         return None
     missing = [tool for tool in ("apt-get", "dpkg-deb", "python3") if shutil.which(tool) is None]
     if missing:
-        return f"cannot bring Slurm 22.05: {', '.join(missing)} missing (Debian 12 needed; see make setup-slurm)"
+        return (
+            f"cannot bring Slurm 22.05: {', '.join(missing)} missing (Debian 12 needed; see make setup-slurm)"
+        )
     proc = subprocess.run([str(REPO / "scripts/slurm-setup.sh")], capture_output=True, text=True)
     if proc.returncode != 0:
         return f"scripts/slurm-setup.sh failed: {(proc.stderr or proc.stdout).strip()[-400:]}"
@@ -60,7 +62,9 @@ class SlurmCluster:
     daemons: dict[str, subprocess.Popen] = field(default_factory=dict)
 
     def run(self, *argv: str, check: bool = True) -> subprocess.CompletedProcess[str]:
-        return subprocess.run(list(argv), env=self.env, capture_output=True, text=True, check=check, timeout=60)
+        return subprocess.run(
+            list(argv), env=self.env, capture_output=True, text=True, check=check, timeout=60
+        )
 
     def jobs(self) -> list[str]:
         """Job ids squeue still shows (any state)."""
@@ -171,12 +175,11 @@ def start_cluster(root: Path) -> SlurmCluster:
     return cluster
 
 
-@pytest.fixture
-def slurm_cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[SlurmCluster]:
+def running_cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[SlurmCluster]:
+    """The body of a test module's cluster fixture: skip without Slurm, else start, yield, stop."""
     reason = bring_slurm()
     if reason is not None:
         pytest.skip(reason)
-    # Slurm's socket and path limits: a short folder of its own, not the test's deep tmp path.
     root = Path(tmp_path_factory.mktemp("slurm"))
     cluster = start_cluster(root)
     try:
