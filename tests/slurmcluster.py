@@ -11,11 +11,15 @@ Where Slurm cannot be brought (no apt-get / dpkg-deb, no package lists) the test
 
 from __future__ import annotations
 
+import contextlib
 import os
 import pwd
+import shlex
 import shutil
+import signal
 import socket
 import subprocess
+import sys
 import time
 from collections.abc import Iterator
 from dataclasses import dataclass, field
@@ -91,7 +95,9 @@ class SlurmCluster:
 
     def stop(self) -> None:
         if self.daemons.get("slurmctld") and self.daemons["slurmctld"].poll() is None:
-            self.run("scancel", "--user", pwd.getpwuid(os.getuid()).pw_name, check=False)
+            user = pwd.getpwuid(os.getuid()).pw_name
+            with contextlib.suppress(subprocess.TimeoutExpired):  # a controller that is going away
+                subprocess.run(["scancel", "--user", user], env=self.env, capture_output=True, timeout=10)
         for proc in reversed(list(self.daemons.values())):
             if proc.poll() is None:
                 proc.terminate()
@@ -100,9 +106,25 @@ class SlurmCluster:
             except subprocess.TimeoutExpired:
                 proc.kill()
                 proc.wait()
+        for pid in self.orphans():
+            with contextlib.suppress(ProcessLookupError):
+                os.kill(pid, signal.SIGKILL)
+
+    def orphans(self) -> list[int]:
+        """Processes of this cluster left behind (a step's slurmstepd whose slurmd a test killed): the
+        ones whose environment names this cluster's slurm.conf, each by its PID."""
+        mark = f"SLURM_CONF={self.env['SLURM_CONF']}".encode()
+        found = []
+        for proc in Path("/proc").iterdir():
+            if not proc.name.isdigit() or int(proc.name) == os.getpid():
+                continue
+            with contextlib.suppress(OSError):
+                if mark in (proc / "environ").read_bytes().split(b"\0"):
+                    found.append(int(proc.name))
+        return found
 
 
-def slurm_conf(root: Path, user: str) -> str:
+def slurm_conf(root: Path, user: str, extra: tuple[str, ...] = ()) -> str:
     ctld, slurmd = free_port(), free_port()
     lines = [
         "ClusterName=forkctltest",
@@ -138,16 +160,17 @@ def slurm_conf(root: Path, user: str) -> str:
         "InactiveLimit=0",
         f"NodeName={NODE} CPUs={os.cpu_count() or 1} RealMemory=500 State=UNKNOWN",
         f"PartitionName={PARTITION} Nodes={NODE} Default=YES MaxTime=INFINITE State=UP",
+        *extra,
     ]
     return "\n".join(lines) + "\n"
 
 
-def start_cluster(root: Path) -> SlurmCluster:
+def start_cluster(root: Path, extra: tuple[str, ...] = ()) -> SlurmCluster:
     user = pwd.getpwuid(os.getuid()).pw_name
     for sub in ("state", "spool", "log"):
         (root / sub).mkdir(parents=True, exist_ok=True)
     (root / "plugstack.conf").write_text("")
-    (root / "slurm.conf").write_text(slurm_conf(root, user))
+    (root / "slurm.conf").write_text(slurm_conf(root, user, extra))
     (root / "spool/slurmstepd").symlink_to(PREFIX / "usr/sbin/slurmstepd-wlm")
     env = dict(os.environ)
     env["SLURM_CONF"] = str(root / "slurm.conf")
@@ -175,14 +198,50 @@ def start_cluster(root: Path) -> SlurmCluster:
     return cluster
 
 
-def running_cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[SlurmCluster]:
+def running_cluster(
+    tmp_path_factory: pytest.TempPathFactory, extra: tuple[str, ...] = ()
+) -> Iterator[SlurmCluster]:
     """The body of a test module's cluster fixture: skip without Slurm, else start, yield, stop."""
     reason = bring_slurm()
     if reason is not None:
         pytest.skip(reason)
     root = Path(tmp_path_factory.mktemp("slurm"))
-    cluster = start_cluster(root)
+    cluster = start_cluster(root, extra)
     try:
         yield cluster
     finally:
         cluster.stop()
+
+
+def main(argv: list[str]) -> int:
+    """`python -m tests.slurmcluster DIR`: start a cluster in DIR (empty or new), write DIR/env.sh (the
+    exports that point Slurm's commands at it), and keep it until Ctrl-C or SIGTERM; for running
+    `forkctl validate --launcher slurm` by hand, e.g. on a GPU host."""
+    if len(argv) != 1:
+        print("usage: python -m tests.slurmcluster DIR", file=sys.stderr)
+        return 2
+    reason = bring_slurm()
+    if reason is not None:
+        print(reason, file=sys.stderr)
+        return 1
+    root = Path(argv[0]).resolve()
+    cluster = start_cluster(root)
+    exports = "".join(
+        f"export {name}={shlex.quote(cluster.env[name])}\n"
+        for name in ("SLURM_CONF", "PATH", "LD_LIBRARY_PATH")
+    )
+    (root / "env.sh").write_text(exports)
+    print(f"slurm is up: . {root / 'env.sh'}  (Ctrl-C stops it)", flush=True)
+    signal.signal(signal.SIGTERM, lambda *_: sys.exit(0))
+    try:
+        while all(proc.poll() is None for proc in cluster.daemons.values()):
+            time.sleep(1)
+    except KeyboardInterrupt:
+        pass
+    finally:
+        cluster.stop()
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:]))

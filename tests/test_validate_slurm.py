@@ -9,8 +9,10 @@ that hangs on the node, as a wedged GPU test would.
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
+import shlex
 import shutil
 import signal
 import subprocess
@@ -23,8 +25,10 @@ import pytest
 import yaml
 
 from forkctl import manifest
+from forkctl.gpu import evidence, signing
 from tests.slurmcluster import PARTITION, SlurmCluster, running_cluster
-from tests.test_evidence import GPU_SUITE, write_files
+from tests.test_evidence import FAKE_TORCH, GPU_SUITE, fake_installed, with_a_gpu_driver, write_files
+from tests.test_signing import keypair
 from tests.toolkit import Toolkit, make_toolkit
 
 POLL = ("--poll", "0.3")
@@ -56,9 +60,10 @@ def run_slurm_validate(
 
 
 def sleeper(tmp_path: Path) -> Path:
-    """An interpreter that never finishes: the job's validate hangs."""
+    """An interpreter that never finishes: the job's validate hangs. It leaves its PID in sleeper.pid."""
     path = tmp_path / "hanging-python"
-    path.write_text("#!/bin/sh\necho stand-in interpreter: sleeping\nexec sleep 600\n")
+    pid = shlex.quote(str(tmp_path / "sleeper.pid"))
+    path.write_text(f"#!/bin/sh\necho $$ > {pid}\necho stand-in interpreter: sleeping\nexec sleep 600\n")
     path.chmod(0o755)
     return path
 
@@ -179,6 +184,38 @@ def test_a_job_past_its_time_limit_is_reported_as_timeout(tmp_path: Path, cluste
     no_leftovers(toolkit, cluster)
 
 
+@pytest.fixture
+def quick_node_timeout_cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[SlurmCluster]:
+    """slurmctld declares a silent slurmd's node down after 5 s (not 300)."""
+    yield from running_cluster(tmp_path_factory, ("SlurmdTimeout=5",))
+
+
+@pytest.mark.slow
+def test_a_job_that_loses_its_node_is_reported_as_node_fail(
+    tmp_path: Path, quick_node_timeout_cluster: SlurmCluster
+) -> None:
+    cluster = quick_node_timeout_cluster
+    toolkit = toolkit_at(tmp_path)
+    argv = forkctl_argv(
+        toolkit, "--launcher", "slurm", "--gpus-per-node", "0", *POLL, "--job-python", str(sleeper(tmp_path))
+    )
+    proc = subprocess.Popen(argv, env=cluster.env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    try:
+        deadline = time.monotonic() + 60
+        while not (tmp_path / "sleeper.pid").is_file() and time.monotonic() < deadline:
+            time.sleep(0.2)
+        cluster.daemons["slurmd"].kill()  # the node goes silent
+        cluster.daemons["slurmd"].wait()
+        out, err = proc.communicate(timeout=120)
+    finally:
+        if (tmp_path / "sleeper.pid").is_file():  # the job's own process, orphaned with its node
+            with contextlib.suppress(ProcessLookupError, ValueError):
+                os.kill(int((tmp_path / "sleeper.pid").read_text()), signal.SIGKILL)
+    assert proc.returncode == 1, out + err
+    assert "NODE_FAIL" in out and "lost its node" in out, out
+    no_leftovers(toolkit, cluster)
+
+
 def test_a_drained_node_is_reported_with_its_reason(tmp_path: Path, cluster: SlurmCluster) -> None:
     toolkit = toolkit_at(tmp_path)
     cluster.run("scontrol", "update", "nodename=localhost", "state=drain", "reason=fan failure on rack 3")
@@ -202,4 +239,61 @@ def test_the_manifest_settings_reach_sbatch(tmp_path: Path, cluster: SlurmCluste
     )
     assert proc.returncode == 2, proc.stdout + proc.stderr
     assert "Slurm has no partition 'elsewhere'" in proc.stderr
+    no_leftovers(toolkit, cluster)
+
+
+# --- a node that shows a GPU: stand-ins for the driver, torch and megatron-core --------------------
+
+
+def stand_in_gpu_node(tmp_path: Path, cluster: SlurmCluster) -> dict[str, str]:
+    """The job's environment (sbatch passes ours on) as on a GPU node: a stand-in nvidia-smi on PATH,
+    a torch that reports one sm90 device, and a megatron-core the series applies to. The real forkctl
+    validate runs on it, as on a CPU host its tests run the toolkit's GPU suite without torch."""
+    torch = {**FAKE_TORCH}
+    torch["torch/cuda.py"] += "\n\ndef is_available():\n    return True\n"
+    write_files(tmp_path / "fake-torch", torch)
+    site = tmp_path / "site-packages"
+    fake_installed(site)
+    env = with_a_gpu_driver(tmp_path, cluster.env)
+    env["PYTHONPATH"] = os.pathsep.join([str(tmp_path / "fake-torch"), str(site)])
+    return env
+
+
+def test_a_job_on_a_gpu_node_is_recorded_checked_and_signed_here(
+    tmp_path: Path, cluster: SlurmCluster
+) -> None:
+    toolkit = toolkit_at(tmp_path)
+    key, signer = keypair(tmp_path, "runner")
+    proc = run_slurm_validate(
+        toolkit, stand_in_gpu_node(tmp_path, cluster), "--quick", "--sign-key", str(key)
+    )
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    assert "job: running the GPU tests in tests/gpu on Fake H200 (sm90)" in proc.stderr
+    assert "Slurm job" in proc.stdout and "completed" in proc.stdout
+    files = list((toolkit.root / "validation").iterdir())
+    digest = files[0].name.split(".")[0]
+    assert sorted(f.name for f in files) == [f"{digest}.json", f"{digest}.json.sig"]
+    run = evidence.load_evidence(toolkit.root / "validation" / f"{digest}.json").runs[0]
+    assert (run.status, run.environment.tag, run.environment.gpu_name) == ("passed", "sm90", "Fake H200")
+    assert [t.outcome for t in run.tests] == ["passed"]
+    verdict = signing.verify(toolkit.root / "validation" / f"{digest}.json", [signer])
+    assert verdict.ok, verdict
+    assert not any((toolkit.root / ".forkctl" / "slurm").iterdir())
+    assert cluster.jobs() == []
+
+
+def test_evidence_from_a_node_whose_suite_differs_is_refused(tmp_path: Path, cluster: SlurmCluster) -> None:
+    """The node edits the GPU suite before validate runs (a checkout that differs from the one forkctl
+    was started in): the evidence it writes names another suite digest, and nothing is recorded."""
+    toolkit = toolkit_at(tmp_path)
+    node_python = tmp_path / "node-python"
+    node_python.write_text(
+        f"#!/bin/sh\necho '# edited on the node' >> tests/gpu/test_parity.py\nexec {sys.executable} \"$@\"\n"
+    )
+    node_python.chmod(0o755)
+    env = stand_in_gpu_node(tmp_path, cluster)
+    proc = run_slurm_validate(toolkit, env, "--quick", "--job-python", str(node_python))
+    assert proc.returncode == 1, proc.stdout + proc.stderr
+    assert "the node's checkout differs" in proc.stdout
+    assert "COMPLETED" in proc.stdout
     no_leftovers(toolkit, cluster)

@@ -50,6 +50,7 @@ def sbatch_options(chosen: SlurmSettings, gpus: int, files: JobFiles, root: Path
         f"--output={files.log}",
         f"--chdir={root}",
         "--export=ALL",
+        "--no-requeue",  # a lost node is reported, not hidden behind a rerun that overwrites the log
     ]
     if gpus > 0:
         options.append(f"--gpus-per-node={gpus}")
