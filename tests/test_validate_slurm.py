@@ -26,6 +26,8 @@ import yaml
 
 from forkctl import manifest
 from forkctl.gpu import evidence, signing
+from forkctl.manifest.slurm import SlurmSettings
+from forkctl.slurm import script
 from tests.slurmcluster import PARTITION, SlurmCluster, running_cluster
 from tests.test_evidence import FAKE_TORCH, GPU_SUITE, fake_installed, with_a_gpu_driver, write_files
 from tests.test_signing import keypair
@@ -297,3 +299,54 @@ def test_evidence_from_a_node_whose_suite_differs_is_refused(tmp_path: Path, clu
     assert "the node's checkout differs" in proc.stdout
     assert "COMPLETED" in proc.stdout
     no_leftovers(toolkit, cluster)
+
+
+# --- the batch script, run by bash with stand-ins for srun and scontrol --------------------------
+
+
+@pytest.mark.parametrize("container", ["pyxis", "apptainer"])
+def test_the_batch_script_hands_every_value_to_srun_as_one_argument(tmp_path: Path, container: str) -> None:
+    """Paths with spaces, quotes and `$` reach srun (and the container runtime) intact, each one argument,
+    and the rendezvous host is the allocation's first."""
+    root = tmp_path / "it's a $HOME; `x`"
+    root.mkdir()
+    image = str(tmp_path / "my image's.sqsh")
+    chosen = SlurmSettings(container=container)  # type: ignore[arg-type]
+    args = script.validate_args(root / "manifest.yaml", root / "ev", ["--quick"])
+    text = script.batch_script(chosen, root, "/opt/py thon/bin/python", args, image)
+    bin_dir = tmp_path / "bin"
+    write_files(
+        bin_dir,
+        {
+            "srun": '#!/bin/sh\nfor a in "$@"; do printf "%s\\n" "$a"; done\n',
+            "scontrol": "#!/bin/sh\nprintf 'node-a\\nnode-b\\n'\n",
+        },
+    )
+    for tool in ("srun", "scontrol"):
+        (bin_dir / tool).chmod(0o755)
+    env = {**os.environ, "PATH": f"{bin_dir}{os.pathsep}{os.environ['PATH']}"}
+    env.update({"SLURM_JOB_ID": "42", "SLURM_JOB_NODELIST": "node-[a-b]"})
+    (tmp_path / "job.sh").write_text(text)
+    proc = subprocess.run(["bash", str(tmp_path / "job.sh")], env=env, capture_output=True, text=True)
+    assert proc.returncode == 0, proc.stderr
+    lines = proc.stdout.splitlines()
+    assert lines[0] == "forkctl: job 42 on node-[a-b], rendezvous node-a:20042"
+    forkctl = [
+        "/opt/py thon/bin/python",
+        "-m",
+        "forkctl",
+        "--manifest",
+        str(root / "manifest.yaml"),
+        "validate",
+    ]
+    forkctl += ["--out", str(root / "ev"), "--unsigned", "--quick"]
+    if container == "pyxis":
+        runtime = [
+            f"--container-image={image}",
+            f"--container-mounts={root}:{root}",
+            f"--container-workdir={root}",
+        ]
+        assert lines[1:] == ["--nodes=1", "--ntasks=1", *runtime, "--nodelist=node-a", *forkctl]
+    else:
+        runtime = ["apptainer", "exec", "--nv", "--bind", str(root), image]
+        assert lines[1:] == ["--nodes=1", "--ntasks=1", "--nodelist=node-a", *runtime, *forkctl]
