@@ -1,5 +1,5 @@
 # Developer commands. Every target bootstraps the locked environment first (fast when it exists).
-.PHONY: setup setup-mermaid demo test lint fmt bench validate gate clean help
+.PHONY: setup setup-mermaid setup-slurm demo test lint fmt bench validate gate clean help
 VENV := .venv
 PY := $(VENV)/bin/python
 FORKCTL := $(VENV)/bin/forkctl
@@ -12,6 +12,9 @@ setup:  ## find Python 3.12, get uv, install the locked environment into .venv
 
 setup-mermaid:  ## Debian's chromium + mermaid-cli under .tools/ for tests/test_mermaid_render.py (make test runs it)
 	@scripts/mermaid-setup.sh
+
+setup-slurm:  ## Debian's Slurm 22.05 unpacked under .tools/slurm, no root (tests/test_validate_slurm.py starts a one-node cluster)
+	@scripts/slurm-setup.sh
 
 demo: setup  ## the main job, offline, on an embedded default chain built from the installed megatron-core
 	$(FORKCTL) demo

@@ -1,7 +1,7 @@
 """forkctl validate: run the GPU tests (and the benchmarks) on the patched megatron-core, record evidence.
 
-The run itself is `forkctl.gpu.validate`; this command parses the options, shows its progress and turns
-the recorded run into a report.
+The run itself is `forkctl.gpu.validate` here, or `forkctl.slurm.launch` as a Slurm job (--launcher
+slurm); this command parses the options, shows its progress and turns the recorded run into a report.
 """
 
 from __future__ import annotations
@@ -16,11 +16,13 @@ import msgspec
 from forkctl import report
 from forkctl.cli import options, verbs
 from forkctl.cli.kit import Context, forkctl_command, output_options
+from forkctl.cli.launcher import launcher_options
 from forkctl.gpu import validate as gpu_validate
 from forkctl.gpu.evidence import Run
 from forkctl.manifest import Manifest
 from forkctl.report import Level, Problem, Report, Table
 from forkctl.series import load_series
+from forkctl.slurm import launch, request
 
 
 @click.command("validate", short_help=verbs.summary("validate"))
@@ -94,6 +96,7 @@ from forkctl.series import load_series
     help="Record without signing although the manifest lists allowed signers (sign later, where the key "
     "is, with forkctl sign; the gate refuses the evidence until then).",
 )
+@launcher_options
 @output_options()
 @forkctl_command
 def command(
@@ -110,6 +113,9 @@ def command(
     keep: bool,
     sign_key: Path | None,
     unsigned: bool,
+    launcher: str,
+    poll: float,
+    **slurm: Any,
 ) -> Report:
     """Run the GPU test suite on the patched megatron-core and record the evidence (CUDA host only).
 
@@ -125,6 +131,12 @@ def command(
     $FORKCTL_EP=N: a full MoE layer behind the all-to-all dispatcher on N GPUs) and records it
     under its own tag, e.g. sm90-ep4, which validation.require can list. NVLink multicast is
     kept off in every child (NCCL_NVLS_ENABLE=0 and friends).
+
+    \b
+    With --launcher slurm it runs as one Slurm job: forkctl validate on the allocated node
+    (--job-python), its evidence checked (series, suite, tree, environment tag) and recorded and
+    signed here. A job that fails, is cancelled, times out or waits on a drained node: exit 1,
+    with its id, state, exit code and log tail, and no evidence.
     """
     ctx.require_local("validate runs the toolkit's tests and benchmark scripts and records evidence in it")
     manifest = ctx.manifest()
@@ -143,6 +155,16 @@ def command(
         source=source,
         base_entries=_base_entries(manifest, series.base, upstream_repo) if source is not None else None,
     )
+    if launcher == "slurm":
+        job = launch.Job(request.settings(manifest, slurm), _passed(run_options, upstream_repo), poll)
+        with report.phases("validate (Slurm)") as step:
+            launched = launch.validate(manifest, series, run_options, job, step)
+        if launched.failed is not None:
+            return _job_failed(launched.failed)
+        assert launched.validated is not None
+        result = _report(manifest, launched.validated)
+        result.lines.insert(0, f"Slurm job {launched.job_id} completed")
+        return result
     with report.phases("validate") as step:
         validated = gpu_validate.validate(manifest, series, run_options, step)
     return _report(manifest, validated)
@@ -178,6 +200,35 @@ def _base_entries(manifest: Manifest, base: str, location: str | None):  # type:
             ) from None
 
     return read
+
+def _passed(options: gpu_validate.Options, upstream_repo: str | None) -> list[str]:
+    """validate's options as the job passes them on to forkctl validate on the node (a local
+    --upstream-repo as an absolute path: the job starts elsewhere)."""
+    passed = ["--timeout", str(options.timeout)]
+    passed += ["--quick"] if options.quick else []
+    passed += ["--ep", str(options.ep)] if options.ep is not None else []
+    passed += ["--env-suffix", options.env_suffix] if options.env_suffix is not None else []
+    passed += ["--bench-rows", options.bench_rows] if options.bench_rows is not None else []
+    passed += ["--source", str(options.source.resolve())] if options.source is not None else []
+    if upstream_repo is not None:
+        local = Path(upstream_repo)
+        passed += ["--upstream-repo", str(local.resolve()) if local.exists() else upstream_repo]
+    return passed
+
+
+def _job_failed(failed: launch.JobFailed) -> Report:
+    result = Report(command="validate")
+    why = f", reason {failed.reason}" if failed.reason not in ("", "None") else ""
+    nodes = "".join(f"\nnode {line}" for line in failed.node_reasons)
+    result.fail(
+        Problem(
+            f"Slurm job {failed.job_id} {failed.state} (exit code {failed.exit_code or '?'}{why}): "
+            f"{failed.detail}{nodes}\nlog tail:\n{failed.log_tail or '(empty)'}",
+            hint="no evidence was recorded; fix what the log shows and submit again",
+        )
+    )
+    result.data = msgspec.to_builtins(failed)
+    return result
 
 
 def _layer_table(layer: dict[str, Any]) -> list[Table]:

@@ -16,6 +16,7 @@ import msgspec
 from forkctl import mail
 from forkctl.git.sha import is_commit_name
 from forkctl.manifest.libraries import LibraryPins
+from forkctl.manifest.slurm import SlurmSettings
 from forkctl.schema import FieldError
 
 PATCHES_ROOT = "patches"
@@ -240,12 +241,12 @@ class Validation(_Model):
     # validated combinations (docs/architecture.md says why). Unset: any versions.
     environments: dict[str, LibraryPins] = msgspec.field(default_factory=dict)
     # Upstream's own tests of the modules the series touches (paths in the upstream tree), which
-    # `validate --source` runs on the base and on the fork head: a test passing on the base must pass on
-    # the fork head.
+    # `validate --source` runs on the base and on the fork head (a base pass must pass on the fork head).
     upstream_tests: list[str] = msgspec.field(default_factory=list)
     # Who may sign GPU evidence: git's allowed-signers lines, `<principal> <key-type> <base64-key>`.
     # When set, forkctl gate refuses evidence without a valid signature by one of these keys.
     allowed_signers: list[str] = msgspec.field(default_factory=list)
+    slurm: SlurmSettings = msgspec.field(default_factory=SlurmSettings)  # validate --launcher slurm
 
     def __post_init__(self) -> None:
         _check_relpath("evidence_dir", self.evidence_dir)
