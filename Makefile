@@ -1,5 +1,5 @@
 # Developer commands. Every target bootstraps the locked environment first (fast when it exists).
-.PHONY: setup setup-mermaid demo test lint fmt bench validate gate clean help
+.PHONY: setup setup-demo setup-mermaid demo test lint fmt bench validate gate clean help
 VENV := .venv
 PY := $(VENV)/bin/python
 FORKCTL := $(VENV)/bin/forkctl
@@ -13,8 +13,11 @@ setup:  ## find Python 3.12, get uv, install the locked environment into .venv
 setup-mermaid:  ## Debian's chromium + mermaid-cli under .tools/ for tests/test_mermaid_render.py (make test runs it)
 	@scripts/mermaid-setup.sh
 
-demo: setup  ## the main job, offline, on an embedded default chain built from the installed megatron-core
-	$(FORKCTL) demo
+setup-demo:  ## forkctl and megatron-core's files (no torch) into .venv-demo, from uv.lock
+	@scripts/bootstrap.sh demo
+
+demo: setup-demo  ## the main job, offline, on an embedded default chain built from megatron-core's files
+	.venv-demo/bin/forkctl demo
 
 test: setup setup-mermaid  ## what CI runs: the test suite, lint on the real manifest, and the GPU-evidence gate
 # xdist here, not in addopts: forkctl validate runs the GPU suite in one process. Bytecode is written
@@ -53,4 +56,4 @@ gate: setup  ## exit 0 only when GPU evidence covers every required environment 
 	$(FORKCTL) gate
 
 clean:  ## remove the environment and caches
-	rm -rf $(VENV) .tools .pytest_cache .ruff_cache
+	rm -rf $(VENV) .venv-demo .tools .pytest_cache .ruff_cache
