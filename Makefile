@@ -10,7 +10,7 @@ help:  ## list the targets
 setup:  ## find Python 3.12, get uv, install the locked environment into .venv
 	@scripts/bootstrap.sh
 
-setup-mermaid:  ## Debian's chromium + mermaid-cli under .tools/ for tests/test_mermaid_render.py (make test runs it)
+setup-mermaid:  ## Debian's chromium + mermaid-cli under .tools/, no root: tests/test_mermaid_render.py (CI runs it)
 	@scripts/mermaid-setup.sh
 
 setup-demo:  ## forkctl and megatron-core's files (no torch) into .venv-demo, from uv.lock
@@ -19,7 +19,7 @@ setup-demo:  ## forkctl and megatron-core's files (no torch) into .venv-demo, fr
 demo: setup-demo  ## the main job, offline, on an embedded default chain built from megatron-core's files
 	.venv-demo/bin/forkctl demo
 
-test: setup setup-mermaid  ## what CI runs: the test suite, lint on the real manifest, and the GPU-evidence gate
+test: setup  ## what CI runs: the test suite, lint on the real manifest, and the GPU-evidence gate
 # xdist here, not in addopts: forkctl validate runs the GPU suite in one process. Bytecode is written
 # even where PYTHONDONTWRITEBYTECODE is set: every xdist worker would otherwise redo pytest's assertion
 # rewriting of every test module (seconds of CPU each) on every run. tests/make_test_plugin.py keeps the
