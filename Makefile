@@ -1,5 +1,5 @@
 # Developer commands. Every target bootstraps the locked environment first (fast when it exists).
-.PHONY: setup setup-demo setup-mermaid demo test lint fmt bench validate gate clean help
+.PHONY: setup setup-demo setup-mermaid demo test test-fast lint fmt bench validate gate clean help
 VENV := .venv
 PY := $(VENV)/bin/python
 FORKCTL := $(VENV)/bin/forkctl
@@ -32,6 +32,9 @@ test: setup  ## what CI runs: the test suite, lint on the real manifest, and the
 # sm90-ep2 is required but pending (manifest.yaml says why): this CI accepts it by name, and only it.
 # Drop the option when the pending entry goes (the gate refuses --allow-pending of a tag not pending).
 	$(FORKCTL) gate --allow-pending sm90-ep2
+
+test-fast: setup  ## the developer's loop (under a minute): the suite without the tests marked slow
+	tmp=$$(scripts/test-tmpdir.sh) && env $${tmp:+TMPDIR="$$tmp"} PYTHONDONTWRITEBYTECODE= $(PY) -m pytest -q -n 4 -p tests.make_test_plugin -m "not slow"
 
 lint: setup  ## ruff lint + format check and the pre-commit hooks
 	$(VENV)/bin/ruff check forkctl tests bench
