@@ -1,5 +1,5 @@
 # Developer commands. Every target bootstraps the locked environment first (fast when it exists).
-.PHONY: setup setup-mermaid setup-slurm demo test lint fmt bench validate gate clean help
+.PHONY: setup setup-demo setup-mermaid setup-slurm demo test test-fast lint fmt bench validate gate clean help
 VENV := .venv
 PY := $(VENV)/bin/python
 FORKCTL := $(VENV)/bin/forkctl
@@ -10,16 +10,19 @@ help:  ## list the targets
 setup:  ## find Python 3.12, get uv, install the locked environment into .venv
 	@scripts/bootstrap.sh
 
-setup-mermaid:  ## Debian's chromium + mermaid-cli under .tools/ for tests/test_mermaid_render.py (make test runs it)
+setup-mermaid:  ## Debian's chromium + mermaid-cli under .tools/, no root: tests/test_mermaid_render.py (CI runs it)
 	@scripts/mermaid-setup.sh
 
 setup-slurm:  ## Debian's Slurm 22.05 unpacked under .tools/slurm, no root (tests/test_validate_slurm.py starts a one-node cluster)
 	@scripts/slurm-setup.sh
 
-demo: setup  ## the main job, offline, on an embedded default chain built from the installed megatron-core
-	$(FORKCTL) demo
+setup-demo:  ## forkctl and megatron-core's files (no torch) into .venv-demo, from uv.lock
+	@scripts/bootstrap.sh demo
 
-test: setup setup-mermaid  ## what CI runs: the test suite, lint on the real manifest, and the GPU-evidence gate
+demo: setup-demo  ## the main job, offline, on an embedded default chain built from megatron-core's files
+	.venv-demo/bin/forkctl demo
+
+test: setup  ## what CI runs: the test suite, lint on the real manifest, and the GPU-evidence gate
 # xdist here, not in addopts: forkctl validate runs the GPU suite in one process. Bytecode is written
 # even where PYTHONDONTWRITEBYTECODE is set: every xdist worker would otherwise redo pytest's assertion
 # rewriting of every test module (seconds of CPU each) on every run. tests/make_test_plugin.py keeps the
@@ -32,6 +35,9 @@ test: setup setup-mermaid  ## what CI runs: the test suite, lint on the real man
 # sm90-ep2 is required but pending (manifest.yaml says why): this CI accepts it by name, and only it.
 # Drop the option when the pending entry goes (the gate refuses --allow-pending of a tag not pending).
 	$(FORKCTL) gate --allow-pending sm90-ep2
+
+test-fast: setup  ## the developer's loop (under a minute): the suite without the tests marked slow
+	tmp=$$(scripts/test-tmpdir.sh) && env $${tmp:+TMPDIR="$$tmp"} PYTHONDONTWRITEBYTECODE= $(PY) -m pytest -q -n 4 -p tests.make_test_plugin -m "not slow"
 
 lint: setup  ## ruff lint + format check and the pre-commit hooks
 	$(VENV)/bin/ruff check forkctl tests bench
@@ -56,4 +62,4 @@ gate: setup  ## exit 0 only when GPU evidence covers every required environment 
 	$(FORKCTL) gate
 
 clean:  ## remove the environment and caches
-	rm -rf $(VENV) .tools .pytest_cache .ruff_cache
+	rm -rf $(VENV) .venv-demo .tools .pytest_cache .ruff_cache

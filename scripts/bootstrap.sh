@@ -2,8 +2,27 @@
 # Set up forkctl's environment on a fresh machine: find a Python 3.12 without downloading one, get uv,
 # and install the locked environment (uv.lock) into .venv. Safe to run again: it does nothing new
 # when everything is in place.
+#
+#   scripts/bootstrap.sh                     .venv (tests, lint, validate: torch on CPU included), the
+#                                            other Pythons' venvs and .wheelhouse/ (`make setup`)
+#   scripts/bootstrap.sh demo                .venv-demo: forkctl and megatron-core's files only (`make demo`)
+#   scripts/bootstrap.sh demo-requirements   print what `demo` installs (read from uv.lock, offline)
+#
+# The demo copies megatron-core's files into a synthetic upstream and never imports them, so its venv
+# holds forkctl's locked runtime dependencies and the locked megatron-core wheel without its
+# dependencies (torch, triton, numpy: 4.6 GB of CUDA libraries that PyPI serves for Linux).
 set -euo pipefail
 cd "$(dirname "$0")/.."
+
+MODE=${1:-full}
+case "$MODE" in
+    full | demo | demo-requirements) ;;
+    *)
+        echo "bootstrap: error: unknown mode '$MODE'" >&2
+        echo "  Fix: scripts/bootstrap.sh [demo | demo-requirements] (no argument: the full environment)" >&2
+        exit 2
+        ;;
+esac
 
 UV_VERSION="0.13.9"
 
@@ -55,7 +74,33 @@ export UV_PYTHON_DOWNLOADS=never
 if [ -z "${SSL_CERT_FILE:-}" ] && [ -f /etc/ssl/certs/ca-certificates.crt ]; then
     export SSL_CERT_FILE=/etc/ssl/certs/ca-certificates.crt
 fi
+# demo_requirements: the demo's pinned requirements with their hashes, from uv.lock alone (--frozen: no
+# resolution, no network): forkctl's runtime closure, then megatron-core's own entry of the patchtest
+# group without the packages it depends on.
+demo_requirements() {
+    "$UV" export --frozen --no-dev --no-default-groups --no-emit-project --quiet
+    "$UV" export --frozen --only-group patchtest --no-emit-project --quiet |
+        awk '/^[^ ]/ { keep = ($0 ~ /^megatron-core==/) } keep'
+}
+if [ "$MODE" = demo-requirements ]; then
+    demo_requirements
+    exit 0
+fi
 echo "bootstrap: python $("$PYTHON" -c 'import platform; print(platform.python_version())') at $PYTHON; $("$UV" --version)" >&2
+if [ "$MODE" = demo ]; then
+    DEMO=.venv-demo
+    if [ ! -f "$DEMO/.stamp" ] || [ uv.lock -nt "$DEMO/.stamp" ] || [ pyproject.toml -nt "$DEMO/.stamp" ]; then
+        echo "bootstrap: installing forkctl and megatron-core's files (no torch) into $DEMO" >&2
+        rm -rf "$DEMO"
+        "$UV" venv --quiet --python "$PYTHON" "$DEMO"
+        demo_requirements >"$DEMO/requirements.txt"
+        "$UV" pip install --quiet --python "$DEMO/bin/python" --no-deps --require-hashes -r "$DEMO/requirements.txt"
+        "$UV" pip install --quiet --python "$DEMO/bin/python" --no-deps --editable .
+        touch "$DEMO/.stamp"
+    fi
+    echo "bootstrap: demo environment ready in $DEMO" >&2
+    exit 0
+fi
 # Bytecode is compiled at set-up: machines that set PYTHONDONTWRITEBYTECODE (CI images often do) would
 # otherwise compile every imported module on every run, which costs forkctl half a second a start.
 # Compiling all of site-packages takes ~30 s (torch), so it runs when the lock changed, not each time.
@@ -86,11 +131,13 @@ for version in 3.10 3.11 3.13; do
     fi
 done
 
-# .wheelhouse/: the CLI's locked wheels (no dev or patch-test group) for Python 3.10-3.13, plus the build
-# backend, downloaded once per lock while the network is there. pre-commit builds a hook's virtualenv with
-# pip; tests/test_hook.py points pip at this folder (PIP_NO_INDEX=1, PIP_FIND_LINKS) so the
-# forkctl-check-pins hook installs offline. Best effort: without the network the hook test is skipped.
-if [ ! -f .wheelhouse/.stamp ] || [ uv.lock -nt .wheelhouse/.stamp ]; then
+# .wheelhouse/: the CLI's locked wheels (no dev or patch-test group) for Python 3.10-3.13, the build
+# backend (and `editables`, for an editable install) and the demo's megatron-core wheel, downloaded once
+# per lock (or per change of this script) while the network is there.
+# pre-commit builds a hook's virtualenv with pip; tests/test_hook.py points pip at this folder
+# (PIP_NO_INDEX=1, PIP_FIND_LINKS) so the forkctl-check-pins hook installs offline, and
+# tests/test_demo_env.py builds the demo's venv from it. Best effort: without the network those tests skip.
+if [ ! -f .wheelhouse/.stamp ] || [ uv.lock -nt .wheelhouse/.stamp ] || [ "$0" -nt .wheelhouse/.stamp ]; then
     echo "bootstrap: downloading the CLI's locked wheels into .wheelhouse/" >&2
     rm -rf .wheelhouse && mkdir -p .wheelhouse
     "$UV" export --frozen --no-dev --no-default-groups --no-emit-project --quiet -o .wheelhouse/requirements.txt
@@ -100,7 +147,10 @@ if [ ! -f .wheelhouse/.stamp ] || [ uv.lock -nt .wheelhouse/.stamp ]; then
             --python-version "$version" -r .wheelhouse/requirements.txt -d .wheelhouse 2>/dev/null || ok=0
     done
     "$PYTHON" -m pip download --quiet --disable-pip-version-check --only-binary=:all: "hatchling>=1.24" \
-        -d .wheelhouse 2>/dev/null || ok=0
+        "editables>=0.3" -d .wheelhouse 2>/dev/null || ok=0
+    demo_requirements >.wheelhouse/demo-requirements.txt
+    "$PYTHON" -m pip download --quiet --disable-pip-version-check --only-binary=:all: --no-deps \
+        --python-version 3.12 -r .wheelhouse/demo-requirements.txt -d .wheelhouse 2>/dev/null || ok=0
     if [ "$ok" = 1 ]; then touch .wheelhouse/.stamp; else echo "bootstrap: .wheelhouse/ incomplete (no network?)" >&2; fi
 fi
 echo "bootstrap: environment ready in .venv" >&2

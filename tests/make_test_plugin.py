@@ -8,7 +8,10 @@ none of this changes anything a GPU test does.
   CPU for each process that does): they are one unit of work, so one worker pays for that, once. (xdist's
   own `--dist loadgroup` cannot do it under pytest 9, whose node ids xdist 3.8 can no longer suffix.)
 - Every other test is a unit of its own, handed out as a worker frees up, slow ones first: a 20 s test
-  handed out last would keep one worker busy after the others are done.
+  handed out last would keep one worker busy after the others are done. A test is marked `slow` when it
+  took 2.5 s or more of a `make test` run on the 2-core machine (`--durations`); the patch tests are slow
+  as a whole (importing torch into a worker costs seconds), so `make test-fast` (`-m "not slow"`) runs
+  neither them nor any marked test.
 - Text forkctl writes to a log is laid out for 120 columns, so a message that names a temp path wraps
   at a column that depends on where the checkout and the temp folder are: the run sets
   $FORKCTL_LOG_WIDTH wide, and the tests of the layout itself (tests/test_output_width.py and the few
@@ -40,5 +43,9 @@ def pytest_xdist_make_scheduler(config: pytest.Config, log: object) -> PatchTest
     return PatchTestsTogether(config, log)
 
 
+@pytest.hookimpl(tryfirst=True)  # before `-m` deselects by marker
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    for item in items:
+        if item.nodeid.startswith(PATCH_TESTS):
+            item.add_marker(pytest.mark.slow)
     items.sort(key=lambda item: item.get_closest_marker("slow") is None)

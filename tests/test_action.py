@@ -338,6 +338,7 @@ def _readme_workflow_args() -> str:
     return action["with"]["args"]
 
 
+@pytest.mark.slow
 def test_in_a_nemo_checkout_the_action_judges_the_commit_under_test(tmp_path: Path) -> None:
     """With its default args and with the README's, while the Bridge's farai/main is broken: the NeMo-RL
     commit checked out passes on its own pins, and one pinning a failing Bridge commit fails."""
@@ -466,6 +467,7 @@ def test_the_sync_examples_scripts_pass_shellcheck(tmp_path: Path) -> None:
         assert result.returncode == 0, f"{step['name']}:\n{result.stdout}"
 
 
+@pytest.mark.slow
 def test_the_action_runs_sync_and_no_other_command(tmp_path: Path) -> None:
     chain = make_chain(tmp_path)
     inputs = {"manifest": str(chain.manifest), "command": "sync", "args": "--dry-run --json"}
@@ -571,6 +573,7 @@ def _nemo_like_checkout(tmp: Path, setting: str) -> Path:
     return workspace
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("setting", ["constraints", "extra-index", "pip"])
 def test_the_install_step_installs_in_a_checkout_with_its_own_uv_and_pip_settings(
     tmp_path: Path, setting: str

@@ -29,6 +29,7 @@ def all_refs(chain: Chain) -> dict[str, dict[str, str]]:
     return {str(path): chain.refs(path) for path in repos}
 
 
+@pytest.mark.slow
 def test_bump_through_nemo_rl_then_check_pins_passes(tmp_path: Path) -> None:
     chain = make_chain(tmp_path)
     bridge_before, nemo_before = chain.refs(chain.bridge), chain.refs(chain.nemo)

@@ -66,6 +66,7 @@ def _gitlink(bare: Path, commit: str, path: str) -> str:
 @pytest.mark.parametrize(
     ("how", "delete"), [("squash", True), ("rebase", True), ("merge", False), ("squash", False)]
 )
+@pytest.mark.slow
 def test_nemo_rl_follows_the_bridges_merge_of_the_bump(tmp_path: Path, how: str, delete: bool) -> None:
     chain = make_chain(tmp_path)
     branch = f"forkctl/bump-{chain.head[:12]}"

@@ -31,6 +31,7 @@ def _date(repo: Path, sha: str) -> datetime:
     return datetime.fromisoformat(git(repo, "show", "-s", "--format=%cI", sha))
 
 
+@pytest.mark.slow
 def test_a_rerun_from_a_fresh_cache_makes_the_same_commits_and_its_push_is_already_there(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:

@@ -62,6 +62,7 @@ def reset_fork(chain: Chain) -> None:
     git(chain.fork, "update-ref", "refs/heads/farai/main", chain.head)
 
 
+@pytest.mark.slow
 def test_the_same_publish_four_times_at_once_into_a_fresh_cache(tmp_path: Path) -> None:
     """After a port (merge mode: upstream's history and the fork tip are fetched into the cache), four
     identical publishes at once: each says merged or already published, and the branch holds the one
@@ -86,6 +87,7 @@ def test_the_same_publish_four_times_at_once_into_a_fresh_cache(tmp_path: Path) 
     assert len(merges) == 1  # the same inputs made the same merge every round
 
 
+@pytest.mark.slow
 def test_two_different_series_published_at_once_one_wins_the_other_is_told_it_moved(tmp_path: Path) -> None:
     """Two toolkits (another base each) publish into the same fork branch through one cache: one
     pushes, the other finds the branch moved (exit 1, 'moved meanwhile') or already holding its
@@ -111,6 +113,7 @@ def test_two_different_series_published_at_once_one_wins_the_other_is_told_it_mo
         shutil.rmtree(cache)
 
 
+@pytest.mark.slow
 def test_a_cache_repository_a_killed_git_init_left_is_replaced(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:

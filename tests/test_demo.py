@@ -196,6 +196,7 @@ def _bogus_patch(tmp_path: Path) -> Path:
     return work.format_patch("HEAD", tmp_path / "bogus-patch", number=3)
 
 
+@pytest.mark.slow
 def test_a_series_that_does_not_apply_exits_2(tmp_path: Path, repo_root: Path) -> None:
     toolkit = tmp_path / "toolkit"
     shutil.copytree(repo_root / "patches", toolkit / "patches")

@@ -168,6 +168,7 @@ def test_bump_open_pr_no_gate_says_so_in_the_pull_request_body(
 # --- sync ---------------------------------------------------------------------------------------------
 
 
+@pytest.mark.slow
 def test_sync_without_evidence_for_the_ported_series_pushes_and_opens_nothing(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:

@@ -191,6 +191,7 @@ def test_a_url_is_data_never_an_option_or_a_command(tmp_path: Path, hostile_url:
     assert not marker.exists()
 
 
+@pytest.mark.slow
 def test_a_silent_server_does_not_hang_forkctl(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     """A tarpit: accepts connections and never answers. Every remote operation gives up in time."""
     import socket

@@ -135,6 +135,7 @@ def scenario(root: Path, monkeypatch: pytest.MonkeyPatch, enable) -> dict[str, o
     return found
 
 
+@pytest.mark.slow
 def test_a_hostile_home_changes_no_byte_forkctl_writes(tmp_path: Path, hostile_home, monkeypatch) -> None:  # type: ignore[no-untyped-def]
     enable, marker = hostile_home
     clean = scenario(tmp_path / "clean", monkeypatch, lambda: None)

@@ -4,15 +4,26 @@ pre-commit installs the hook with pip into a virtualenv of its own; here pip is 
 CLI's locked wheels in `.wheelhouse/` (scripts/bootstrap.sh downloads them once per lock; without them
 the pre-commit runs are skipped and say so). The manifest comes from $FORKCTL_MANIFEST (try-repo) or from
 the hook's `args: [--manifest, SPEC]` (a consumer's .pre-commit-config.yaml): try-repo on this Python,
-the consumer's config on 3.11 where this machine has it (each builds the hook's environment, ~10 s).
+the consumer's config on 3.11 where this machine has it.
+
+Building a hook's environment is what costs (a virtualenv, then pip builds forkctl's wheel in an isolated
+build environment and installs it with its dependencies: 5-10 s of CPU each). So the session builds as
+few as pre-commit allows: the tests that install the hook from a consumer's config share one snapshot of
+this checkout (one repo and rev) and one PRE_COMMIT_HOME across xdist workers (pre-commit locks its store
+while it installs, so a second worker waits and then reuses the environment); try-repo always installs
+into a store of its own, so each try-repo run builds one. Every build shares virtualenv's seed data and
+skips pip's bytecode compilation (Python compiles what the hook imports when it runs).
 """
 
 from __future__ import annotations
 
+import contextlib
+import fcntl
 import os
 import re
 import subprocess
 import sys
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -66,16 +77,52 @@ def _consumer(chain: Chain, tmp: Path) -> Path:
     return clone
 
 
-def _pre_commit(workspace: Path, tmp: Path, *args: str, env: dict[str, str] | None = None):
-    base = {k: v for k, v in os.environ.items() if not k.startswith(("FORKCTL_", "PIP_", "PYTEST_"))}
-    base |= {
+@pytest.fixture(scope="session")
+def shared(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """A folder all xdist workers of this session share (their base temp folders' parent)."""
+    base = tmp_path_factory.getbasetemp()
+    folder = (base.parent if os.environ.get("PYTEST_XDIST_WORKER") else base) / "hook-shared"
+    folder.mkdir(exist_ok=True)
+    return folder
+
+
+@contextlib.contextmanager
+def _locked(folder: Path) -> Iterator[None]:
+    with open(folder / ".lock", "w") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        try:
+            yield
+        finally:
+            fcntl.flock(lock, fcntl.LOCK_UN)
+
+
+@pytest.fixture(scope="session")
+def hook_repo(shared: Path) -> Path:
+    """This checkout as a hook repository (its working tree committed), made once per session."""
+    repo = shared / "forkctl"
+    with _locked(shared):
+        if not (repo / ".git").is_dir():
+            partial = shared / "forkctl.partial"
+            _snapshot_of_this_checkout(partial)
+            partial.rename(repo)
+    return repo
+
+
+def _hook_env(shared: Path, tmp: Path, *, drop: tuple[str, ...]) -> dict[str, str]:
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("FORKCTL_", "PIP_", "PYTEST_", *drop))}
+    return env | {
         "PIP_NO_INDEX": "1",
         "PIP_FIND_LINKS": str(WHEELHOUSE),
         "PIP_CONFIG_FILE": os.devnull,  # this machine's pip.conf names other indexes: offline, only ours
-        "PRE_COMMIT_HOME": str(tmp / "pre-commit-home"),
+        "PIP_NO_COMPILE": "1",
+        "VIRTUALENV_OVERRIDE_APP_DATA": str(shared / "virtualenv-app-data"),
+        "PRE_COMMIT_HOME": str(shared / "pre-commit-home"),
         "FORKCTL_CACHE": str(tmp / "cache"),
-        **(env or {}),
     }
+
+
+def _pre_commit(workspace: Path, shared: Path, tmp: Path, *args: str, env: dict[str, str] | None = None):
+    base = _hook_env(shared, tmp, drop=()) | (env or {})
     return subprocess.run(
         [sys.executable, "-m", "pre_commit", *args],
         cwd=workspace,
@@ -88,14 +135,15 @@ def _pre_commit(workspace: Path, tmp: Path, *args: str, env: dict[str, str] | No
 
 @pytest.mark.slow
 @needs_wheelhouse
-def test_try_repo_in_a_consumer_with_the_manifest_from_the_environment(tmp_path: Path) -> None:
+def test_try_repo_in_a_consumer_with_the_manifest_from_the_environment(tmp_path: Path, shared: Path) -> None:
     # A broken chain, so the verdict can only come from check-pins having read $FORKCTL_MANIFEST. The
-    # passing verdict is the consumer-config test's: each pre-commit run here builds the hook's
-    # environment anew (try-repo clones the hook repository to a new folder), 10 s of pip.
+    # passing verdict is the consumer-config test's: each try-repo run builds the hook's environment
+    # anew (it clones the hook repository into a store of its own).
     chain = make_chain(tmp_path)
     workspace = _consumer(chain, tmp_path)
     result = _pre_commit(
         workspace,
+        shared,
         tmp_path,
         "try-repo",
         str(ROOT),
@@ -149,10 +197,11 @@ def _another_python() -> tuple[str, str]:
 
 @pytest.mark.slow
 @needs_wheelhouse
-def test_consumer_config_with_manifest_in_args_runs_only_when_pins_change(tmp_path: Path) -> None:
+def test_consumer_config_with_manifest_in_args_runs_only_when_pins_change(
+    tmp_path: Path, shared: Path, hook_repo: Path
+) -> None:
     version, python = _another_python()
     chain = make_fixed_chain(tmp_path)
-    hook_repo = _snapshot_of_this_checkout(tmp_path / "forkctl")
     workspace = _consumer(chain, tmp_path)
     config = {
         "default_language_version": {"python": python},
@@ -167,23 +216,27 @@ def test_consumer_config_with_manifest_in_args_runs_only_when_pins_change(tmp_pa
     (workspace / ".pre-commit-config.yaml").write_text(yaml.safe_dump(config))
     run = ("run", "--hook-stage", "pre-push", "forkctl-check-pins")
     # A change elsewhere: skipped. A gitlink moved to upstream's tip: the hook runs and fails.
-    other = _pre_commit(workspace, tmp_path, *run, "--files", "src/bridge/mod0.py")
+    other = _pre_commit(workspace, shared, tmp_path, *run, "--files", "src/bridge/mod0.py")
     assert other.returncode == 0 and "Skipped" in other.stdout, other.stdout + other.stderr
-    passing = _pre_commit(workspace, tmp_path, *run, "--files", BRIDGE_GITLINK)
+    passing = _pre_commit(workspace, shared, tmp_path, *run, "--files", BRIDGE_GITLINK)
     assert passing.returncode == 0 and "Passed" in passing.stdout, passing.stdout + passing.stderr
     git(workspace, "update-index", "--cacheinfo", f"160000,{chain.upstream_tip},{BRIDGE_GITLINK}")
     git(workspace, "commit", "-q", "-m", "bump megatron to upstream")
-    failing = _pre_commit(workspace, tmp_path, *run, "--files", BRIDGE_GITLINK)
+    failing = _pre_commit(workspace, shared, tmp_path, *run, "--files", BRIDGE_GITLINK)
     assert failing.returncode == 1 and "unpatched upstream commit" in failing.stdout, failing.stdout
-    env_python = next(
-        p for p in (tmp_path / "pre-commit-home").rglob("python") if p.parent.name == "bin" and p.is_file()
-    )
-    reported = subprocess.run(
-        [str(env_python), "-c", "import sys; print('%d.%d' % sys.version_info[:2])"],
-        capture_output=True,
-        text=True,
-    )
-    assert reported.stdout.strip() == version
+    # The hook's environments in the shared store (the README test asks for the same Python): each one
+    # runs the Python the config names.
+    env_pythons = [
+        p for p in (shared / "pre-commit-home").rglob("python") if p.parent.name == "bin" and p.is_file()
+    ]
+    assert env_pythons
+    for env_python in env_pythons:
+        reported = subprocess.run(
+            [str(env_python), "-c", "import sys; print('%d.%d' % sys.version_info[:2])"],
+            capture_output=True,
+            text=True,
+        )
+        assert reported.stdout.strip() == version
 
 
 def _readme_yaml(first_line: str) -> dict:
@@ -194,20 +247,12 @@ def _readme_yaml(first_line: str) -> dict:
     return yaml.safe_load(found[0])
 
 
-def _push(workspace: Path, tmp: Path, refspec: str) -> subprocess.CompletedProcess[str]:
+def _push(workspace: Path, shared: Path, tmp: Path, refspec: str) -> subprocess.CompletedProcess[str]:
     """`git push origin REFSPEC` from the consumer clone: git runs the pre-push hook pre-commit installed."""
-    env = {k: v for k, v in os.environ.items() if not k.startswith(("FORKCTL_", "PIP_", "PYTEST_", "GIT_"))}
-    env |= {
-        "PIP_NO_INDEX": "1",
-        "PIP_FIND_LINKS": str(WHEELHOUSE),
-        "PIP_CONFIG_FILE": os.devnull,
-        "PRE_COMMIT_HOME": str(tmp / "pre-commit-home"),
-        "FORKCTL_CACHE": str(tmp / "cache"),
-    }
     return subprocess.run(
         ["git", "push", "origin", refspec],
         cwd=workspace,
-        env=env,
+        env=_hook_env(shared, tmp, drop=("GIT_",)),
         capture_output=True,
         text=True,
         timeout=600,
@@ -222,7 +267,9 @@ def _pin(workspace: Path, bridge_commit: str, message: str) -> str:
 
 @pytest.mark.slow
 @needs_wheelhouse
-def test_the_readme_hook_in_a_nemo_clone_judges_the_pushed_commit(tmp_path: Path) -> None:
+def test_the_readme_hook_in_a_nemo_clone_judges_the_pushed_commit(
+    tmp_path: Path, shared: Path, hook_repo: Path
+) -> None:
     """The README's .pre-commit-config.yaml (its repo, rev and manifest made local), installed as a
     pre-push hook in a NeMo-RL clone while the Bridge's farai/main is broken: a push whose own pins pass
     goes through, one whose pins are wrong is refused, also when it is not the commit checked out."""
@@ -239,34 +286,35 @@ def test_the_readme_hook_in_a_nemo_clone_judges_the_pushed_commit(tmp_path: Path
     (entry,) = config["repos"]
     (hook,) = entry["hooks"]
     assert hook["id"] == "forkctl-check-pins" and hook["args"][0] == "--manifest", hook
-    hook_repo = _snapshot_of_this_checkout(tmp_path / "forkctl")
     entry |= {"repo": url(hook_repo), "rev": git(hook_repo, "rev-parse", "HEAD")}
     hook["args"][1] = str(chain.manifest)  # the README's remote spec, as a local manifest
+    # The consumer-config test's Python, so both install the hook once into the shared store.
+    config["default_language_version"] = {"python": _another_python()[1]}
     (workspace / ".pre-commit-config.yaml").write_text(yaml.safe_dump(config))
     git(workspace, "add", ".pre-commit-config.yaml")
     git(workspace, "commit", "-q", "-m", "pre-commit: forkctl-check-pins")
-    installed = _pre_commit(workspace, tmp_path, "install", "--hook-type", "pre-push")
+    installed = _pre_commit(workspace, shared, tmp_path, "install", "--hook-type", "pre-push")
     assert installed.returncode == 0, installed.stdout + installed.stderr
 
     passing = _pin(workspace, good, "pin the Bridge's second good commit")
-    pushed = _push(workspace, tmp_path, "HEAD:refs/heads/farai/main")
+    pushed = _push(workspace, shared, tmp_path, "HEAD:refs/heads/farai/main")
     assert pushed.returncode == 0, pushed.stdout + pushed.stderr
     assert "forkctl check-pins" in pushed.stdout and "Passed" in pushed.stdout
     assert git(chain.nemo, "rev-parse", "refs/heads/farai/main") == passing
 
     failing = _pin(workspace, plain_pin, "pin a Bridge commit that pins plain upstream")
-    refused = _push(workspace, tmp_path, "HEAD:refs/heads/farai/main")
+    refused = _push(workspace, shared, tmp_path, "HEAD:refs/heads/farai/main")
     assert refused.returncode != 0 and "Failed" in refused.stdout, refused.stdout + refused.stderr
     assert plain_pin[:12] in refused.stdout
     git(workspace, "checkout", "-q", "--detach", passing)  # HEAD passes; the commit pushed does not
-    refused = _push(workspace, tmp_path, f"{failing}:refs/heads/farai/main")
+    refused = _push(workspace, shared, tmp_path, f"{failing}:refs/heads/farai/main")
     assert refused.returncode != 0 and "Failed" in refused.stdout, refused.stdout + refused.stderr
     assert git(chain.nemo, "rev-parse", "refs/heads/farai/main") == passing
 
 
 @pytest.mark.slow
 @needs_wheelhouse
-def test_try_repo_in_a_nemo_clone_judges_the_commit_pushed(tmp_path: Path) -> None:
+def test_try_repo_in_a_nemo_clone_judges_the_commit_pushed(tmp_path: Path, shared: Path) -> None:
     """`pre-commit try-repo` at the pre-push stage with the refs a push gives (`--from-ref`, `--to-ref`),
     in a NeMo-RL clone while the Bridge's farai/main is broken: the pushed commit's own pins decide,
     whatever HEAD is (here the failing one, for both pushes)."""
@@ -283,8 +331,10 @@ def test_try_repo_in_a_nemo_clone_judges_the_commit_pushed(tmp_path: Path) -> No
     failing = _pin(workspace, plain_pin, "pin a Bridge commit that pins plain upstream")
     hook = ("try-repo", str(ROOT), "forkctl-check-pins", "--hook-stage", "pre-push")
     env = {"FORKCTL_MANIFEST": str(chain.manifest)}
-    ok = _pre_commit(workspace, tmp_path, *hook, "--from-ref", published, "--to-ref", passing, env=env)
+    ok = _pre_commit(
+        workspace, shared, tmp_path, *hook, "--from-ref", published, "--to-ref", passing, env=env
+    )
     assert ok.returncode == 0 and "Passed" in ok.stdout, ok.stdout + ok.stderr
-    bad = _pre_commit(workspace, tmp_path, *hook, "--from-ref", passing, "--to-ref", failing, env=env)
+    bad = _pre_commit(workspace, shared, tmp_path, *hook, "--from-ref", passing, "--to-ref", failing, env=env)
     assert bad.returncode == 1 and "Failed" in bad.stdout, bad.stdout + bad.stderr
     assert plain_pin[:12] in bad.stdout and "under test" in bad.stdout

@@ -121,6 +121,7 @@ def test_a_series_that_adds_nothing_new_passes_and_reuses_the_installed_tool(tmp
     assert (venv.stat().st_ino, (venv / "forkctl-installed.json").stat().st_mtime_ns) == made
 
 
+@pytest.mark.slow
 def test_a_pinned_tool_that_cannot_be_installed_is_named_with_its_version_and_the_fix(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:

@@ -33,6 +33,7 @@ def start(setup: SeriesSetup, *args: str) -> subprocess.Popen[str]:
     )
 
 
+@pytest.mark.slow
 def test_two_exports_at_once_lose_nothing(setup: SeriesSetup, tmp_path: Path) -> None:
     """Two maintainers export two different branches at the same moment: the later one wins whole,
     the manifest matches its files, and no file of either is half written."""

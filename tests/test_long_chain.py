@@ -44,6 +44,7 @@ VERBS = [
 ]
 
 
+@pytest.mark.slow
 def test_600_consumers_are_bad_input_for_every_verb_and_a_remote_manifest(tmp_path: Path) -> None:
     """Coverage (passes before and after this round): the limit is applied where the manifest loads."""
     toolkit = make_toolkit(tmp_path)
@@ -116,6 +117,7 @@ def test_the_longest_chain_forkctl_follows_is_checked_through_every_link(tmp_pat
     assert bottom and "a fresh recursive clone cannot check it out" in bottom[0], messages
 
 
+@pytest.mark.slow
 def test_a_consumer_commit_with_600_submodules_nested_600_deep_is_judged_on_its_link(tmp_path: Path) -> None:
     """A pull request adds 600 submodules, the last 600 folders deep, each naming a repository that
     does not exist: check-pins --under-test reads the manifest's gitlink alone and passes; nothing is

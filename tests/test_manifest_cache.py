@@ -65,6 +65,7 @@ def test_an_edited_manifest_is_parsed_again(tmp_path: Path, toolkit: Toolkit) ->
     assert len(_entries(cache)) == 2
 
 
+@pytest.mark.slow
 def test_an_entry_under_another_manifests_key_is_ignored(tmp_path: Path, toolkit: Toolkit) -> None:
     """An entry whose content belongs to another manifest (copied, or a stale format) is never used."""
     cache = tmp_path / "cache"

@@ -7,6 +7,8 @@ import hashlib
 import time
 from pathlib import Path
 
+import pytest
+
 from forkctl import manifest
 from forkctl.ops.export import SLUG_MAX
 from tests.toolkit import make_toolkit
@@ -14,6 +16,7 @@ from tests.toolkit import make_toolkit
 PATCHES = 10_000
 
 
+@pytest.mark.slow
 def test_a_ten_thousand_patch_series_round_trips(tmp_path: Path) -> None:
     toolkit = make_toolkit(tmp_path, patches=1)
     loaded = manifest.load(toolkit.manifest)

@@ -154,6 +154,7 @@ def test_the_environment_variable_names_it_too(tmp_path: Path) -> None:
     assert len(json.loads(out)["patches"]) == len(toolkit.patch_files)
 
 
+@pytest.mark.slow
 def test_a_snapshot_is_reused_offline_by_sha_and_by_recorded_branch(tmp_path: Path) -> None:
     toolkit = make_toolkit(tmp_path)
     url, sha = serve(toolkit.root)
@@ -233,6 +234,7 @@ def test_commands_that_write_the_toolkit_refuse_a_manifest_by_url(
     assert code == 2 and says in data["error"] and "read-only manifest" in data["error"]
 
 
+@pytest.mark.slow
 def test_check_pins_reads_the_manifest_by_url(tmp_path: Path) -> None:
     chain = make_fixed_chain(tmp_path)
     url, _ = serve(chain.toolkit)
@@ -260,6 +262,7 @@ def test_a_sha_fetched_from_one_url_is_not_served_for_another_that_lacks_it(tmp_
     assert f"cannot fetch commit {sha[:12]}" in json.loads(out)["error"]
 
 
+@pytest.mark.slow
 def test_a_manifest_over_the_size_limit_is_refused_before_it_is_parsed(tmp_path: Path) -> None:
     from forkctl.manifest.loader import MAX_MANIFEST_BYTES
 
@@ -296,6 +299,7 @@ def test_a_tree_entry_that_climbs_out_of_the_snapshot_is_exit_2(tmp_path: Path) 
     assert _snapshots(tmp_path) == []
 
 
+@pytest.mark.slow
 def test_concurrent_first_fetches_into_one_empty_cache_all_succeed(tmp_path: Path) -> None:
     """Real processes, started together: each imports forkctl, then waits for one signal file, so
     that their first fetches into the empty cache overlap."""

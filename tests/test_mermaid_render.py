@@ -3,8 +3,9 @@ parse error, a picture with the nodes it names.
 
 The diagrams come from real runs: `describe` on a chain (the checked chain), the manifest-only chain,
 and `sync`'s pull-request body and dashboard (clean, a conflict, and labels holding every character
-Mermaid would read as syntax). mermaid-cli and the browser are installed by scripts/mermaid-setup.sh
-(never downloaded here); where they are not, the tests are skipped and say how to install them.
+Mermaid would read as syntax). mermaid-cli and the browser are brought under .tools/ without root by
+`make setup-mermaid` (scripts/mermaid-setup.sh; CI runs it before `make test`, a plain `make test` does
+not: ~0.8 GiB and a minute of rendering); where they are not, the tests skip and say how to bring them.
 """
 
 from __future__ import annotations
@@ -25,14 +26,18 @@ from tests.test_sync import HELPER_HELLO, FakeGh, bridge_upstream_pins, sync, up
 
 ROOT = Path(__file__).resolve().parent.parent
 MMDC = Path(os.environ.get("FORKCTL_MMDC", ROOT / ".tools" / "mermaid" / "node_modules" / ".bin" / "mmdc"))
-CHROMIUM = shutil.which("chromium")
+UNPACKED = ROOT / ".tools" / "chromium" / "chromium"  # Debian's chromium, unpacked by mermaid-setup.sh
+CHROMIUM = shutil.which("chromium") or (str(UNPACKED) if UNPACKED.exists() else None)
 NODE_PATH = os.environ.get("PATH", "")  # as the test run started: the fake gh's PATH has no node
 BLOCK_RE = re.compile(r"^```mermaid\n(.*?)\n```$", re.S | re.M)
 
-pytestmark = pytest.mark.skipif(
-    not MMDC.exists() or CHROMIUM is None,
-    reason="mermaid-cli or chromium is not installed: run scripts/mermaid-setup.sh",
-)
+pytestmark = [
+    pytest.mark.slow,
+    pytest.mark.skipif(
+        not MMDC.exists() or CHROMIUM is None,
+        reason="mermaid-cli or chromium is not under .tools/: `make setup-mermaid` brings both, no root needed",
+    ),
+]
 
 
 @pytest.fixture(autouse=True)
@@ -45,7 +50,7 @@ def render(diagrams: list[str], tmp_path: Path) -> list[str]:
     """Render each diagram in one browser (mermaid-cli's Markdown mode): the SVG text of each."""
     assert diagrams
     config = tmp_path / "puppeteer.json"
-    # As root (CI), Chromium needs --no-sandbox; the browser is the system's, never a downloaded one.
+    # As root (CI), Chromium needs --no-sandbox; the browser is Debian's, never one puppeteer downloads.
     config.write_text(json.dumps({"executablePath": CHROMIUM, "args": ["--no-sandbox", "--disable-gpu"]}))
     source = tmp_path / "diagrams.md"
     source.write_text("\n\n".join(f"```mermaid\n{d}\n```" for d in diagrams) + "\n")

@@ -63,6 +63,7 @@ def test_two_bases_one_port_line_the_newer_one_in_check_pins(tmp_path: Path) -> 
     assert sorted(p["base"] for p in way["pins"]) == sorted([x, y])
 
 
+@pytest.mark.slow
 def test_describe_and_sync_name_the_same_one_target(tmp_path: Path) -> None:
     chain = make_chain(tmp_path)
     _, y = two_bases(chain)
@@ -105,6 +106,7 @@ def diverged_bases(chain: Chain) -> tuple[str, str]:
     return a, b
 
 
+@pytest.mark.slow
 def test_pins_on_two_lines_of_history_are_a_finding_without_a_port_line(tmp_path: Path) -> None:
     chain = make_chain(tmp_path)
     a, b = diverged_bases(chain)
@@ -128,6 +130,7 @@ def test_pins_on_two_lines_of_history_are_a_finding_without_a_port_line(tmp_path
 # --- describe: the previous pin's own base (issue 32, item 7) -----------------------------------------
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("pinned", ["fork-head", "plain-upstream"])
 def test_describe_lists_no_upstream_commit_as_a_removed_patch(tmp_path: Path, pinned: str) -> None:
     """The previous pin stands on a newer base than the manifest's: the range-diff compares the series
@@ -153,6 +156,7 @@ def test_describe_lists_no_upstream_commit_as_a_removed_patch(tmp_path: Path, pi
 # --- reachability: which branch, and how many (issue 32, item 7) --------------------------------------
 
 
+@pytest.mark.slow
 def test_the_reachability_finding_names_the_default_branch_and_the_count(tmp_path: Path) -> None:
     """NeMo-RL pins a Bridge commit that neither the manifest's branch nor any tip holds, but `main`
     (the Bridge's default branch) and five branches named before it do: the finding names `main` and

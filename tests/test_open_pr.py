@@ -80,6 +80,7 @@ def invoke_json(manifest: Path, *args: str) -> tuple[int, dict]:
 # --- describe ---------------------------------------------------------------------------------------
 
 
+@pytest.mark.slow
 def test_describe_prints_series_provenance_mermaid_and_the_gate(tmp_path: Path) -> None:
     chain = make_chain(tmp_path)
     code, body = invoke(chain.manifest, "describe", "--through", "nemo-rl")
@@ -177,6 +178,7 @@ def _bump(chain: Chain) -> tuple[int, dict]:
     )
 
 
+@pytest.mark.slow
 def test_open_pr_creates_then_updates_the_pull_requests(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:

@@ -158,6 +158,7 @@ def test_a_patch_subject_in_the_describe_body_notifies_and_links_nobody(tmp_path
     assert any(span.endswith(hostile) for span in code_spans(body))  # shown whole, in code
 
 
+@pytest.mark.slow
 def test_a_huge_range_diff_still_fits_a_pull_request_body(tmp_path: Path) -> None:
     chain = make_chain(tmp_path)
     work = chain.fork_work()

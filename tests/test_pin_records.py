@@ -124,6 +124,7 @@ def test_bad_pin_files_name_the_line_and_exit_2(
 # --- bump-bridge -------------------------------------------------------------------------------------
 
 
+@pytest.mark.slow
 def test_bump_writes_the_record_in_the_same_reproducible_commit(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:

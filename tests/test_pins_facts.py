@@ -40,6 +40,7 @@ def check(tmp_path: Path, manifest: Path, *extra: str) -> tuple[str, int]:
     "check-pins on the real chain, warm cache: 0.24 s against 5.04 s for blobless clones, target a ratio of "
     "0.1 (bench/check_pins_real.py, 2026-11-30; README, CPU benchmarks)"
 )
+@pytest.mark.slow
 def test_a_warm_check_reads_recorded_answers_and_a_damaged_record_is_a_miss(tmp_path: Path) -> None:
     chain, _ = real_shaped(tmp_path)
     cold, _ = check(tmp_path, chain.manifest)

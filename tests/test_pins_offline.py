@@ -64,6 +64,7 @@ def blobs_at(bare: Path, commit: str, paths: list[str]) -> set[str]:
     return {line.split()[2] for line in out.splitlines() if line.split()[1] == "blob"}
 
 
+@pytest.mark.slow
 def test_warm_cache_checks_with_every_server_gone_and_says_they_are_gone(tmp_path: Path) -> None:
     chain = make_chain(tmp_path)  # the Bridge pins the plain upstream base: check-pins finds problems
     code, cold = forkctl(chain, "check-pins")

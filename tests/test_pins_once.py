@@ -64,6 +64,7 @@ def real_shaped(tmp_path: Path) -> tuple[Chain, str]:
     "objects check-pins receives from an empty cache on the real chain: 2,659, 5 of them twice, target none "
     "twice (bench/check_pins_real.py, 2026-11-30; README, CPU benchmarks)"
 )
+@pytest.mark.slow
 def test_a_cold_check_of_the_real_shaped_chain_receives_no_object_twice(tmp_path: Path) -> None:
     chain, older = real_shaped(tmp_path)
     code, report = check(chain)
@@ -141,6 +142,7 @@ def test_cold_and_warm_checks_start_few_git_processes(tmp_path: Path) -> None:
     budget.at_most("git processes of a warm check-pins", warm, 11)
 
 
+@pytest.mark.slow
 @pytest.mark.budget(CHECK_PINS)
 def test_each_gitmodules_blob_is_parsed_once_and_existence_asked_in_batches(tmp_path: Path) -> None:
     chain, _ = real_shaped(tmp_path)
@@ -169,6 +171,7 @@ def test_each_gitmodules_blob_is_parsed_once_and_existence_asked_in_batches(tmp_
     )
 
 
+@pytest.mark.slow
 def test_a_second_check_in_one_process_asks_git_what_a_new_process_asks(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:

@@ -326,6 +326,7 @@ def test_a_hotfix_committed_on_the_tip_is_refused_not_dropped(tmp_path: Path, mo
     assert "forkctl export" in problem["hint"] and "fork.own_paths" in problem["hint"]
 
 
+@pytest.mark.slow
 def test_a_hotfix_brought_into_the_series_is_published(tmp_path: Path) -> None:
     chain = make_chain(tmp_path)
     hotfix = on_tip(chain, "hotfix: b returns 3", {"megatron/core/b.py": "def b():\n    return 3\n"})

@@ -70,6 +70,7 @@ def newer_branch(chain: Chain, how: str) -> str:
     return newer
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("how", ["published", "synced-by-hand"])
 @pytest.mark.parametrize("dry_run", [False, True])
 def test_a_stale_toolkit_does_not_publish_over_a_branch_on_a_newer_base(
@@ -100,6 +101,7 @@ def test_a_stale_toolkit_does_not_publish_over_a_branch_on_a_newer_base(
     assert chain.refs(chain.fork) == before
 
 
+@pytest.mark.slow
 def test_the_port_the_refusal_prints_moves_the_toolkit_forward(tmp_path: Path) -> None:
     chain = make_chain(tmp_path)
     newer = newer_branch(chain, "published")
@@ -110,6 +112,7 @@ def test_the_port_the_refusal_prints_moves_the_toolkit_forward(tmp_path: Path) -
     assert report["backwards"] is None and report["tip_base"] in (None, chain.upstream_tip)
 
 
+@pytest.mark.slow
 def test_allow_backwards_publishes_the_older_base_and_says_so(tmp_path: Path) -> None:
     chain = make_chain(tmp_path)
     newer = newer_branch(chain, "published")
@@ -124,6 +127,7 @@ def test_allow_backwards_publishes_the_older_base_and_says_so(tmp_path: Path) ->
     assert "--allow-backwards" in beside_the_gate(report)[0]["message"]
 
 
+@pytest.mark.slow
 def test_a_forward_publish_carries_no_finding(tmp_path: Path) -> None:
     chain = make_chain(tmp_path)
     ported(chain)
@@ -142,6 +146,7 @@ def committed_toolkit(chain: Chain) -> Repo:
     return toolkit
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("dry_run", [False, True])
 def test_uncommitted_manifest_and_patch_files_are_not_published(tmp_path: Path, dry_run: bool) -> None:
     chain = make_chain(tmp_path)
@@ -167,6 +172,7 @@ def test_uncommitted_manifest_and_patch_files_are_not_published(tmp_path: Path, 
     assert code == 0 and report["action"] == "merge" and report["uncommitted"] == []
 
 
+@pytest.mark.slow
 def test_an_untracked_or_ignored_patch_file_is_not_published(tmp_path: Path) -> None:
     chain = make_chain(tmp_path)
     toolkit = committed_toolkit(chain)
@@ -188,6 +194,7 @@ def test_an_untracked_or_ignored_patch_file_is_not_published(tmp_path: Path) -> 
     assert code == 0 and report["action"] == "merge", report["problems"]
 
 
+@pytest.mark.slow
 def test_sync_onto_an_older_commit_than_the_branch_base_pushes_nothing(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:

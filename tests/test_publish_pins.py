@@ -35,6 +35,7 @@ def _pin_chain(chain: Chain, sha: str) -> None:
     chain.pin_nemo(chain.pin_bridge(sha, url(chain.fork)))
 
 
+@pytest.mark.slow
 def test_check_pins_accepts_the_published_merge(tmp_path: Path) -> None:
     chain = make_chain(tmp_path)
     ported(chain)
@@ -48,6 +49,7 @@ def test_check_pins_accepts_the_published_merge(tmp_path: Path) -> None:
     assert report["fork_branch"][0]["kind"] == "ok"
 
 
+@pytest.mark.slow
 def test_check_pins_refuses_a_merge_with_another_tree_or_without_the_head(tmp_path: Path) -> None:
     chain = make_chain(tmp_path)
     head = ported(chain)
@@ -70,6 +72,7 @@ def test_check_pins_refuses_a_merge_with_another_tree_or_without_the_head(tmp_pa
     assert "publish-merge-parents" in [f["kind"] for f in bridge if f["status"] != "OK"]
 
 
+@pytest.mark.slow
 def test_bump_bridge_in_merge_mode_pins_the_published_merge(tmp_path: Path) -> None:
     chain = make_chain(tmp_path)
     head = ported(chain)
@@ -99,6 +102,7 @@ def _with_files(bare: Path, commit_sha: str, files: dict[str, str], parents: lis
     return GitRepo(bare).commit_tree(tree, parents, "a merge made by hand\n", WHO)
 
 
+@pytest.mark.slow
 def test_check_pins_accepts_the_published_merge_carrying_the_forks_own_files(tmp_path: Path) -> None:
     chain = make_chain(tmp_path)
     old_tip = on_tip(chain, "fork: record the base", {".fork-base.json": fork_base_record(chain.base)})
@@ -130,6 +134,7 @@ def test_check_pins_accepts_the_published_merge_carrying_the_forks_own_files(tmp
     assert code == 0, report["problems"]
 
 
+@pytest.mark.slow
 def test_check_pins_flags_a_merge_carrying_anything_else(tmp_path: Path) -> None:
     chain = make_chain(tmp_path)
     old_tip = on_tip(chain, "fork: record the base", {".fork-base.json": fork_base_record(chain.base)})

@@ -64,6 +64,7 @@ def everything_in(path: Path) -> bytes:
     return contents + files
 
 
+@pytest.mark.slow
 def test_a_planted_token_reaches_no_output_channel_and_no_repository(
     chain: Chain, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:

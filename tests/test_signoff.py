@@ -47,6 +47,7 @@ def _who(repo: Path, sha: str) -> tuple[str, str]:
     return author, committer
 
 
+@pytest.mark.slow
 def test_bump_commits_are_signed_off_and_authored_by_the_identity_the_caller_names(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
@@ -74,6 +75,7 @@ def _set_fork(chain_manifest: Path, **values: str) -> None:
     chain_manifest.write_text(yaml.safe_dump(data, sort_keys=False))
 
 
+@pytest.mark.slow
 def test_the_manifest_names_the_bump_identity_and_the_caller_overrides_it(tmp_path: Path) -> None:
     chain = make_chain(tmp_path)
     code, unsigned = forkctl_json(chain, "bump-bridge", "--no-gate", "--dry-run")

@@ -160,6 +160,7 @@ def rebase_tree(chain: Chain, onto: str) -> str:
     return work.git("rev-parse", "HEAD^{tree}")
 
 
+@pytest.mark.slow
 def test_sync_follows_the_consumers_upstream_opens_one_pull_request_and_reruns_idle(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
@@ -215,6 +216,7 @@ def test_sync_follows_the_consumers_upstream_opens_one_pull_request_and_reruns_i
     assert again["pull_request"]["action"] == "unchanged"
 
 
+@pytest.mark.slow
 def test_the_sync_head_is_the_fork_head_port_gives(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     """After `forkctl port --onto` the target lands in the toolkit, its fork head is the sync merge's
     second parent: the pull request carries exactly what the toolkit will build."""
@@ -248,6 +250,7 @@ def _author(chain: Chain, sha: str) -> str:
     return git(chain.upstream, "show", "-s", "--format=%an <%ae>", sha)
 
 
+@pytest.mark.slow
 def test_a_conflict_moves_nothing_and_keeps_one_dashboard_naming_the_breaking_commit(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
@@ -292,6 +295,7 @@ def test_a_conflict_moves_nothing_and_keeps_one_dashboard_naming_the_breaking_co
     assert chain.refs(chain.fork) == before
 
 
+@pytest.mark.slow
 def test_the_dashboard_warns_of_what_upstreams_tip_will_break(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
@@ -311,6 +315,7 @@ def test_the_dashboard_warns_of_what_upstreams_tip_will_break(
     assert f"will break at upstream `{breaking[:12]}`" in issue["body"] and "1 commits ahead" in issue["body"]
 
 
+@pytest.mark.slow
 def test_the_target_rules(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     chain = make_chain(tmp_path)
     gh = FakeGh(tmp_path, monkeypatch)
@@ -344,6 +349,7 @@ def test_the_target_rules(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> No
     assert chain.refs(chain.fork) == before and gh.calls() == []
 
 
+@pytest.mark.slow
 def test_a_newer_target_opens_its_pull_request_and_closes_the_older_one(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:

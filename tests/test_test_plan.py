@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import re
 import shutil
 import subprocess
 from pathlib import Path
@@ -51,3 +52,33 @@ def test_the_patch_tests_are_one_unit_of_work_and_every_other_test_its_own() -> 
     }
     assert units == {PATCH_TESTS}
     assert plan._split_scope("tests/test_apply.py::test_a[1]") == "tests/test_apply.py::test_a[1]"
+
+
+def _recipe(target: str) -> tuple[list[str], list[str]]:
+    """(prerequisites, command lines) of a Makefile target."""
+    makefile = (ROOT / "Makefile").read_text()
+    match = re.search(
+        rf"^{re.escape(target)}:([^#\n]*)(?:##[^\n]*)?\n((?:(?:\t|#)[^\n]*\n)*)", makefile, re.M
+    )
+    assert match is not None, f"no {target} target"
+    lines = [line.strip() for line in match.group(2).splitlines() if line.startswith("\t")]
+    return match.group(1).split(), lines
+
+
+def test_make_test_installs_nothing_system_wide() -> None:
+    """No root needed: `make test` sets up .venv only; the scripts it and `make setup-mermaid` run never
+    install a system package (the browser is unpacked under .tools/), and CI brings the renderer first."""
+    prerequisites, _ = _recipe("test")
+    assert prerequisites == ["setup"]
+    installs = re.compile(r"^\s*(\w+=\S+\s+)*(sudo\b|(apt-get|apt|dpkg)\s+(-\S+\s+)*(install|-i)\b)", re.M)
+    for script in ("bootstrap.sh", "mermaid-setup.sh", "slurm-setup.sh", "test-pythons.sh", "test-tmpdir.sh"):
+        assert not installs.search((ROOT / "scripts" / script).read_text()), script
+    ci = [line for line in (ROOT / ".ci" / "run").read_text().splitlines() if line.startswith("make")]
+    assert ci == ["make setup-mermaid", "make test"]
+
+
+def test_make_test_fast_is_the_suite_without_the_slow_tests() -> None:
+    prerequisites, lines = _recipe("test-fast")
+    assert prerequisites == ["setup"]
+    (pytest_line,) = [line for line in lines if "-m pytest" in line]
+    assert '-m "not slow"' in pytest_line and "-p tests.make_test_plugin" in pytest_line
