@@ -201,7 +201,9 @@ def resolve(worktree: Path, paths: list[str]) -> None:
 def port_resolving(toolkit: Path, w: Path, target: str) -> tuple[dict, list[str]]:
     """forkctl port --onto TARGET, each stop resolved with `resolve` (--skip when that leaves nothing):
     (the last report, the stopped subjects)."""
-    code, data = forkctl(toolkit, "port", "--onto", target, "--repo", str(w))
+    # --reapply-reverted: git rebase applies a pick upstream reverted again, so the comparison does too
+    # (without it forkctl stops there for a decision, which is its point, not a disagreement).
+    code, data = forkctl(toolkit, "port", "--onto", target, "--repo", str(w), "--reapply-reverted")
     stops = []
     while code == 1 and "conflict" in data:
         stops.append(data["conflict"]["subject"])
