@@ -3,7 +3,6 @@ required environment was validated with; the gate refuses evidence recorded with
 
 from __future__ import annotations
 
-import json
 from pathlib import Path
 
 import msgspec
@@ -171,29 +170,3 @@ def test_the_real_manifest_pins_what_the_committed_evidence_recorded(repo_root: 
         VALIDATED["cuda"],
         VALIDATED["cublas"],
     )
-
-
-def test_describe_gives_the_patch_its_validated_environments(tmp_path: Path) -> None:
-    """The patch's torch path refuses what TransformerConfig.moe_torch_gemm_validated_environments does not
-    list; describe writes that list from the manifest (architecture from the tag, the pinned libraries the
-    patch checks; Transformer Engine is the manifest's alone), so the fork passes in one truth."""
-    from click.testing import CliRunner
-
-    from forkctl.cli import cli
-
-    toolkit = gpu_toolkit(tmp_path)
-    with_validation(
-        toolkit,
-        require=["sm90", "sm100-ep2"],
-        environments={"sm90": {**VALIDATED, "transformer_engine": "absent"}, "sm100-ep2": {"cuda": "13.1"}},
-    )
-    result = CliRunner().invoke(cli, ["--manifest", str(toolkit.manifest), "describe", "--json"])
-    assert result.exit_code == 0, result.output
-    parts = json.loads(result.stdout)["parts"]
-    assert parts["validated_environments"] == [
-        "arch=sm90 torch=2.11.0+cu130 cuda=13.0 cublas=13.1.0",
-        "arch=sm100 cuda=13.1",
-    ]
-    body = json.loads(result.stdout)["body"]
-    assert "moe_torch_gemm_validated_environments" in body
-    assert "`arch=sm90 torch=2.11.0+cu130 cuda=13.0 cublas=13.1.0`" in body

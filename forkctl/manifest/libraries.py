@@ -1,7 +1,6 @@
 """`validation.environments`: the library versions a required environment was validated with, and what
 a pin matches. The manifest owns these combinations, not the patch: the patch stays upstreamable (it
-knows no list of validated versions; it takes one as configuration, `patch_option_entries`), and the gate
-refuses evidence from any other combination."""
+knows no list of validated versions), and the gate refuses evidence from any other combination."""
 
 from __future__ import annotations
 
@@ -48,20 +47,3 @@ class LibraryPins(msgspec.Struct, frozen=True, forbid_unknown_fields=True, kw_on
     def pinned(self) -> dict[str, str]:
         """library -> pin, for the pinned ones only."""
         return {name: getattr(self, name) for name in PINNABLE_LIBRARIES if getattr(self, name) is not None}
-
-
-# What patch 0002's TransformerConfig.moe_torch_gemm_validated_environments entries may pin, besides the
-# architecture: the libraries its torch path loads (Transformer Engine is not one of them).
-PATCH_OPTION_LIBRARIES = ("torch", "cuda", "cublas")
-
-
-def patch_option_entries(environments: dict[str, LibraryPins]) -> list[str]:
-    """`validation.environments` as the patch's option takes them, one string per environment:
-    `arch=<the tag's sm part> torch=... cuda=... cublas=...` (pins as the manifest writes them)."""
-    entries = []
-    for tag, pins in environments.items():
-        pinned = pins.pinned()
-        words = [f"arch={tag.split('-', 1)[0]}"]
-        words += [f"{name}={pinned[name]}" for name in PATCH_OPTION_LIBRARIES if name in pinned]
-        entries.append(" ".join(words))
-    return entries

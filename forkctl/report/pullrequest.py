@@ -14,7 +14,6 @@ from typing import TYPE_CHECKING, Any
 import msgspec
 
 from forkctl.manifest import Manifest, plain
-from forkctl.manifest.libraries import patch_option_entries
 from forkctl.redact import inert
 from forkctl.report.chain import mermaid, mermaid_unchecked, way_json
 from forkctl.report.markdown import cell, code, fenced
@@ -232,22 +231,6 @@ def _evidence(summary: GateSummary) -> list[str]:
     return [*lines, ""]
 
 
-def _validated_environments(manifest: Manifest) -> list[str]:
-    """The list the patch's torch path takes as configuration: what it runs on without an opt-out."""
-    entries = patch_option_entries(manifest.validation.environments)
-    if not entries:
-        return []
-    lines = [
-        "### Validated environments",
-        "",
-        "Pass these as `TransformerConfig.moe_torch_gemm_validated_environments` (from",
-        "`validation.environments`): the torch expert path then refuses any other GPU and library",
-        "combination unless `moe_torch_gemm_allow_unvalidated` is set.",
-        "",
-    ]
-    return [*lines, *(f"- {code(entry)}" for entry in entries), ""]
-
-
 def _gate_needs(manifest: Manifest, summary: GateSummary) -> list[str]:
     lines = ["## What the gate still needs", ""]
     verdict = summary.verdict
@@ -284,7 +267,7 @@ def pr_body(
     before += step_header(step) if step is not None else []
     before += _why(manifest, facts) + _series(facts) + _dropped(facts)
     after = [*_records(facts), "### The chain", "", chain_mermaid(manifest, facts), ""]
-    after += _evidence(summary) + _validated_environments(manifest) + _gate_needs(manifest, summary)
+    after += _evidence(summary) + _gate_needs(manifest, summary)
     if facts.missing:
         after += ["### Not available when this was written", ""]
         after += [f"- {code(line)}" for line in facts.missing] + [""]
@@ -341,6 +324,5 @@ def pr_parts(manifest: Manifest, facts: MoveFacts, summary: GateSummary) -> dict
             "needs": [p.message for p in verdict.problems],
         },
         "gate_error": summary.error,
-        "validated_environments": patch_option_entries(manifest.validation.environments),
         "missing": facts.missing,
     }
