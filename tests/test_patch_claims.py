@@ -55,20 +55,11 @@ def recorded_runs() -> dict[str, dict]:
     return recorded
 
 
-def _te_run_on_the_named_gpu(bench: dict) -> bool:
-    """The TE figures are stated for the GPU the message names ("On one H100 with Transformer Engine"):
-    a TE run on another GPU is a different claim the message does not make."""
-    named = re.search(r"On one (\S+) with Transformer Engine", message())
-    assert named, "patch 0002's message no longer names the GPU its TE figures were measured on"
-    is_te = (bench.get("baseline") or {}).get("name") == "transformer_engine"
-    return is_te and named.group(1) in str(bench.get("device", ""))
-
-
 def recorded_speedups(key: str) -> dict[str, list[float]]:
     """{run: layer speedups at ROWS} for the runs that measured `key` (TE runs only for speedup_vs_te)."""
     speedups = {}
     for name, bench in recorded_runs().items():
-        if key == "speedup_vs_te" and not _te_run_on_the_named_gpu(bench):
+        if key == "speedup_vs_te" and (bench.get("baseline") or {}).get("name") != "transformer_engine":
             continue
         by_rows = {size["routed_rows"]: size["arms"]["torch_grouped"] for size in bench["sizes"]}
         speedups[name] = [by_rows[rows][key] for rows in ROWS]
