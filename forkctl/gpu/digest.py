@@ -1,9 +1,7 @@
 """The GPU test-suite digest: which files a suite consists of, and one sha256 over their names and bytes.
 
-A suite is (1) every file under its folder except caches; (2) each `__init__.py` in the folders between
-the repository root and that folder, which importing the tests runs (no `conftest.py` above the folder:
-validate runs pytest with `--confcutdir` at the suite folder, so the CPU tests' set-up neither runs nor
-counts, and a comment there leaves signed evidence current); (3) every
+A suite is (1) every file under its folder except caches; (2) each `conftest.py` and `__init__.py` in
+the folders between the repository root and that folder, which pytest loads for these tests; (3) every
 module of the same top-level package (e.g. `tests.*`) that those files import, transitively, such as a
 shared fixture that builds the patched package. The import closure is read with `ast`: nothing runs.
 Evidence records the digest, so the gate can tell when the tests changed after a run.
@@ -80,10 +78,10 @@ def suite_files(manifest: Manifest, root: str | None = None) -> list[Path]:
     suite_dir = _require_suite_dir(manifest, suite)
     found = {path for path in suite_dir.rglob("*") if _suite_member(path)}
     rel_parts = PurePosixPath(suite).parts
-    for depth in range(1, len(rel_parts)):
-        init = repo.joinpath(*rel_parts[:depth], "__init__.py")
-        if init.is_file():
-            found.add(init)
+    for depth in range(len(rel_parts)):
+        folder = repo.joinpath(*rel_parts[:depth])
+        found.update(p for p in (folder / "conftest.py", folder / "__init__.py") if depth and p.is_file())
+    found.update(p for p in (repo / "conftest.py",) if p.is_file())
     package = rel_parts[0]
     pending = [p for p in found if p.suffix == ".py"]
     while pending:

@@ -235,11 +235,7 @@ def child_env(
 
 
 def pytest_args(python: str, suite: Suite, junit: Path) -> list[str]:
-    # --confcutdir: pytest loads no conftest.py above the suite folder (the CPU tests' set-up), so what
-    # the run loads is what the suite digest covers, and a CPU-side change leaves the evidence current.
-    return pytest_command(
-        python, ["-m", suite.marker, suite.root], junit, "-rfEs", f"--confcutdir={suite.root}"
-    )
+    return pytest_command(python, ["-m", suite.marker, suite.root], junit, "-rfEs")
 
 
 def environment_from_probe(output: str, tag_suffix: str | None = None) -> Environment:
