@@ -32,15 +32,20 @@ class Blobs(GitDir):
     def blob_bytes(self, blob: str) -> bytes:
         """The contents of the blob object `blob`, read through this repository's one `cat-file
         --batch` (git/batch.py); GitFailed when it is no blob here."""
+        found = self.object_bytes(blob)
+        if found is None or found[0] != "blob":
+            raise GitFailed(f"git cat-file failed: no blob {blob} in {self.git_dir}", "")
+        return found[1]
+
+    def object_bytes(self, name: str) -> tuple[str, bytes] | None:
+        """(type, contents) of the object `name`, read through this repository's one `cat-file
+        --batch` (git/batch.py); None when there is no such object here."""
         if self.reader is None:
             from forkctl.git.batch import ObjectReader
 
             self.reader = ObjectReader(self.git_dir)
             weakref.finalize(self, self.reader.close)
-        found = self.reader.read(blob) if blob and "\n" not in blob else None
-        if found is None or found[0] != "blob":
-            raise GitFailed(f"git cat-file failed: no blob {blob} in {self.git_dir}", "")
-        return found[1]
+        return self.reader.read(name) if name and "\n" not in name else None
 
     def write_blob(self, data: bytes) -> str:
         return self.git(["hash-object", "-w", "--stdin"], stdin=data).text.strip()
