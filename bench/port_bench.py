@@ -7,8 +7,10 @@ start included; the rebase arm runs in a warm clone checked out at the series he
 | port-clean | `port --onto` of N patches that all merge: manifest, files, branch | `git rebase --onto` | <= 1.0 |
 | port-stop | `port --onto` of N patches, the middle one conflicting: stops there | `git rebase --onto`, stops there | <= 1.5 |
 
-After a stopping run each side is undone untimed (`port --abort`, `git rebase --abort`), and a clean
-run's toolkit is copied back untimed, so every run starts from the same place.
+After each run its side is undone untimed (`port --abort` and the branch put back, `git rebase
+--abort`), and the toolkit is copied back untimed, so every run starts from the same place. With
+`--before DIR` (another forkctl, e.g. an export of an earlier commit) that forkctl is timed in the same
+interleaved runs, so a before/after comparison shares one machine state.
 
 The upstream: by default a repository built here from the installed megatron-core package's files
 (copied under a few folders up to --files files, as the demo builds its upstream from that package),
@@ -17,7 +19,8 @@ a clone of Megatron-LM (e.g. /work/.mirror/NVIDIA+Megatron-LM/repo), that reposi
 (default d12f6c8c) to --onto (default main). The series is made the same way on both: clean patches
 append a line to a file upstream leaves alone; the conflicting one rewrites a line upstream changed.
 
-Run: .venv/bin/python bench/port_bench.py [--files 3000] [--patches 10] [--runs 5] [--json PATH]
+Run: .venv/bin/python bench/port_bench.py [--files 3000] [--patches 10] [--runs 5] [--before DIR]
+     [--json bench/results-cpu-port.json]
 """
 
 from __future__ import annotations
@@ -56,17 +59,18 @@ def git(cwd: Path, *args: str, stdin: bytes | None = None, ok: tuple[int, ...] =
     return proc.stdout.decode(errors="replace").strip()
 
 
-def _env() -> dict[str, str]:
+def _env(root: Path) -> dict[str, str]:
     """forkctl's environment: compiled modules kept (in PYCACHE, not in the checkout) as an installed
     forkctl has them, also where this shell says PYTHONDONTWRITEBYTECODE."""
-    env = {**os.environ, "PYTHONPATH": str(ROOT), "PYTHONPYCACHEPREFIX": str(PYCACHE)}
+    env = {**os.environ, "PYTHONPATH": str(root), "PYTHONPYCACHEPREFIX": str(PYCACHE)}
     env.pop("PYTHONDONTWRITEBYTECODE", None)
     return env
 
 
-def forkctl(*args: str, ok: tuple[int, ...] = (0,)) -> int:
+def forkctl(*args: str, ok: tuple[int, ...] = (0,), root: Path = ROOT) -> int:
+    """`python -m forkctl ARGS` of the forkctl at `root` (this checkout, or --before's)."""
     proc = subprocess.run(
-        [sys.executable, "-m", "forkctl", *args], cwd=ROOT, capture_output=True, env=_env(), check=False
+        [sys.executable, "-m", "forkctl", *args], cwd=root, capture_output=True, env=_env(root), check=False
     )
     if proc.returncode not in ok:
         raise SystemExit(
@@ -190,44 +194,64 @@ def _toolkit(folder: Path, bare: Path, base: str, branch: str) -> Path:
     return toolkit
 
 
+Step = tuple[Callable[[], None], Callable[[], None]]  # (what is timed, the untimed undoing after it)
+
+
 @dataclass
 class Arm:
     prepare: Callable[[], None]
-    ours: Callable[[], None]
-    theirs: Callable[[], None]
-    undo: Callable[[], None]
+    steps: dict[str, Step]  # "forkctl", "rebase" and, with --before, "before"
 
 
-def _arm(folder: Path, scene: tuple[Path, str, str], patches: int, stops: bool) -> Arm:
+def _arm(folder: Path, scene: tuple[Path, str, str], patches: int, stops: bool, before: Path | None) -> Arm:
     bare, base, onto = scene
     branch = f"series-{'stop' if stops else 'clean'}"
     _series(bare, base, onto, patches, stops)
     toolkit = _toolkit(folder, bare, base, branch)
     head = git(bare, "rev-parse", branch)
-    ported, work = folder / f"ported-{branch}", folder / f"rebase-{branch}"
+    work = folder / f"rebase-{branch}"
     git(folder, "clone", "-q", "--no-checkout", str(bare), str(work))
     git(work, "-c", "advice.detachedHead=false", "checkout", "-q", "--detach", head)
-    stop_codes = (1,) if stops else (0,)
+    roots = {"forkctl": ROOT, **({"before": before} if before else {})}
+    ported = {name: folder / f"ported-{name}-{branch}" for name in roots}
 
     def prepare() -> None:
-        shutil.rmtree(ported, ignore_errors=True)
-        shutil.copytree(toolkit, ported)
-        git(bare, "update-ref", f"refs/heads/{branch}", head)
+        for copy in ported.values():
+            shutil.rmtree(copy, ignore_errors=True)
+            shutil.copytree(toolkit, copy)
         git(work, "-c", "advice.detachedHead=false", "checkout", "-q", "--detach", head)
 
-    def ours() -> None:
-        manifest = str(ported / "manifest.yaml")
-        forkctl("--manifest", manifest, "port", "--onto", onto, "--repo", str(bare), ok=stop_codes)
+    def port(name: str) -> Step:
+        manifest, root = str(ported[name] / "manifest.yaml"), roots[name]
 
-    def theirs() -> None:
-        git(work, *GIT_ID, "rebase", "-q", "--onto", onto, base, ok=(1,) if stops else (0,))
+        def run() -> None:
+            forkctl(
+                "--manifest",
+                manifest,
+                "port",
+                "--onto",
+                onto,
+                "--repo",
+                str(bare),
+                ok=(int(stops),),
+                root=root,
+            )
 
-    def undo() -> None:
+        def undo() -> None:
+            if stops:
+                forkctl("--manifest", manifest, "port", "--abort", "--repo", str(bare), root=root)
+            git(bare, "update-ref", f"refs/heads/{branch}", head)
+
+        return run, undo
+
+    def rebase() -> None:
+        git(work, *GIT_ID, "rebase", "-q", "--onto", onto, base, ok=(int(stops),))
+
+    def rebase_undo() -> None:
         if stops:
-            forkctl("--manifest", str(ported / "manifest.yaml"), "port", "--abort", "--repo", str(bare))
             git(work, "rebase", "--abort")
 
-    return Arm(prepare, ours, theirs, undo)
+    return Arm(prepare, {**{name: port(name) for name in roots}, "rebase": (rebase, rebase_undo)})
 
 
 def timed(action: Callable[[], None]) -> float:
@@ -250,6 +274,50 @@ def _scene(folder: Path, args: argparse.Namespace) -> tuple[Path, str, str, str]
     )
 
 
+def _measure(arms: dict[str, Arm], runs: int) -> dict[str, dict[str, list[float]]]:
+    """Every step of every arm once untimed (caches warm for all), then `runs` rounds, interleaved."""
+    times: dict[str, dict[str, list[float]]] = {
+        name: {step: [] for step in arm.steps} for name, arm in arms.items()
+    }
+    for round_number in range(runs + 1):
+        for name, arm in arms.items():
+            arm.prepare()
+            for step, (action, undo) in arm.steps.items():
+                took = timed(action)
+                undo()
+                if round_number:
+                    times[name][step].append(took)
+    return times
+
+
+def _report(times: dict[str, dict[str, list[float]]]) -> dict[str, dict[str, object]]:
+    before = any("before" in steps for steps in times.values())
+    print(
+        f"{'arm':<12} {'forkctl s':>10} {'rebase s':>10} {'ratio':>7} {'target':>7}  verdict"
+        + ("   before s  before ratio" if before else "")
+    )
+    results: dict[str, dict[str, object]] = {}
+    for name, steps in times.items():
+        mine, alt = statistics.median(steps["forkctl"]), statistics.median(steps["rebase"])
+        ratio = mine / alt
+        results[name] = {
+            "forkctl_s": mine,
+            "rebase_s": alt,
+            "ratio": ratio,
+            "target": TARGETS[name],
+            "met": ratio <= TARGETS[name],
+            "runs_s": steps,
+        }
+        line = f"{name:<12} {mine:>10.3f} {alt:>10.3f} {ratio:>7.2f} {TARGETS[name]:>7.2f}  "
+        line += "met   " if ratio <= TARGETS[name] else "MISSED"
+        if before:
+            old = statistics.median(steps["before"])
+            results[name] |= {"before_s": old, "before_ratio": old / alt}
+            line += f" {old:>10.3f} {old / alt:>12.2f}"
+        print(line)
+    return results
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(
         description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
@@ -260,48 +328,32 @@ def main() -> None:
     parser.add_argument("--runs", type=int, default=5)
     parser.add_argument("--base", default="d12f6c8c", help=f"with {MEGATRON_ENV}: the series' base")
     parser.add_argument("--onto", default="main", help=f"with {MEGATRON_ENV}: the port's target")
+    parser.add_argument(
+        "--before",
+        type=Path,
+        help="the root of another forkctl (e.g. `git archive COMMIT | tar -x -C DIR`), timed in the same runs",
+    )
     parser.add_argument("--json", type=Path)
     args = parser.parse_args()
     with tempfile.TemporaryDirectory(prefix="forkctl-port-bench-") as holder:
         folder = Path(holder)
         os.environ["FORKCTL_CACHE"] = str(folder / "cache")
         bare, base, onto, where = _scene(folder, args)
-        (bare / "config").open("a").write("[uploadpack]\n\tallowFilter = true\n\tallowAnySHA1InWant = true\n")
+        with (bare / "config").open("a") as config:
+            config.write("[uploadpack]\n\tallowFilter = true\n\tallowAnySHA1InWant = true\n")
+        scene = (bare, base, onto)
         arms = {
-            "port-clean": _arm(folder, (bare, base, onto), args.patches, False),
-            "port-stop": _arm(folder, (bare, base, onto), args.patches, True),
+            "port-clean": _arm(folder, scene, args.patches, False, args.before),
+            "port-stop": _arm(folder, scene, args.patches, True, args.before),
         }
-        times: dict[str, tuple[list[float], list[float]]] = {name: ([], []) for name in arms}
-        for arm in arms.values():  # once each, untimed: caches warm for both
-            arm.prepare()
-            arm.ours()
-            arm.theirs()
-            arm.undo()
-        for _ in range(args.runs):
-            for name, arm in arms.items():
-                arm.prepare()
-                times[name][0].append(timed(arm.ours))
-                times[name][1].append(timed(arm.theirs))
-                arm.undo()
+        times = _measure(arms, args.runs)
     load = os.getloadavg()
     print(f"port vs git rebase, {where}; N = {args.patches} patches; median of {args.runs} interleaved runs")
-    print(f"load average {load[0]:.2f} {load[1]:.2f} {load[2]:.2f}")
-    print(f"{'arm':<12} {'forkctl s':>10} {'rebase s':>10} {'ratio':>7} {'target':>7}  verdict")
-    results = {}
-    for name, (ours, theirs) in times.items():
-        mine, alt = statistics.median(ours), statistics.median(theirs)
-        ratio = mine / alt
-        results[name] = {
-            "forkctl_s": mine,
-            "rebase_s": alt,
-            "ratio": ratio,
-            "target": TARGETS[name],
-            "met": ratio <= TARGETS[name],
-            "forkctl_runs_s": ours,
-            "rebase_runs_s": theirs,
-        }
-        verdict = "met" if ratio <= TARGETS[name] else "MISSED"
-        print(f"{name:<12} {mine:>10.3f} {alt:>10.3f} {ratio:>7.2f} {TARGETS[name]:>7.2f}  {verdict}")
+    print(
+        f"load average {load[0]:.2f} {load[1]:.2f} {load[2]:.2f}"
+        + (f"; before = {args.before}" if args.before else "")
+    )
+    results = _report(times)
     if args.json:
         record = {
             "measured_at": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
@@ -309,6 +361,7 @@ def main() -> None:
             "scene": where,
             "patches": args.patches,
             "runs": args.runs,
+            "before": str(args.before) if args.before else None,
             "arms": results,
         }
         atomic_write_text(args.json, json.dumps(record, indent=2) + "\n")
