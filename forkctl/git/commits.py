@@ -91,6 +91,14 @@ class Commits(GitDir):
     def objects_dir(self) -> Path:
         """Where this repository's loose objects go (a linked worktree's are in its common dir)."""
         cached = getattr(self, "_objects_dir", None)
+        if (
+            cached is None
+            and not (self.git_dir / "commondir").exists()
+            and (self.git_dir / "objects").is_dir()
+        ):
+            # A repository's own git dir (not a linked worktree's, which names its common dir in
+            # `commondir`): its objects are here (the runner drops GIT_OBJECT_DIRECTORY), no process.
+            cached = self._objects_dir = self.git_dir / "objects"
         if cached is None:
             cached = Path(self.git(["rev-parse", "--git-path", "objects"]).text)
             cached = cached if cached.is_absolute() else self.git_dir / cached
