@@ -143,3 +143,20 @@ def test_the_stop_message_says_what_is_checked_out(tmp_path: Path) -> None:
     flat = " ".join(result.output.split())
     assert "only the conflicted files and the patch's files are checked out" in flat, result.output
     assert "git checkout --ignore-skip-worktree-bits -- PATH" in flat, result.output
+
+
+def test_a_stop_after_skip_shows_only_its_own_files(tmp_path: Path) -> None:
+    """--skip leaves the first stop's conflict unresolved in the worktree's index: the next stop
+    replaces it, and only the next conflict is there."""
+    setup, fork, new_base = two_patch_setup(tmp_path)
+    code, data = port(setup, fork, new_base)
+    assert code == 1, data
+    worktree = Path(data["conflict"]["worktree"])
+    code, data = run_json(setup, "port", "--skip", "--repo", str(fork.path))
+    assert code == 1, data  # patch 2 stops on line 15
+    assert files_on_disk(worktree) == {LONG}
+    assert git(worktree, "status", "--porcelain").splitlines() == [f"UU {LONG}"]
+    (worktree / LONG).write_text(edited(l10="UP10", l15="BOTH15"))
+    code, data = run_json(setup, "port", "--continue", "--repo", str(fork.path))
+    assert code == 0, data
+    assert fork.git("show", f"{BRANCH}:{OTHER}") == "X = 1"  # patch 1 skipped: upstream's other.py
