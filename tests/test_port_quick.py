@@ -153,3 +153,34 @@ def test_patches_after_a_resolved_stop_port_as_rebase_does(tmp_path: Path) -> No
     git(work, "-c", "user.name=T", "-c", "user.email=t@example.com", "rebase", "--continue", env=env)
     expected = git(work, "log", "--reverse", "--format=%T", f"{new_base}..HEAD").splitlines()
     assert ported_trees(fork, new_base) == expected
+
+
+@pytest.mark.budget(
+    "`status --onto` of 6 patches, 5 on files upstream left alone: 6 `git merge-tree` and 7 private "
+    "indexes (`read-tree`, `apply --check`) before; the 5 cost none now (2026-12-06)"
+)
+def test_a_preview_of_a_clean_port_runs_no_git_process_per_patch(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    setup = make_series(
+        tmp_path,
+        changes=[
+            *(quiet(number, f"v{number}") for number in range(5)),
+            ("feat: line 10", {LONG: edited(l10="TEN")}),
+        ],
+        extra_upstream_files={**BASE_FILES, **QUIET},
+    )
+    new_base = setup.upstream.commit("upstream: line 8", {LONG: edited(l8="EIGHT")})
+    fork = fork_with_branch(setup, tmp_path)
+    shim = make_git_shim(tmp_path)
+    monkeypatch.setenv("PATH", shim.env()["PATH"])
+    code, data = run_json(setup, "status", "--onto", new_base, "--repo", str(fork.path))
+    calls = shim.calls()
+    assert code == 0, data
+    # As before: the untouched files' patches apply as written, the drifted one needs the 3-way merge.
+    assert [p["result"] for p in data["patches"]] == ["applies"] * 5 + ["applies with 3-way"]
+    budget.at_most(
+        "`git merge-tree` runs of a preview (one patch needs git's merge)", calls.count("merge-tree"), 1
+    )
+    # One private index builds the series on the old base (no branch to recognise), one checks the patch.
+    budget.at_most("private indexes of a preview (one patch needs the check)", calls.count("read-tree"), 2)

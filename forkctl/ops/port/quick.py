@@ -91,6 +91,11 @@ class QuickPicks:
         self._picked[position] = tree
         return MergeResult(tree=tree, clean=True)
 
+    def picked(self, position: int, tree: TreeSha | None) -> bool:
+        """Whether the patch at `position` was picked here as `tree`: its files on the head were its
+        parent's, so it also applies there as written (plain `git apply`)."""
+        return tree is not None and self._picked.get(position) == tree
+
     def advance(self, position: int, head_tree: TreeSha, new_head_tree: TreeSha) -> bool:
         """Account for the patch at `position` having moved the head from `head_tree` to
         `new_head_tree`; False once the picks here cannot go on (a patch with no old commit)."""
