@@ -48,9 +48,10 @@ fmt: setup  ## format the code
 	$(VENV)/bin/ruff check --fix forkctl tests bench
 	$(VENV)/bin/ruff format forkctl tests bench
 
-bench: setup  ## CPU benchmarks: start-up, apply vs git am, check-pins vs submodule checkout
+bench: setup  ## CPU benchmarks: start-up, apply vs git am, port vs git rebase, check-pins vs submodule checkout
 	$(PY) bench/startup_bench.py --json bench/results-cpu-startup.json
 	$(PY) bench/series_bench.py --json bench/results-cpu-series.json
+	$(PY) bench/port_bench.py --json bench/results-cpu-port.json
 	$(PY) scripts/cpu_tables.py  # the README's CPU table, from the two results files
 	$(PY) bench/apply_bench.py
 	$(PY) bench/check_pins_bench.py

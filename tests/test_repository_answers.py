@@ -145,3 +145,18 @@ def test_a_blob_that_is_not_here_is_a_git_failure(tmp_path: Path) -> None:
     with pytest.raises(GitFailed, match="no blob"):  # a tree is no blob
         repo.blob_bytes(tree)
     assert repo.read_blob("HEAD", "a.txt") == b"1\n"
+
+
+def test_the_reader_sees_objects_an_alternate_added_after_it_started(tmp_path: Path) -> None:
+    """A cache names a local clone as an alternate when a command first needs it (`store`): the
+    repository's reader, started earlier for other reads (a port's trees), must read a blob that only
+    that alternate holds, as a fresh `cat-file` would (sync read the fork's files this way)."""
+    init_repo(tmp_path / "a", {"a.txt": "1\n"})
+    init_repo(tmp_path / "b", {"b.txt": "only in b\n"})
+    blob = git(tmp_path / "b", "rev-parse", "HEAD:b.txt")
+    repo = GitRepo(tmp_path / "a")
+    assert repo.read_blob("HEAD", "a.txt") == b"1\n"  # the reader runs now
+    info = tmp_path / "a" / ".git" / "objects" / "info"
+    info.mkdir(exist_ok=True)
+    (info / "alternates").write_text(f"{tmp_path / 'b' / '.git' / 'objects'}\n")
+    assert repo.blob_bytes(blob) == b"only in b\n"

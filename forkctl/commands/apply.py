@@ -23,7 +23,7 @@ from forkctl.errors import BadInput
 from forkctl.git.repo import GitRepo
 from forkctl.manifest import Manifest
 from forkctl.ops import apply, progress, replay
-from forkctl.ops.state import ConflictReport, State
+from forkctl.ops.state import SPARSE_NOTE, ConflictReport, State
 from forkctl.report import Problem, Report, Table
 from forkctl.series import load_series
 
@@ -145,6 +145,7 @@ def _stopped(
             "message": conflict.message,
             "worktree": str(conflict.worktree),
             "commands": ways,
+            "checked_out": conflict.checked_out,
         },
     }
     result.fail(
@@ -152,7 +153,7 @@ def _stopped(
             f"{name} ({conflict.patch.subject}) does not apply on {conflict.parent[:12]}: conflicts in "
             f"{', '.join(conflict.paths) or '(see git output)'}\n{conflict.message}",
             file=state.files[state.conflict_index],
-            hint=f"resolve the files in {conflict.worktree}, then run {ways['continue']}; "
+            hint=f"resolve the files in {conflict.worktree} ({SPARSE_NOTE}), then run {ways['continue']}; "
             f"or {ways['abort']} to leave everything as it was",
         )
     )

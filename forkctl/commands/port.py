@@ -13,7 +13,7 @@ from forkctl.errors import BadInput
 from forkctl.git import store as gitstore
 from forkctl.git.repo import GitRepo
 from forkctl.ops import port, progress
-from forkctl.ops.state import ConflictReport, State, Step
+from forkctl.ops.state import SPARSE_NOTE, ConflictReport, State, Step
 from forkctl.report import Problem, Report, Table
 from forkctl.series import load_series
 
@@ -53,6 +53,7 @@ def _stopped(
         "upstream_commit": conflict.upstream_commit,
         "named_by": conflict.named_by or None,
         "commands": ways,
+        "checked_out": conflict.checked_out,
     }
     named = port.upstream_hint(conflict.named_by, conflict.upstream_commit)
     if conflict.message:
@@ -63,7 +64,7 @@ def _stopped(
             + (f" (on top of the {ported} patch(es) ported before it)" if ported else ""),
             file=file,
             hint=(f"{named}; or " if named else "")
-            + f"resolve in {conflict.worktree}, then {ways['continue']}; "
+            + f"resolve in {conflict.worktree} ({SPARSE_NOTE}), then {ways['continue']}; "
             + ("" if named else f"or drop the patch with {ways['skip']}; ")
             + f"or {ways['abort']}",
         )

@@ -36,6 +36,7 @@ class ObjectReader:
         self.git_dir = git_dir
         self._proc: subprocess.Popen[bytes] | None = None
         self._buffer = bytearray()
+        self._started_at = (0, 0)  # `_stamp()` when the process started
 
     def read(self, name: str) -> tuple[str, bytes] | None:
         """(type, contents) of the object `name` (an object name, `<tree-ish>:<path>`), or None when
@@ -70,6 +71,12 @@ class ObjectReader:
         self._buffer.clear()
 
     def _started(self) -> subprocess.Popen[bytes]:
+        stamp = self._stamp()
+        if self._proc is not None and stamp != self._started_at:
+            # git reads the alternates once, when it starts: one named since (a cache given a local
+            # clone to borrow from, `store`) is seen only by a new process. A new pack, too, is read
+            # at once by a new process, where a running one would first try the promisor remote.
+            self.close()
         if self._proc is None:
             args = ["--git-dir", str(self.git_dir), "cat-file", "--batch"]
             env = hermetic_env()
@@ -80,7 +87,19 @@ class ObjectReader:
                 for fd in trace_fds:
                     os.close(fd)
             trace.log(args, str(Path.cwd()), "started (answers until closed)")
+            self._started_at = stamp
         return self._proc
+
+    def _stamp(self) -> tuple[int, int]:
+        """When the repository's alternates and packs last changed (0 where it has none)."""
+        objects = self.git_dir / "objects"
+        found = []
+        for path in (objects / "info" / "alternates", objects / "pack"):
+            try:
+                found.append(os.stat(path).st_mtime_ns)
+            except OSError:
+                found.append(0)
+        return found[0], found[1]
 
     def _ended(self) -> None:
         """The process ended (an object a partial clone lacks and could not fetch): that object is not

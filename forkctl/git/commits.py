@@ -97,6 +97,14 @@ class Commits(GitDir):
     def objects_dir(self) -> Path:
         """Where this repository's loose objects go (a linked worktree's are in its common dir)."""
         cached = getattr(self, "_objects_dir", None)
+        if (
+            cached is None
+            and not (self.git_dir / "commondir").exists()
+            and (self.git_dir / "objects").is_dir()
+        ):
+            # A repository's own git dir (not a linked worktree's, which names its common dir in
+            # `commondir`): its objects are here (the runner drops GIT_OBJECT_DIRECTORY), no process.
+            cached = self._objects_dir = self.git_dir / "objects"
         if cached is None:
             cached = Path(self.git(["rev-parse", "--git-path", "objects"]).text)
             cached = cached if cached.is_absolute() else self.git_dir / cached
@@ -109,11 +117,19 @@ class Commits(GitDir):
         temp file and linked into place, as git writes it. For the merge stand-ins, one per ported
         patch, where a process each cost as much as the merge."""
         oid, body = made
+        return self._write_loose(oid, b"commit", body)
+
+    def write_loose_object(self, kind: bytes, body: bytes) -> str:
+        """Store an object of `kind` (b"tree", b"blob") as a loose object, as `write_loose_commit`
+        does; its SHA-1 id is computed here."""
+        return self._write_loose(sha1_hex(b"%s %d\0" % (kind, len(body)) + body), kind, body)
+
+    def _write_loose(self, oid: str, kind: bytes, body: bytes) -> str:
         target = self.objects_dir() / oid[:2] / oid[2:]
         if target.exists():
             return oid
         target.parent.mkdir(exist_ok=True)
-        data = zlib.compress(b"commit %d\0" % len(body) + body)
+        data = zlib.compress(b"%s %d\0" % (kind, len(body)) + body)
         import tempfile  # only writers pay for it (a re-apply or a check writes no object)
 
         handle, temp = tempfile.mkstemp(prefix="tmp_obj_", dir=target.parent)

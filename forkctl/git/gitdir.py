@@ -25,6 +25,7 @@ if TYPE_CHECKING:
     from forkctl.git.facts import Facts
     from forkctl.git.objects import TreeEntry
     from forkctl.git.submodules import SubmoduleEntry
+    from forkctl.git.treeedit import Item
 
 
 class GitDir:
@@ -51,6 +52,7 @@ class GitDir:
         # Settings only forkctl writes (a cache's promisor remotes), once read or written.
         self.configured_remotes: set[str] = set()
         self.reader: ObjectReader | None = None  # one `cat-file --batch` for every object read
+        self.trees_read: dict[str, list[Item]] = {}  # tree id -> its entries (git/treeedit.py)
 
     def git(
         self,

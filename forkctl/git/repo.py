@@ -3,7 +3,8 @@
 `GitRepo` is found (or made) here and composed from one part per concern, each in its own module:
 objects (existence, tree entries, blobs), commits (fixed identities, computed objects), history
 (ancestry, ranges), refs (compare-and-swap), index (private index files), worktree (scratch worktrees
-for conflicts), patches (format-patch, diffs, patch-ids). Every command goes through the hermetic
+for conflicts), patches (format-patch, diffs, patch-ids), treeedit (trees read, compared and written in
+process). Every command goes through the hermetic
 runner (`runner.py`); nothing here touches a user's checkout, index or files.
 """
 
@@ -23,6 +24,7 @@ from forkctl.git.patches import Diffs, Patches
 from forkctl.git.refs import Refs
 from forkctl.git.runner import git
 from forkctl.git.submodules import Submodules
+from forkctl.git.treeedit import TreeEdits
 from forkctl.git.worktree import Worktrees
 
 # `commit_object` is imported from here by callers written before the split (ops.replay).
@@ -35,7 +37,7 @@ Repo = TypeVar("Repo", bound="GitRepo")
 _OPEN_CACHES: weakref.WeakValueDictionary[tuple[type, Path], GitRepo] = weakref.WeakValueDictionary()
 
 
-class GitRepo(Submodules, ObjectReads, Commits, History, Refs, Indexes, Worktrees, Patches, Diffs):
+class GitRepo(Submodules, TreeEdits, ObjectReads, Commits, History, Refs, Indexes, Worktrees, Patches, Diffs):
     """A repository addressed by path; bare or not. No method touches its working tree or index."""
 
     def __init__(self, path: Path) -> None:

@@ -18,8 +18,11 @@ class Worktrees(GitDir):
     """Linked worktrees of this repository: scratch ones for conflict resolution, and the one
     `forkctl edit` makes for a person to edit the series in."""
 
-    def add_worktree(self, path: Path, commit: str) -> None:
-        self.git(["worktree", "add", "--detach", str(Path(path).resolve()), commit])
+    def add_worktree(self, path: Path, commit: str, checkout: bool = True) -> None:
+        """A detached worktree at `commit`; without `checkout`, no file and an empty index (the caller
+        fills it: `Worktree.show_sparse`)."""
+        args = ["worktree", "add", "--detach", *([] if checkout else ["--no-checkout"])]
+        self.git([*args, str(Path(path).resolve()), commit])
 
     def add_branch_worktree(self, path: Path, branch: str, commit: str) -> None:
         """A worktree at `path` on a new branch `branch` made at `commit` (git refuses an existing
@@ -73,14 +76,41 @@ class Worktree:
     def unmerged_paths(self) -> list[str]:
         return git(["diff", "--name-only", "--diff-filter=U"], cwd=self.path).text.splitlines()
 
-    def checkout(self, commit: str) -> None:
-        """Point a (forkctl-owned, scratch) worktree at `commit`, discarding whatever it held."""
-        git(["reset", "--quiet", "--hard", commit], cwd=self.path)
-        git(["clean", "-fdq"], cwd=self.path)
+    def empty_at(self, commit: str) -> None:
+        """Point a (forkctl-owned, scratch) worktree's HEAD at `commit` and delete every file it holds
+        (what a previous stop left, already committed): `show_sparse` then fills it."""
+        import shutil  # only a second stop in one port needs it
 
-    def show_tree(self, tree: TreeSha) -> None:
-        """Put `tree` into a (forkctl-owned, scratch) worktree's index and files; HEAD stays where it is."""
-        git(["read-tree", "--reset", "-u", tree], cwd=self.path)
+        git(["update-ref", "--no-deref", "HEAD", commit], cwd=self.path)
+        for entry in self.path.iterdir():
+            if entry.name == ".git":
+                continue
+            if entry.is_dir() and not entry.is_symlink():
+                shutil.rmtree(entry)
+            else:
+                entry.unlink()
+
+    def show_sparse(self, tree: TreeSha, paths: list[str]) -> list[str]:
+        """Put `tree` into a (forkctl-owned, scratch, emptied) worktree's index and only `paths` on disk:
+        every other entry is marked skip-worktree, as a sparse checkout leaves it, so git sees those files
+        as unchanged and the index still holds the whole tree (`write_tree` commits all of it). Returns
+        the paths checked out (those of `paths` that the tree has), in the index's order. Cost grows
+        with the paths shown, not the repository: a full checkout of Megatron-LM took 2 s."""
+        git(["read-tree", tree], cwd=self.path)
+        listed = git(["ls-files", "-z"], cwd=self.path).stdout.split(b"\x00")
+        wanted = {path.encode("utf-8", errors="surrogateescape") for path in paths}
+        shown = [path for path in listed if path in wanted]
+        hidden = [path for path in listed if path and path not in wanted]
+        if shown:
+            git(
+                ["checkout-index", "-u", "-f", "-z", "--stdin"],
+                cwd=self.path,
+                stdin=b"".join(p + b"\x00" for p in shown),
+            )
+        if hidden:
+            stdin = b"".join(path + b"\x00" for path in hidden)
+            git(["update-index", "-z", "--skip-worktree", "--stdin"], cwd=self.path, stdin=stdin)
+        return [path.decode("utf-8", errors="surrogateescape") for path in shown]
 
     def set_unmerged(self, stages: list[Stage]) -> None:
         """Give a (forkctl-owned, scratch) worktree's index the unmerged entries of a conflict, stages 1-3
@@ -96,8 +126,12 @@ class Worktree:
             git(["update-index", "-z", "--index-info"], cwd=self.path, stdin=stdin)
 
     def write_tree(self) -> TreeSha:
-        """Stage every file of a worktree (resolutions included) in its own index and write the tree."""
-        git(["add", "-A", "."], cwd=self.path)
+        """Stage every file of a worktree (resolutions included) in its own index and write the tree.
+
+        `core.sparseCheckout` on for this `git add` alone: a file the person brought out of a sparse
+        stop (`show_sparse`) and edited loses its skip-worktree mark and is staged; plain `git add -A`
+        would keep the index's entry and drop the edit silently."""
+        git(["-c", "core.sparseCheckout=true", "add", "-A", "."], cwd=self.path)
         return printed_tree(git(["write-tree"], cwd=self.path).text, "write-tree")
 
     def has_uncommitted_changes(self, relpath: str) -> bool:

@@ -217,6 +217,8 @@ class ConflictReport(msgspec.Struct, frozen=True):
     own_lines: str = ""
     # port: the commit of the range that reverted the upstream commit this patch picks
     reverted_by: str | None = None
+    # the files on disk in the worktree (the conflicted ones and the patch's): the rest is in its index
+    checked_out: list[str] = msgspec.field(default_factory=list)
 
 
 def open_conflict(
@@ -228,35 +230,55 @@ def open_conflict(
     git's rename-aware merge chose, and its unmerged entries in the index. Without it, or when the port
     had no commit to pick (a patch stale on the old base), `git apply --3way` runs in the worktree.
     Either way the worktree is conflicted as after a stopped `git rebase`, its markers named.
+
+    Only the conflicted files and the patch's own files are checked out (`Worktree.show_sparse`): the
+    rest of the tree is in the worktree's index, skip-worktree, and `--continue` commits all of it.
     """
-    worktree = worktree_path(repo)
-    scratch = Worktree(worktree)
-    if worktree.exists():
-        scratch.checkout(parent)
-    else:
-        worktree.parent.mkdir(parents=True, exist_ok=True)
-        repo.add_worktree(worktree, parent)
+    scratch = _scratch_at(repo, parent)
     if merged is not None and merged.stages:
-        scratch.show_tree(merged.tree)
+        shown = scratch.show_sparse(merged.tree, [*merged.conflicted, *patch.paths])
         scratch.set_unmerged(merged.stages)
         paths, message, sides = merged.conflicted, merged.text(), merged.sides
     elif merged is not None and merged.clean:
         # A stop for a decision, not a conflict (a pick upstream reverted): the merge, for a look.
-        scratch.show_tree(merged.tree)
+        shown = scratch.show_sparse(merged.tree, list(patch.paths))
         paths, message, sides = list(patch.paths), "", merged.sides
     else:
+        shown = scratch.show_sparse(repo.commit_info(parent).tree, list(patch.paths))
         _, message = scratch.apply_3way(patch.diff)
         paths, sides = scratch.unmerged_paths(), ("ours", "theirs")
         if not paths:
             # --3way could not even start (e.g. a file the patch edits is missing): name the patch's files.
-            paths = [p for p in patch.paths if (worktree / p).exists() or p in message]
+            paths = [p for p in patch.paths if (scratch.path / p).exists() or p in message]
+        shown = list(dict.fromkeys([*shown, *paths]))
     _name_sides(repo, state, (patch, index, parent), paths, sides)
     state.conflict_index = index
     state.conflict_parent = parent
     state.conflict_paths = paths
-    state.worktree = str(worktree)
+    state.worktree = str(scratch.path)
     save(repo, state)
-    return ConflictReport(patch=patch, parent=parent, paths=paths, message=message, worktree=worktree)
+    return ConflictReport(
+        patch=patch, parent=parent, paths=paths, message=message, worktree=scratch.path, checked_out=shown
+    )
+
+
+SPARSE_NOTE = (
+    "only the conflicted files and the patch's files are checked out there, the rest of the tree is in "
+    "its index: git checkout --ignore-skip-worktree-bits -- PATH brings another file out, and --continue "
+    "commits every file you change or add"
+)
+
+
+def _scratch_at(repo: GitRepo, parent: str) -> Worktree:
+    """The scratch worktree, emptied, its HEAD at `parent` (made without a checkout the first time)."""
+    worktree = worktree_path(repo)
+    scratch = Worktree(worktree)
+    if worktree.exists():
+        scratch.empty_at(parent)
+    else:
+        worktree.parent.mkdir(parents=True, exist_ok=True)
+        repo.add_worktree(worktree, parent, checkout=False)
+    return scratch
 
 
 def _name_sides(

@@ -16,6 +16,7 @@ from forkctl.git.repo import GitRepo
 from forkctl.git.sha import TreeSha
 from forkctl.ops import replay
 from forkctl.ops.port.provenance import PickProof, prove_pick
+from forkctl.ops.port.quick import Aligned, QuickPicks
 from forkctl.series import Patch, Series
 
 
@@ -62,6 +63,7 @@ class Judge:
         self._provenance: dict[str, str | None] = {}
         self._ancestry: dict[str, bool] = {}
         self.proofs: dict[int, PickProof | None] = {}  # `pick_proof`'s answers, by position
+        self.quick: QuickPicks | None = None  # the in-process picks of the run (`start_quick`)
 
     def upstream_ids(self, zero_context: bool, patch: Patch) -> dict[str, str]:
         """{patch-id: upstream commit} for old_base..target: of the commits touching the series' files
@@ -95,10 +97,13 @@ class Judge:
         return self._old_line_counts[old]
 
     def upstream_touched(self, paths: list[str]) -> bool:
-        """Did upstream change any of `paths` between the old base and the target?"""
+        return any(path in self.upstream_paths() for path in paths)
+
+    def upstream_paths(self) -> set[str]:
+        """The paths upstream changed between the old base and the target (asked once)."""
         if self._upstream_paths is None:
             self._upstream_paths = self.repo.changed_paths(self.old_base, self.target)
-        return any(path in self._upstream_paths for path in paths)
+        return self._upstream_paths
 
     def resolve_provenance(self, names: list[str]) -> dict[str, str | None]:
         missing = [name for name in names if name not in self._provenance]
@@ -160,15 +165,21 @@ class Judge:
         return self.merged(position, patch, head, head_tree)
 
     def merged(self, position: int, patch: Patch, head: str, head_tree: TreeSha) -> PatchVerdict:
+        """The verdict of the patch's merge on `head` (made here when git has nothing to decide,
+        `quick.py`); the upstream commit a hash or provenance names is asked only for a verdict that
+        shows it (absorbed, partial, conflict): a clean pick asks nothing more."""
         old, parent = self.old_commits[position], self.parent_of(position, self.old_base)
-        merged = merge_patch(self.repo, self.old_base, self.old_commits, position, patch, head, head_tree)
-        named = self.named_upstream(position, patch)
+        merged = (self.quick.pick(position, head_tree) if self.quick else None) or merge_patch(
+            self.repo, self.old_base, self.old_commits, position, patch, head, head_tree
+        )
         kind = fate(merged, head_tree)
         if kind == "absorbed":
+            named = self.named_upstream(position, patch)
             rule, commit = named or ("empty", self.repo.last_commit_touching(self.range, patch.paths))
             return PatchVerdict("absorbed", rule, commit)
         if kind == "applied":
-            return applied_verdict(self, merged, head_tree, (old, parent), patch, named)
+            return applied_verdict(self, merged, head_tree, (old, parent), patch, position)
+        named = self.named_upstream(position, patch)
         if named is None:
             # Only a hint for the person resolving: upstream may hold the change in another shape.
             with self.repo.private_index(head_tree) as index:
@@ -180,6 +191,17 @@ class Judge:
     @property
     def range(self) -> str:
         return f"{self.old_base}..{self.target}"
+
+
+def start_quick(judge: Judge, start: int, head: str) -> None:
+    """In-process picks from the patch at `start` on, picked onto `head` (`quick.py`): from the paths
+    that differ between that patch's old parent and `head` (upstream's, on a fresh port)."""
+    parent = judge.parent_of(start, judge.old_base) if start < len(judge.old_commits) else None
+    if parent is None:
+        return
+    fresh = parent == judge.old_base and head == judge.target
+    aligned = Aligned(judge.repo, parent, head, judge.upstream_paths() if fresh else None)
+    judge.quick = QuickPicks(judge.repo, aligned, judge.old_base, judge.old_commits)
 
 
 def pick_proof(judge: Judge, position: int, patch: Patch) -> PickProof | None:
@@ -227,12 +249,12 @@ def applied_verdict(
     head_tree: TreeSha,
     built: tuple[str | None, str | None],
     patch: Patch,
-    named: tuple[str, str] | None,
+    position: int,
 ) -> PatchVerdict:
     """Applied; "partial" when the ported change is smaller than the original (upstream had some,
     the named upstream commit in the detail when there is one). When upstream left every file of the
     patch alone, the port is the same change: nothing to count. `built`: the patch's old commit and
-    its parent on the old base."""
+    its parent on the old base; `position`: the patch's, for the upstream commit a partial names."""
     old, parent = built
     if old is None or parent is None or not judge.upstream_touched(patch.paths):
         return PatchVerdict("applied", "clean", tree=merged.tree, merged=merged)
@@ -240,6 +262,7 @@ def applied_verdict(
     after = judge.repo.changed_line_count(head_tree, merged.tree)
     if after < before:
         detail: dict[str, Any] = {"changed_lines": before, "still_needed": after}
+        named = judge.named_upstream(position, patch)
         if named is not None:
             detail["upstream_commit"], detail["named_by"] = named[1], named[0]
         return PatchVerdict("applied", "partial", tree=merged.tree, merged=merged, detail=detail)

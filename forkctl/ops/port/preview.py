@@ -8,7 +8,7 @@ import msgspec
 
 from forkctl.git.repo import GitRepo
 from forkctl.ops import replay
-from forkctl.ops.port.judge import Judge, PatchVerdict, old_series
+from forkctl.ops.port.judge import Judge, PatchVerdict, old_series, start_quick
 from forkctl.series import Patch, Series
 
 
@@ -65,18 +65,25 @@ def _walk(
     if old_commits is None:
         old_commits, _ = old_series(repo, old_base, series)
     judge = Judge(repo, old_base, target, old_commits)
-    head, head_tree = target, repo.commit_info(target).tree
+    head, head_tree = target, repo.commit_tree_id(target)
     entries: list[PreviewEntry] = []
     made: list[str] = []
     last = len(series.patches) if upto is None else upto + 1
     judge.know_series(series.patches[:last])
+    start_quick(judge, 0, target)
     batch = replay.CommitBatch(repo)
     for position, patch in enumerate(series.patches[:last]):
         verdict = judge.judge(position, patch, head, head_tree)
         plain = False
+        if judge.quick is not None:  # a conflict is left out of the head: it moves the parent alone
+            moved = verdict.tree if verdict.kind == "applied" and verdict.tree is not None else head_tree
+            plain = judge.quick.picked(position, verdict.tree)
+            if not judge.quick.advance(position, head_tree, moved):
+                judge.quick = None
         if verdict.kind == "applied":
-            with repo.private_index(head_tree) as index:
-                plain = index.apply_check(patch.diff)
+            if not plain:
+                with repo.private_index(head_tree) as index:
+                    plain = index.apply_check(patch.diff)
             assert verdict.tree is not None
             head, head_tree = batch.make(head, verdict.tree, patch), verdict.tree  # port's message too
             made.append(head)

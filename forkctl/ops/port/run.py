@@ -21,7 +21,7 @@ from forkctl.ops import export, replay
 from forkctl.ops import state as session
 from forkctl.ops.apply import refuse_checked_out
 from forkctl.ops.port import transaction
-from forkctl.ops.port.judge import Judge, PatchVerdict, old_series
+from forkctl.ops.port.judge import Judge, PatchVerdict, old_series, start_quick
 from forkctl.series import Patch, Series
 
 Tell = Callable[[str], None]  # told what the port does, a line per patch and per phase (progress)
@@ -68,12 +68,18 @@ def _run(
 ) -> session.ConflictReport | None:
     judge = _judge(repo, state)
     judge.know_series(series.patches[start:])
-    head, head_tree = state.head, None
+    head = state.head
+    head_tree = repo.commit_tree_id(head)
+    start_quick(judge, start, head)
     batch = replay.CommitBatch(repo)  # written together, before anything names them
     for position in range(start, len(series.patches)):
         patch = series.patches[position]
         tell(f"patch {position + 1}/{len(series.patches)}: {patch.subject}")
         verdict = judge.judge(position, patch, head, head_tree)
+        if verdict.kind in ("absorbed", "applied") and judge.quick is not None:
+            moved = verdict.tree if verdict.kind == "applied" and verdict.tree is not None else head_tree
+            if not judge.quick.advance(position, head_tree, moved):
+                judge.quick = None
         if verdict.kind == "absorbed":
             _absorbed(state, position, patch, verdict)
             continue

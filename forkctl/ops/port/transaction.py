@@ -6,6 +6,7 @@ A port killed while writing is finished by --continue or undone by --abort from 
 
 from __future__ import annotations
 
+import os
 from pathlib import Path
 from typing import Any
 
@@ -42,11 +43,22 @@ def _backup(repo: GitRepo, manifest: Manifest, state: session.State, written: li
     for number, path in enumerate(dict.fromkeys(paths)):
         copy = folder / f"{number:04d}"
         if path.is_file():
-            atomic_write(copy, path.read_bytes())
+            _keep(path, copy)
             saved[str(path)] = str(copy)
         else:
             saved[str(path)] = None
     state.port_data.backup = saved
+
+
+def _keep(path: Path, copy: Path) -> None:
+    """`copy` holds the bytes `path` has now. A hard link where the file system allows it: the port
+    replaces these files only by rename (`atomic_write`), so the linked file keeps today's bytes, already
+    on disk, without a copy and an fsync each (11 of them for a 10-patch series, ~40 ms); else a copy."""
+    copy.unlink(missing_ok=True)  # a backup a killed run left
+    try:
+        os.link(path, copy)
+    except OSError:  # another file system, or links refused: a copy, flushed to disk
+        atomic_write(copy, path.read_bytes())
 
 
 def _backed_up(state: session.State) -> dict[str, str | None]:
