@@ -201,6 +201,7 @@ def _base_entries(manifest: Manifest, base: str, location: str | None):  # type:
 
     return read
 
+
 def _passed(options: gpu_validate.Options, upstream_repo: str | None) -> list[str]:
     """validate's options as the job passes them on to forkctl validate on the node (a local
     --upstream-repo as an absolute path: the job starts elsewhere)."""
