@@ -1,5 +1,5 @@
 # Developer commands. Every target bootstraps the locked environment first (fast when it exists).
-.PHONY: setup setup-mermaid demo test lint fmt bench validate gate clean help
+.PHONY: setup setup-mermaid demo test static lint fmt bench validate gate clean help
 VENV := .venv
 PY := $(VENV)/bin/python
 FORKCTL := $(VENV)/bin/forkctl
@@ -16,7 +16,7 @@ setup-mermaid:  ## Debian's chromium + mermaid-cli under .tools/ for tests/test_
 demo: setup  ## the main job, offline, on an embedded default chain built from the installed megatron-core
 	$(FORKCTL) demo
 
-test: setup setup-mermaid  ## what CI runs: the test suite, lint on the real manifest, and the GPU-evidence gate
+test: setup setup-mermaid static  ## what CI runs: ruff, mypy, the test suite, lint on the real manifest, the GPU-evidence gate
 # xdist here, not in addopts: forkctl validate runs the GPU suite in one process. Bytecode is written
 # even where PYTHONDONTWRITEBYTECODE is set: every xdist worker would otherwise redo pytest's assertion
 # rewriting of every test module (seconds of CPU each) on every run. tests/make_test_plugin.py keeps the
@@ -30,9 +30,12 @@ test: setup setup-mermaid  ## what CI runs: the test suite, lint on the real man
 # Drop the option when the pending entry goes (the gate refuses --allow-pending of a tag not pending).
 	$(FORKCTL) gate --allow-pending sm90-ep2
 
-lint: setup  ## ruff lint + format check and the pre-commit hooks
+static: setup  ## ruff lint + format check, and mypy (pyproject.toml's [tool.mypy]; cache in .mypy_cache)
 	$(VENV)/bin/ruff check forkctl tests bench
 	$(VENV)/bin/ruff format --check forkctl tests bench
+	$(VENV)/bin/mypy
+
+lint: static  ## static + the pre-commit hooks
 	$(VENV)/bin/pre-commit run --all-files
 
 fmt: setup  ## format the code
@@ -53,4 +56,4 @@ gate: setup  ## exit 0 only when GPU evidence covers every required environment 
 	$(FORKCTL) gate
 
 clean:  ## remove the environment and caches
-	rm -rf $(VENV) .tools .pytest_cache .ruff_cache
+	rm -rf $(VENV) .tools .pytest_cache .ruff_cache .mypy_cache

@@ -86,6 +86,7 @@ def plan_sync(manifest: Manifest, fork: ForkContext, target: SyncTarget, progres
             plan.breaks[entry.position] = found
     if not plan.conflicts:
         _ported_head(manifest, fork, plan, ported.commits)
+        assert plan.head is not None  # _ported_head built it (or raised)
         head_fork = ForkContext(
             store,
             fork.upstream_url,

@@ -16,7 +16,7 @@ there; whether the object exists is for git to say when it is used.
 from __future__ import annotations
 
 import re
-from typing import Annotated, NewType
+from typing import Annotated, NewType, TypeGuard
 
 import msgspec
 
@@ -45,7 +45,8 @@ def parse_full_sha(text: object) -> Sha | None:
     return Sha(text) if isinstance(text, str) and FULL_OBJECT_NAME.fullmatch(text) else None
 
 
-def is_full_sha(text: object) -> bool:
+def is_full_sha(text: object) -> TypeGuard[Sha]:
+    """Whether `text` is a full object name; where it is, a type checker reads it as a `Sha`."""
     return parse_full_sha(text) is not None
 
 

@@ -11,7 +11,7 @@ series might bring. What the fork head has that the base has not is new; the res
 from __future__ import annotations
 
 import tempfile
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from pathlib import Path, PurePosixPath
 
 import msgspec
@@ -21,6 +21,7 @@ from forkctl.git.repo import GitRepo
 from forkctl.ops import replay
 from forkctl.series import Patch
 from forkctl.upstreamlint import hooks, tools
+from forkctl.upstreamlint.hooks import Skipped
 from forkctl.upstreamlint.run import Finding, new_on_head, run_hook
 
 _FILE_MODES = {"100644", "100755"}
@@ -40,14 +41,14 @@ class UpstreamLint(msgspec.Struct, frozen=True):
     head: str
     touched: list[str]
     hooks: list[HookResult]
-    skipped: list[hooks.Skipped]
+    skipped: list[Skipped]  # not hooks.Skipped: in this class, `hooks` is the field above
 
     @property
     def new(self) -> list[Finding]:
         return [finding for result in self.hooks for finding in result.new]
 
 
-def _wanted(entries: dict[str, object], touched: list[str], named: set[str]) -> list[str]:
+def _wanted(entries: Mapping[str, object], touched: list[str], named: set[str]) -> list[str]:
     folders = {
         str(parent) for path in touched for parent in PurePosixPath(path).parents if str(parent) != "."
     }

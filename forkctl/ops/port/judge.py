@@ -169,12 +169,12 @@ class Judge:
             return PatchVerdict("absorbed", rule, commit)
         if kind == "applied":
             return applied_verdict(self, merged, head_tree, (old, parent), patch, named)
+        rule, commit = named or ("", None)
         if named is None:
             # Only a hint for the person resolving: upstream may hold the change in another shape.
             with self.repo.private_index(head_tree) as index:
                 if index.apply_check(patch.diff, reverse=True):
-                    named = "reverse-applies", self.repo.last_commit_touching(self.range, patch.paths)
-        rule, commit = named or ("", None)
+                    rule, commit = "reverse-applies", self.repo.last_commit_touching(self.range, patch.paths)
         return PatchVerdict("conflict", rule, commit, merged=merged)
 
     @property
@@ -191,7 +191,7 @@ def pick_proof(judge: Judge, position: int, patch: Patch) -> PickProof | None:
     if position not in judge.proofs:
         resolved = judge.resolve_provenance(list(patch.provenance))
         contained = judge.in_target([sha for sha in resolved.values() if sha])
-        named = [resolved[name] for name in reversed(patch.provenance) if resolved[name] in contained]
+        named = [sha for name in reversed(patch.provenance) if (sha := resolved[name]) and sha in contained]
         proof = prove_pick(judge.repo, named[0], old, parent, patch.patch_id, judge.range) if named else None
         judge.proofs[position] = proof
     return judge.proofs[position]
