@@ -88,7 +88,10 @@ def _config(repo: GitRepo, base: str) -> hooks.PreCommitConfig:
 
 def fork_head(repo: GitRepo, base: str, patches: list[Patch]) -> str:
     """apply(series, base), as forkctl apply builds it; a stale series has none."""
-    built = replay.build_series(repo, base, patches)
+    full = repo.resolve_commit(base)
+    if full is None:
+        raise BadInput(f"the base {base} is not in {repo.git_dir}", hint="fetch upstream into that clone")
+    built = replay.build_series(repo, full, patches)
     if built.conflict is not None:
         raise BadInput(
             f"{built.conflict.patch.path.name} does not apply as written on the base {base[:12]}: "

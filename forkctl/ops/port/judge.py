@@ -13,7 +13,7 @@ from forkctl.errors import BadInput
 from forkctl.git import store as gitstore
 from forkctl.git.merge import MergeMessage, MergeResult, cherry_pick, pick_change
 from forkctl.git.repo import GitRepo
-from forkctl.git.sha import TreeSha
+from forkctl.git.sha import Sha, TreeSha
 from forkctl.ops import replay
 from forkctl.ops.port.provenance import PickProof, prove_pick
 from forkctl.series import Patch, Series
@@ -338,7 +338,7 @@ def old_series(
     reused = replay.existing_build(repo, old_base, series.patches, branch_tip) if branch_tip else None
     if reused is not None:
         return [a.commit for a in reused], reused[-1].commit if reused else old_base
-    old = replay.build_series(repo, old_base, series.patches)
+    old = replay.build_series(repo, Sha(old_base), series.patches)  # State.old_base: checked on load
     commits: list[str | None] = [a.commit for a in old.applied]
     commits += [None] * (len(series.patches) - len(commits))
     return commits, (old.head if old.complete else None)
