@@ -1,5 +1,5 @@
 # Developer commands. Every target bootstraps the locked environment first (fast when it exists).
-.PHONY: setup setup-demo setup-mermaid setup-slurm demo test test-fast lint fmt bench validate gate clean help
+.PHONY: setup setup-demo setup-mermaid setup-slurm demo test test-fast static lint fmt bench validate gate clean help
 VENV := .venv
 PY := $(VENV)/bin/python
 FORKCTL := $(VENV)/bin/forkctl
@@ -22,7 +22,7 @@ setup-demo:  ## forkctl and megatron-core's files (no torch) into .venv-demo, fr
 demo: setup-demo  ## the main job, offline, on an embedded default chain built from megatron-core's files
 	.venv-demo/bin/forkctl demo
 
-test: setup  ## what CI runs: the test suite, lint on the real manifest, and the GPU-evidence gate
+test: setup static  ## what CI runs: ruff, mypy, the test suite, lint on the real manifest, the GPU-evidence gate
 # xdist here, not in addopts: forkctl validate runs the GPU suite in one process. Bytecode is written
 # even where PYTHONDONTWRITEBYTECODE is set: every xdist worker would otherwise redo pytest's assertion
 # rewriting of every test module (seconds of CPU each) on every run. tests/make_test_plugin.py keeps the
@@ -39,9 +39,12 @@ test: setup  ## what CI runs: the test suite, lint on the real manifest, and the
 test-fast: setup  ## the developer's loop (under a minute): the suite without the tests marked slow
 	tmp=$$(scripts/test-tmpdir.sh) && env $${tmp:+TMPDIR="$$tmp"} PYTHONDONTWRITEBYTECODE= $(PY) -m pytest -q -n 4 -p tests.make_test_plugin -m "not slow"
 
-lint: setup  ## ruff lint + format check and the pre-commit hooks
+static: setup  ## ruff lint + format check, and mypy (pyproject.toml's [tool.mypy]; cache in .mypy_cache)
 	$(VENV)/bin/ruff check forkctl tests bench
 	$(VENV)/bin/ruff format --check forkctl tests bench
+	$(VENV)/bin/mypy
+
+lint: static  ## static + the pre-commit hooks
 	$(VENV)/bin/pre-commit run --all-files
 
 fmt: setup  ## format the code
@@ -63,4 +66,4 @@ gate: setup  ## exit 0 only when GPU evidence covers every required environment 
 	$(FORKCTL) gate
 
 clean:  ## remove the environment and caches
-	rm -rf $(VENV) .venv-demo .tools .pytest_cache .ruff_cache
+	rm -rf $(VENV) .venv-demo .tools .pytest_cache .ruff_cache .mypy_cache

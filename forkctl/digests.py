@@ -8,23 +8,40 @@ for a Python built without them.
 from __future__ import annotations
 
 from collections.abc import Callable
-from typing import Any
+from typing import Protocol
 
 
-def _builtin(name: str) -> Callable[[bytes], Any]:
+class Hash(Protocol):
+    """What forkctl asks of a hash object (the built-in modules and `hashlib` alike)."""
+
+    def update(self, data: bytes, /) -> None: ...
+
+    def hexdigest(self) -> str: ...
+
+
+def _builtin(name: str) -> Callable[..., Hash]:
+    builtin: Callable[..., Hash]
+    # CPython's own modules: typeshed has no stubs for them.
     try:
         if name == "sha1":
-            from _sha1 import sha1 as builtin
+            import _sha1  # type: ignore[import-not-found]
+
+            builtin = _sha1.sha1
         else:
             try:
-                from _sha2 import sha256 as builtin  # Python 3.12+
+                import _sha2  # type: ignore[import-not-found]  # Python 3.12+
+
+                builtin = _sha2.sha256
             except ImportError:
-                from _sha256 import sha256 as builtin  # type: ignore[no-redef]  # Python 3.10, 3.11
+                import _sha256  # type: ignore[import-not-found]  # Python 3.10, 3.11
+
+                builtin = _sha256.sha256
         return builtin
     except ImportError:
         import hashlib
 
-        return getattr(hashlib, name)
+        builtin = getattr(hashlib, name)
+        return builtin
 
 
 _SHA1 = _builtin("sha1")
@@ -39,6 +56,6 @@ def sha256_hex(data: bytes) -> str:
     return _SHA256(data).hexdigest()
 
 
-def sha256() -> Any:
+def sha256() -> Hash:
     """A sha256 object to feed with `update`, for data that comes in parts."""
     return _SHA256()

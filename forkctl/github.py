@@ -208,9 +208,9 @@ def open_or_update(spec: PullRequestSpec, gh: str) -> Opened:
         return Opened("updated", edit, url=found.url, number=found.number, strangers=strangers)
     create = create_command(spec)
     out = _run(gh, create)
-    url = next((line.strip() for line in out.splitlines() if line.strip().startswith("http")), None)
-    number = int(url.rstrip("/").rsplit("/", 1)[-1]) if url and url.rstrip("/")[-1:].isdigit() else None
-    return Opened("created", create, url=url, number=number, strangers=strangers)
+    link = next((line.strip() for line in out.splitlines() if line.strip().startswith("http")), None)
+    num = int(link.rstrip("/").rsplit("/", 1)[-1]) if link and link.rstrip("/")[-1:].isdigit() else None
+    return Opened("created", create, url=link, number=num, strangers=strangers)
 
 
 def open_or_update_unless_same(spec: PullRequestSpec, gh: str) -> Opened:

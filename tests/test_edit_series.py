@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 
 from forkctl.series import parse_patch
-from tests.gitrepos import Repo, git
+from tests.gitrepos import Repo, git, init_repo
 from tests.seriesrepo import SeriesSetup, clone, make_series, run_json
 
 A_FILE = "megatron/core/a.py"
@@ -144,3 +144,13 @@ def test_a_hand_edited_patch_is_caught_by_lint_and_refreshed(setup: SeriesSetup,
     files_before = series_bytes(setup)
     code, again = run_json(setup, "refresh", "--repo", str(fork.path))
     assert code == 0 and again["changed"] == [] and series_bytes(setup) == files_before, again
+
+
+def test_edit_in_a_clone_without_the_base_is_bad_input(setup: SeriesSetup, tmp_path: Path) -> None:
+    """`--repo` names a repository that lacks the manifest's base: exit 2 naming the base and the fix
+    (before, the unresolved base went on to git as if it were a commit: git's "bad object", no fix)."""
+    other = init_repo(tmp_path / "other", {"README.md": "another project\n"})
+    code, data = run_json(setup, "edit", "--repo", str(other.path))
+    assert code == 2, data
+    assert "base" in data["error"] and "fetch" in data["hint"], data
+    assert other.git("branch", "--list", "--format=%(refname:short)") == "main"  # no branch left behind

@@ -262,7 +262,7 @@ def plan_bump(
     body = series_description(manifest, fork, new_pin) + ("\n" + "\n".join(note) + "\n" if note else "")
     steps: list[BumpStep] = []
     sources: list[Source] = []
-    target = (manifest.fork.url, manifest.upstream.url)
+    target: tuple[str, str | None] = (manifest.fork.url, manifest.upstream.url)
     new_date = _commit_date(fork.store, new_pin)
     graphs = CommitGraphs(manifest, fork.upstream_url, Remotes(progress), fork.store, fork.base)
     signer = mail.address(signoff or manifest.fork.bump_signoff or "")

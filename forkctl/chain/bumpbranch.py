@@ -40,6 +40,7 @@ def bump_branch_now(
     """The bump `branch` where the step will make its commit: in a user's clone its own branch, else at
     the consumer's URL (fetched into the cache); whether it is built on the consumer branch `head`."""
     ref = f"refs/heads/{branch}"
+    existing: str | None
     if source.local is not None:
         existing = repo.ref_sha(ref)
         contained = existing is not None and forward.contains(

@@ -21,7 +21,7 @@ from forkctl.files import atomic_write
 from forkctl.git.sha import require_full_sha
 from forkctl.git.worktree import Worktree
 from forkctl.manifest import Manifest
-from forkctl.manifest.schema import FORK_BASE_FILE
+from forkctl.manifest.schema import FORK_BASE_FILE as FORK_BASE_FILE  # offered here too (the file's module)
 
 KEYS = ("schema", "fork_repo", "upstream_repo", "upstream_branch", "upstream_base")
 
@@ -190,7 +190,7 @@ def inspect(worktree: Path, manifest: Manifest) -> FileState:
     except OSError as exc:
         raise BadInput(f"cannot read {path}: {exc.strerror}", hint="check its permissions") from None
     try:
-        current: ForkBase | None = parse(raw, str(path))
+        current = parse(raw, str(path))
     except BadInput as exc:
         return FileState(path, True, [exc.message], render(from_manifest(manifest)))
     problems = cross_check(current, manifest)

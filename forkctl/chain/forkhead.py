@@ -19,7 +19,7 @@ from forkctl.git import remote
 from forkctl.git import store as gitstore
 from forkctl.git.repo import GitRepo
 from forkctl.git.runner import GitFailed
-from forkctl.git.sha import TreeSha, is_full_sha
+from forkctl.git.sha import Sha, TreeSha, is_full_sha
 from forkctl.manifest import Manifest
 from forkctl.ops import replay
 from forkctl.series import Patch, Series, load_series
@@ -36,8 +36,8 @@ class ForkContext(msgspec.Struct):
     store: GitRepo
     upstream_url: str
     upstream_local: GitRepo | None
-    base: str
-    head: str
+    base: Sha  # the manifest's base, resolved
+    head: Sha  # apply(series, base)
     patches: list[Patch]
     owned: OwnFiles | None = None  # fork.own_paths: what a published merge carries beside the head
     _upstream_tip: str | None = None
@@ -68,7 +68,7 @@ class ForkContext(msgspec.Struct):
 
 def _base_and_built_head(
     store: GitRepo, given: str, series: Series | None
-) -> tuple[str | None, str | None, bool]:
+) -> tuple[Sha | None, Sha | None, bool]:
     """(the commit the manifest base names, the fork head built before for it and the series when
     `store` holds it, whether that was asked) in one `cat-file --batch-check`: a full base SHA names
     the built ref before it is resolved. An abbreviated base, or a series that does not read, is asked

@@ -145,7 +145,7 @@ def check_records(
         entry = entries.get(pin_file.path)
         why = _not_a_file(entry)
         reading = (
-            Reading(None, why)
+            Reading(None, why or "")
             if why is not None or entry is None
             else read(pin_file, repo.blob_bytes(entry.sha))
         )

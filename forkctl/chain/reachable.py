@@ -70,7 +70,7 @@ class CommitGraphs(msgspec.Struct):
             return None
         ref = f"refs/heads/{self.manifest.upstream.branch}"
         graph = self._graph(url)
-        if ref in refs and gitstore.fetch_graph(graph, url, {ref: refs[ref]}, self.since):
+        if ref in refs and gitgraph.fetch_graph(graph, url, {ref: refs[ref]}, self.since):
             return graph
         return None
 

@@ -192,13 +192,13 @@ def commit_to_check(source: Source, store: Store, remotes: Remotes) -> tuple[str
     if is_full_sha(source.rev) and store.repo_with(source.rev):
         return source.rev, source.label or source.rev[:12]
     branch = source.rev or source.consumer.branch
-    sha = _fetched_tip(store, remotes.refs(source.fetch_url), branch)
-    if sha is None:
+    tip = _fetched_tip(store, remotes.refs(source.fetch_url), branch)
+    if tip is None:
         raise BadInput(
             f"{source.fetch_url} has no branch {branch!r} (consumer {source.consumer.name})",
             hint="fix consumers[].branch in the manifest, or pass --consumer PATH to a local checkout",
         )
-    return sha, f"branch {branch}"
+    return tip, f"branch {branch}"
 
 
 def branch_to_bump(source: Source, progress: Progress) -> tuple[GitRepo, str]:

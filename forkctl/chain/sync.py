@@ -22,6 +22,7 @@ from forkctl.chain.synctarget import SyncTarget
 from forkctl.errors import Unexpected
 from forkctl.files import atomic_write
 from forkctl.git.repo import GitRepo
+from forkctl.git.sha import Sha
 from forkctl.manifest import Manifest
 from forkctl.ops import export, replay
 from forkctl.ops.port import FirstBreak, FirstBreaks, PreviewEntry, port_objects, preview
@@ -52,7 +53,7 @@ class SyncPlan(msgspec.Struct):
     old_head: str
     entries: list[PreviewEntry]
     breaks: dict[int, FirstBreak] = msgspec.field(default_factory=dict)  # conflicting position -> culprit
-    head: str | None = None  # apply(ported series, target); None on a conflict
+    head: Sha | None = None  # apply(ported series, target); None on a conflict
     ported: list[Patch] = msgspec.field(default_factory=list)
     files: list[str] = msgspec.field(default_factory=list)  # the ported series' file names
     digest: str | None = None  # the ported series' digest (what GPU evidence must name)
@@ -90,12 +91,14 @@ def plan_sync(manifest: Manifest, fork: ForkContext, target: SyncTarget, progres
             plan.breaks[entry.position] = found
     if not plan.conflicts:
         _ported_head(manifest, fork, plan, ported.commits)
+        assert plan.head is not None  # _ported_head built it (or raised)
+        onto = Sha(target.commit)  # a full SHA: synctarget resolved it
         head_fork = ForkContext(
             store,
             fork.upstream_url,
             fork.upstream_local,
-            target.commit,
-            plan.head or target.commit,
+            onto,
+            plan.head or onto,
             plan.ported,
             own_files(manifest, target.commit),
         )
@@ -118,7 +121,7 @@ def _ported_head(manifest: Manifest, fork: ForkContext, plan: SyncPlan, commits:
             paths.append(path)
         plan.ported = parse_patches(paths)
     plan.files = [patch.file for patch in exported]
-    built = replay.build_series(fork.store, plan.target.commit, plan.ported)
+    built = replay.build_series(fork.store, Sha(plan.target.commit), plan.ported)  # synctarget resolved it
     if built.conflict is not None:  # the exported patches are the ported commits' own diffs
         raise Unexpected(f"the ported series does not apply on {plan.target.commit[:12]} as exported")
     plan.head = built.head

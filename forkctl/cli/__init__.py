@@ -61,6 +61,7 @@ def hoist_manifest(args: list[str]) -> list[str]:
     )
     if verb is None:
         return args
+    moved: list[str]
     head, tail, moved = args[: verb + 1], [], []
     rest = iter(args[verb + 1 :])
     for arg in rest:

@@ -172,7 +172,7 @@ def forkctl_command(func: Callable[..., report.Report]) -> Callable[..., None]:
     @functools.wraps(func)
     @click.pass_obj
     def wrapper(
-        ctx: Context, *args: Any, as_json: bool = False, as_github: bool = False, **kwargs: Any
+        ctx: Context, /, *args: Any, as_json: bool = False, as_github: bool = False, **kwargs: Any
     ) -> None:
         from forkctl import report
 

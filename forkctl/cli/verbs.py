@@ -43,4 +43,5 @@ def load(name: str) -> click.Command | None:
     if name not in SUMMARIES:
         return None
     module = importlib.import_module(f"forkctl.commands.{name.replace('-', '_')}")
-    return module.command
+    command: click.Command = module.command
+    return command

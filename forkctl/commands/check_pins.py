@@ -148,6 +148,7 @@ def _here_line(manifest: Manifest, here: Here) -> str:
     if here.index is None:
         return f"not in a consumer checkout ({here.why}): checked every consumer's branch at its URL"
     name = manifest.consumers[here.index].name
+    assert here.commit is not None  # a consumer checkout comes with its commit
     return (
         f"in a checkout of consumer {name} ({here.why}): judged its commit {here.commit[:12]} on its own, "
         "as --under-test HERE (--branches checks every consumer's branch instead)"

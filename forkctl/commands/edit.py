@@ -9,6 +9,7 @@ import click
 
 from forkctl.cli import options, verbs
 from forkctl.cli.kit import Context, forkctl_command, output_options
+from forkctl.errors import BadInput
 from forkctl.git.repo import GitRepo
 from forkctl.manifest import Manifest
 from forkctl.report import Report, Table
@@ -49,7 +50,12 @@ def command(ctx: Context, repo_path: Path | None, branch: str | None, worktree: 
     repo = _store(manifest, repo_path)
     from forkctl.ops import edit
 
-    base = repo.resolve_commit(manifest.upstream.base) or manifest.upstream.base
+    base = repo.resolve_commit(manifest.upstream.base)
+    if base is None:
+        raise BadInput(
+            f"{repo.path} has no commit {manifest.upstream.base} (the manifest's upstream base)",
+            hint=f"fetch it there (git fetch {shlex.quote(manifest.upstream.url)}), or leave out --repo",
+        )
     series = load_series(manifest)
     editing = edit.start(repo, series, base, branch or DEFAULT_BRANCH, worktree)
     where = f" --repo {shlex.quote(str(repo_path))}" if repo_path is not None else ""

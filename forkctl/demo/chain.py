@@ -36,7 +36,7 @@ from forkctl.files import atomic_write_text
 from forkctl.git import remote
 from forkctl.git.commits import Identity
 from forkctl.git.repo import GitRepo
-from forkctl.git.sha import TreeSha
+from forkctl.git.sha import Sha, TreeSha
 from forkctl.manifest import Manifest, plain
 from forkctl.ops import apply, replay
 from forkctl.series import load_series
@@ -158,14 +158,14 @@ def _gitmodules(sections: list[tuple[str, str, dict[str, str]]]) -> str:
     return text
 
 
-def _publish(repo: GitRepo, tree: TreeSha, message: str, identity: Identity, branches: list[str]) -> str:
+def _publish(repo: GitRepo, tree: TreeSha, message: str, identity: Identity, branches: list[str]) -> Sha:
     commit = repo.commit_tree(tree, [], message, identity)
     for branch in branches:
         repo.update_ref(f"refs/heads/{branch}", commit, None, "demo")
     return commit
 
 
-def _make_upstream(root: Path, package: Installed, progress: Progress) -> tuple[Path, str]:
+def _make_upstream(root: Path, package: Installed, progress: Progress) -> tuple[Path, Sha]:
     """upstream.git whose `main` is one commit: the installed package's tree (bytecode left out)."""
     source = root / "src"
     progress(f"copying {package.folder} into a new upstream repository")
@@ -225,7 +225,7 @@ def _write_toolkit(
     return path
 
 
-def _build_fork(root: Path, manifest: Manifest, upstream: Path, base: str, package: Installed) -> str:
+def _build_fork(root: Path, manifest: Manifest, upstream: Path, base: Sha, package: Installed) -> str:
     """apply(series, base) by the apply core in a work repository, pushed to fork.git farai/main."""
     series = load_series(manifest)
     work = _serve(root / "fork-work.git")

@@ -101,9 +101,9 @@ class ObjectReader:
                 found.append(0)
         return found[0], found[1]
 
-    def _ended(self) -> None:
+    def _ended(self) -> tuple[str, bytes] | None:
         """The process ended (an object a partial clone lacks and could not fetch): that object is not
-        here; the next read starts a new process."""
+        here (None, what `read` answers); the next read starts a new process."""
         self.close()
         return None
 

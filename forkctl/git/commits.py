@@ -19,7 +19,7 @@ import msgspec
 from forkctl.digests import sha1_hex, sha256_hex
 from forkctl.git.gitdir import GitDir
 from forkctl.git.runner import GitFailed
-from forkctl.git.sha import TreeSha, printed_tree
+from forkctl.git.sha import Sha, TreeSha, printed_commit, printed_tree
 
 
 class Identity(msgspec.Struct, frozen=True):
@@ -52,7 +52,7 @@ def _ident_part(text: str) -> bytes | None:
 
 def commit_object(
     tree: TreeSha, parents: list[str], message: str, author_name: str, author_email: str, when: datetime
-) -> tuple[str, bytes] | None:
+) -> tuple[Sha, bytes] | None:
     """(id, body) of the commit `commit-tree` makes with author = committer = this identity and date,
     computed here so that a series of commits needs no git process each; None when the identity or
     date is one whose rendering we leave to git (odd characters, no time zone, before 1970)."""
@@ -70,13 +70,13 @@ def commit_object(
         + message.encode("utf-8", "surrogateescape")
     )
     hasher = sha256_hex if len(tree) == 64 else sha1_hex
-    return hasher(b"commit %d\0" % len(body) + body), body
+    return Sha(hasher(b"commit %d\0" % len(body) + body)), body
 
 
 class Commits(GitDir):
     """Making commits (fixed identities; computed objects written in bulk) and reading their records."""
 
-    def commit_tree(self, tree: TreeSha, parents: list[str], message: str, author: Identity) -> str:
+    def commit_tree(self, tree: TreeSha, parents: list[str], message: str, author: Identity) -> Sha:
         """Make a commit whose author and committer are both `author`: the SHA depends only on inputs."""
         env = {
             "GIT_AUTHOR_NAME": author.name,
@@ -90,9 +90,10 @@ class Commits(GitDir):
         for parent in parents:
             args += ["-p", parent]
         # `-F -` keeps the message byte for byte (no stripping of trailing lines or comments).
-        return self.git(
-            [*args, "-F", "-"], env=env, stdin=message.encode("utf-8", "surrogateescape")
-        ).text.strip()
+        return printed_commit(
+            self.git([*args, "-F", "-"], env=env, stdin=message.encode("utf-8", "surrogateescape")).text,
+            "commit-tree",
+        )
 
     def objects_dir(self) -> Path:
         """Where this repository's loose objects go (a linked worktree's are in its common dir)."""
@@ -111,7 +112,7 @@ class Commits(GitDir):
             self._objects_dir = cached
         return cached
 
-    def write_loose_commit(self, made: tuple[str, bytes]) -> str:
+    def write_loose_commit(self, made: tuple[Sha, bytes]) -> Sha:
         """Store a commit made by `commit_object` as a loose object, without a git process: git's
         loose format (zlib of "commit <size>\\0<body>" at objects/<2 hex>/<rest>), written to a
         temp file and linked into place, as git writes it. For the merge stand-ins, one per ported
@@ -143,7 +144,7 @@ class Commits(GitDir):
             os.unlink(temp)
         return oid
 
-    def write_commits(self, objects: list[tuple[str, bytes]]) -> None:
+    def write_commits(self, objects: list[tuple[Sha, bytes]]) -> None:
         """Write commit objects made by `commit_object` in one `hash-object` process; each must come out
         under the id it was made with (git checks the format, and we check git agrees with us)."""
         if not objects:

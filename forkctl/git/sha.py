@@ -2,8 +2,10 @@
 
 git names an object by 40 lowercase hex digits (SHA-1) or 64 (SHA-256, `--object-format=sha256`) and
 prints them that way. A `Sha` is a string that was checked against that pattern: it is made only by
-`parse_full_sha` / `require_full_sha` (and by the functions that read names from git's own output), so
-a signature that takes a `Sha` says that nobody has to look again. Pure: no git runs here, and a
+`parse_full_sha` / `require_full_sha` / `is_full_sha` (and by the functions that read names from git's
+own output or compute a commit's name), so a signature that takes a `Sha` says that nobody has to look
+again, and mypy refuses a plain `str` there (an abbreviation, a ref, a user's text): the manifest's
+base once resolved, the fork head and the commits a build makes, the pin a bump writes. Pure: no git runs here, and a
 command that only reads patch text (lint, status) can import it.
 
 A `TreeSha` names a tree, not a commit: git names both alike, so only the type tells a reader (and a
@@ -16,7 +18,7 @@ there; whether the object exists is for git to say when it is used.
 from __future__ import annotations
 
 import re
-from typing import Annotated, NewType
+from typing import Annotated, NewType, TypeGuard
 
 import msgspec
 
@@ -45,7 +47,8 @@ def parse_full_sha(text: object) -> Sha | None:
     return Sha(text) if isinstance(text, str) and FULL_OBJECT_NAME.fullmatch(text) else None
 
 
-def is_full_sha(text: object) -> bool:
+def is_full_sha(text: object) -> TypeGuard[Sha]:
+    """Whether `text` is a full object name; where it is, a type checker reads it as a `Sha`."""
     return parse_full_sha(text) is not None
 
 
@@ -79,6 +82,14 @@ def printed_tree(out: str, command: str) -> TreeSha:
     if tree is None:
         raise Unexpected(f"git {command} printed {out[:200]!r} where a tree object name belongs")
     return tree
+
+
+def printed_commit(out: str, command: str) -> Sha:
+    """The commit name git printed for `command` (commit-tree), as a `Sha`, checked as `printed_tree`."""
+    sha = parse_full_sha(out.strip())
+    if sha is None:
+        raise Unexpected(f"git {command} printed {out[:200]!r} where a commit object name belongs")
+    return sha
 
 
 def is_commit_name(text: object) -> bool:

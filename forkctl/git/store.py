@@ -179,7 +179,7 @@ def fetch_commits(cache_repo: GitRepo, url: str, shas: list[str]) -> None:
     trees: one pack, so a tree two of them share arrives once (fetched one at a time, the server sends
     the second commit's trees again even though the first is a "have": its shallow pack ignores it).
     A commit the server refuses is left out; `fetch_sha_why` then says why, one at a time."""
-    wanted = [sha for sha in dict.fromkeys(shas) if is_full_sha(sha)]
+    wanted: list[str] = [sha for sha in dict.fromkeys(shas) if is_full_sha(sha)]
     # One question for them all; a yes is remembered for the run (the check asks about each again).
     missing = cache_repo.missing_commits(wanted)
     if not missing:

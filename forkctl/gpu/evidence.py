@@ -23,7 +23,7 @@ import json
 import re
 from datetime import datetime, timezone
 from pathlib import Path
-from typing import Any, Literal
+from typing import Any, Final, Literal
 
 import msgspec
 
@@ -34,7 +34,7 @@ from forkctl.git.sha import FullShaText, TreeShaText
 from forkctl.manifest import Manifest
 from forkctl.series import Series
 
-SCHEMA = 1
+SCHEMA: Final = 1
 RERUN_HINT = (
     "run `forkctl validate --source base.tgz` on a GPU host (base.tgz: `git archive --format=tar.gz "
     "-o base.tgz <base> megatron tests`) and commit the evidence file it writes"
@@ -50,10 +50,10 @@ EP_TAG = re.compile(r"-ep(\d+)$")
 
 
 class _Model(msgspec.Struct, frozen=True, forbid_unknown_fields=True, kw_only=True):
-    pass
+    """Subclasses say frozen=True again: msgspec inherits it, a type checker (PEP 681) does not."""
 
 
-class TestOutcome(_Model):
+class TestOutcome(_Model, frozen=True):
     nodeid: str
     outcome: Outcome
     duration_s: float
@@ -63,7 +63,7 @@ class TestOutcome(_Model):
     )  # record_property figures (error norms...)
 
 
-class Environment(_Model):
+class Environment(_Model, frozen=True):
     tag: str  # what `validation.require` names, e.g. "sm90"
     gpu_name: str
     gpu_count: int
@@ -78,19 +78,19 @@ class Environment(_Model):
     platform: str
 
 
-class SuiteRecord(_Model):
+class SuiteRecord(_Model, frozen=True):
     root: str  # the suite folder the run covered: validation.gpu_tests, or validation.multigpu_tests for -epN tags
     digest: str
     files: dict[str, str]  # relative path -> sha256 of its bytes
 
 
-class PatchRecord(_Model):
+class PatchRecord(_Model, frozen=True):
     file: str
     subject: str
     sha256: str
 
 
-class TestedTree(_Model):
+class TestedTree(_Model, frozen=True):
     """Which `megatron/` package the run tested, named by its git tree id (`forkctl.git.treehash`).
 
     `upstream-base`: built from a `git archive` of the upstream base (its commit read from the archive)
@@ -107,7 +107,7 @@ class TestedTree(_Model):
     overlaid: list[str] = msgspec.field(default_factory=list)
 
 
-class TestCounts(_Model):
+class TestCounts(_Model, frozen=True):
     passed: int = 0
     failed: int = 0
     errors: int = 0
@@ -119,7 +119,7 @@ class TestCounts(_Model):
         return self.passed + self.failed + self.errors
 
 
-class UpstreamRegression(_Model):
+class UpstreamRegression(_Model, frozen=True):
     """Upstream's own tests of the modules the series touches, run on the base and on the fork head in
     one validate run: a test that passes on the base and fails on the fork head fails the run."""
 
@@ -141,7 +141,7 @@ class UpstreamRegression(_Model):
         return not self.newly_failing and not self.head_only_failing and not self.idle_trees
 
 
-class Run(_Model):
+class Run(_Model, frozen=True):
     status: Literal["passed", "failed"]
     environment: Environment
     gpu_tests: SuiteRecord
@@ -157,7 +157,7 @@ class Run(_Model):
     upstream_tests: UpstreamRegression | None = None  # single-GPU runs from an upstream tree only
 
 
-class Evidence(_Model):
+class Evidence(_Model, frozen=True):
     schema_: Literal[1] = msgspec.field(name="schema")
     series_digest: str
     base: str

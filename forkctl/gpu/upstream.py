@@ -79,6 +79,7 @@ def run_tree(
     finished = run_pytest(
         args, junit, timeout, env, root, what, "raise --timeout, or narrow validation.upstream_tests"
     )
+    assert finished.returncode is not None  # run_pytest raised on a time-out
     return finished.returncode, parse_junit(junit), finished.tail(3)
 
 

@@ -26,6 +26,8 @@ def _span(text: str, key_path: tuple[str, ...]) -> tuple[int, int, int] | None:
             return None
         key_node = next(k for k, v in node.value if k.value == key)
         node = match
+    if node is None:
+        return None
     return node.start_mark.index, node.end_mark.index, key_node.start_mark.column
 
 

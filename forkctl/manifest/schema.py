@@ -72,10 +72,10 @@ def _check_own_path(glob: str) -> None:
 
 
 class _Model(msgspec.Struct, frozen=True, forbid_unknown_fields=True, kw_only=True):
-    pass
+    """Subclasses say frozen=True again: msgspec inherits it, a type checker (PEP 681) does not."""
 
 
-class Upstream(_Model):
+class Upstream(_Model, frozen=True):
     repo: str
     url: str
     base: str
@@ -85,7 +85,7 @@ class Upstream(_Model):
         _check_sha("base", self.base)
 
 
-class Fork(_Model):
+class Fork(_Model, frozen=True):
     repo: str
     url: str
     branch: str
@@ -125,7 +125,7 @@ class Fork(_Model):
             )
 
 
-class SeriesEntry(_Model):
+class SeriesEntry(_Model, frozen=True):
     file: str
     # What the patch's provenance lines name: one SHA, a list for several, none for an own patch.
     provenance: str | list[str] | None = None
@@ -145,7 +145,7 @@ class SeriesEntry(_Model):
 DropReason = Literal["patch-id", "patch-id-zero-context", "provenance", "reverse-applies", "empty", "skipped"]
 
 
-class DroppedEntry(_Model):
+class DroppedEntry(_Model, frozen=True):
     subject: str
     reason: DropReason
     base: str
@@ -168,7 +168,7 @@ class DroppedEntry(_Model):
 PinFileFormat = Literal["sha-line"]
 
 
-class PinFile(_Model):
+class PinFile(_Model, frozen=True):
     """A file of the consumer's tree that records the commit its gitlink pins (besides the gitlink)."""
 
     path: str
@@ -182,7 +182,7 @@ class PinFile(_Model):
             raise FieldError("path", f"{self.path!r} is git's own file, not a record of the pin")
 
 
-class Consumer(_Model):
+class Consumer(_Model, frozen=True):
     name: str
     upstream: str
     fork: str
@@ -222,7 +222,7 @@ def _check_pin_files(gitlink: str, files: list[PinFile]) -> None:
         seen.add(str(path))
 
 
-class Validation(_Model):
+class Validation(_Model, frozen=True):
     evidence_dir: str = "validation"
     gpu_tests: str = "tests/gpu"
     # The expert-parallel suite `validate --ep N` runs with torchrun (tags such as sm90-ep2).
@@ -286,7 +286,7 @@ class Validation(_Model):
             msgspec.structs.force_setattr(self, "allowed_signers", stripped)
 
 
-class Package(_Model):
+class Package(_Model, frozen=True):
     """The released package the series patches, as installed (what `apply --tree`, the demo and validate
     work on): its import folder, its distribution name, and the requirement that installs the release
     the series targets. Unset: the demo refuses and says which key to set."""
@@ -306,7 +306,7 @@ class Package(_Model):
         return self.name or "megatron"
 
 
-class Demo(_Model):
+class Demo(_Model, frozen=True):
     # Submodules the last consumer of the demo chain also pins (a bump must leave them alone).
     other_submodules: list[str] = msgspec.field(default_factory=list)
 
@@ -318,7 +318,7 @@ class Demo(_Model):
 MAX_CONSUMERS = 64  # the real chain has two (Megatron-Bridge, NeMo-RL)
 
 
-class ManifestModel(_Model):
+class ManifestModel(_Model, frozen=True):
     schema_: Literal[1] = msgspec.field(name="schema")
     upstream: Upstream
     fork: Fork

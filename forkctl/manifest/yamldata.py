@@ -42,9 +42,10 @@ def _to_python(node: yaml.Node, loc: Loc, lines: dict[Loc, int], file: Path | st
                     f"{file}:{key_node.start_mark.line + 1}: key {key!r} appears twice",
                     hint="keep one of them",
                 )
-            lines[(*loc, key)] = key_node.start_mark.line + 1
-            out[key] = _to_python(value_node, (*loc, key), lines, file)
-            lines[(*loc, key)] = key_node.start_mark.line + 1
+            where = (*loc, key)  # a name: mypy reads a starred tuple in brackets as 3.11 syntax
+            lines[where] = key_node.start_mark.line + 1
+            out[key] = _to_python(value_node, where, lines, file)
+            lines[where] = key_node.start_mark.line + 1
         return out
     if isinstance(node, yaml.SequenceNode):
         return [_to_python(item, (*loc, i), lines, file) for i, item in enumerate(node.value)]
@@ -60,7 +61,7 @@ def _refuse_aliases(text: str, path: Path | str) -> None:
     """A manifest needs no YAML aliases, and a few nested ones expand to gigabytes: refuse them all."""
     for event in yaml.parse(text, Loader=YAML_LOADER):
         if isinstance(event, yaml.AliasEvent) or getattr(event, "anchor", None):
-            line = event.start_mark.line + 1
+            line = event.start_mark.line + 1 if event.start_mark is not None else "?"
             raise BadInput(
                 f"{path}:{line}: YAML anchors and aliases are not allowed in a manifest",
                 hint="write the value out where it is used",

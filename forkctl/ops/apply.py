@@ -20,6 +20,7 @@ from forkctl import locking
 from forkctl.errors import BadInput
 from forkctl.git.refs import check_branch_name
 from forkctl.git.repo import GitRepo
+from forkctl.git.sha import Sha
 from forkctl.manifest import Manifest
 from forkctl.ops import replay
 from forkctl.ops import state as session
@@ -41,7 +42,7 @@ def refuse_checked_out(repo: GitRepo, branch: str) -> None:
         )
 
 
-def resolve_base(repo: GitRepo, wanted: str, manifest: Manifest) -> str:
+def resolve_base(repo: GitRepo, wanted: str, manifest: Manifest) -> Sha:
     """Full SHA of `wanted`; it must be the manifest's base (a different base is a port)."""
     full = repo.resolve_commit(wanted)
     if full is None:
@@ -70,15 +71,16 @@ def _run(
     series: Series,
     state: session.State,
     start: int,
-    parent: str,
+    parent: Sha,
     built: replay.BuildResult | None = None,
     on_patch: Callable[[str], None] | None = None,
 ) -> Outcome:
-    """Build patches[start:] onto `parent` via the fast path (unless `built` already holds that build);
+    """Build patches[start:] onto `parent` via the fast path (unless `built` already holds that build;
+    `state.base` is a full SHA, checked when the state was made or loaded);
     a resumed stop whose later patch does not apply stops in the worktree again."""
     if built is None:
         built = replay.build_series(
-            repo, state.base, series.patches, start=start, parent=parent, on_patch=on_patch
+            repo, Sha(state.base), series.patches, start=start, parent=parent, on_patch=on_patch
         )
     for applied, file in zip(built.applied, state.files[start:], strict=False):
         state.steps.append(session.Step(file=file, commit=applied.commit))
@@ -97,7 +99,7 @@ def start(
     repo: GitRepo,
     manifest: Manifest,
     series: Series,
-    base: str,
+    base: Sha,
     branch: str,
     force: bool,
     on_patch: Callable[[str], None] | None = None,

@@ -21,6 +21,7 @@ from forkctl import locking
 from forkctl.errors import BadInput
 from forkctl.git.refs import check_branch_name
 from forkctl.git.repo import GitRepo
+from forkctl.git.sha import Sha
 from forkctl.ops import replay
 from forkctl.series import Series
 
@@ -61,7 +62,7 @@ def _refuse_existing(repo: GitRepo, branch: str, worktree: Path) -> None:
 
 
 @locking.repository_locked
-def start(repo: GitRepo, series: Series, base: str, branch: str, worktree: Path | None) -> Editing:
+def start(repo: GitRepo, series: Series, base: Sha, branch: str, worktree: Path | None) -> Editing:
     check_branch_name(branch)
     path = worktree if worktree is not None else default_worktree(repo, branch)
     _refuse_existing(repo, branch, path)

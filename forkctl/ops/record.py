@@ -23,7 +23,7 @@ import msgspec
 from forkctl import contentcache
 from forkctl.git.repo import commit_object
 from forkctl.git.runner import git_identity
-from forkctl.git.sha import TreeSha, TreeShaText
+from forkctl.git.sha import Sha, TreeSha, TreeShaText
 from forkctl.series import Patch
 
 APPLIED = "applied"
@@ -53,7 +53,7 @@ def remember(
 
 def recall(
     base: str, patches: list[Patch], tip: str, kind: str = APPLIED
-) -> list[tuple[str, TreeSha]] | None:
+) -> list[tuple[Sha, TreeSha]] | None:
     """(commit, tree) per patch when the record of `kind` of apply(base, patches) holds and ends at `tip`."""
     if not patches:
         return None
@@ -66,10 +66,11 @@ def recall(
         return None
     if len(record.commits) != len(patches) or len(record.trees) != len(patches) or record.commits[-1] != tip:
         return None
-    parent = base
+    parent, recalled = base, []
     for commit, tree, patch in zip(record.commits, record.trees, patches, strict=True):
         made = commit_object(tree, [parent], patch.message, patch.author_name, patch.author_email, patch.date)
         if made is None or made[0] != commit:
             return None
         parent = commit
-    return list(zip(record.commits, record.trees, strict=True))
+        recalled.append((made[0], tree))  # the commit, as a `Sha` since it was just computed
+    return recalled

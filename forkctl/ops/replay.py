@@ -22,14 +22,14 @@ import msgspec
 from forkctl.errors import BadInput
 from forkctl.git.commits import Identity
 from forkctl.git.repo import GitRepo, commit_object
-from forkctl.git.sha import FULL_NAME_PATTERN, TreeSha, printed_tree
+from forkctl.git.sha import FULL_NAME_PATTERN, Sha, TreeSha, printed_tree
 from forkctl.ops import record
 from forkctl.series import Patch
 
 
 class AppliedPatch(msgspec.Struct, frozen=True):
     patch: Patch
-    commit: str
+    commit: Sha
     tree: TreeSha  # the commit's tree (for the apply record)
 
 
@@ -58,12 +58,12 @@ class Conflict(msgspec.Struct, frozen=True):
 
 
 class BuildResult(msgspec.Struct):
-    base: str
+    base: Sha
     applied: list[AppliedPatch] = msgspec.field(default_factory=list)
     conflict: Conflict | None = None
 
     @property
-    def head(self) -> str:
+    def head(self) -> Sha:
         return self.applied[-1].commit if self.applied else self.base
 
     @property
@@ -188,9 +188,9 @@ class CommitBatch:
 
     def __init__(self, repo: GitRepo) -> None:
         self.repo = repo
-        self.pending: list[tuple[str, bytes]] = []
+        self.pending: list[tuple[Sha, bytes]] = []
 
-    def make(self, parent: str, tree: TreeSha, patch: Patch, message: str | None = None) -> str:
+    def make(self, parent: str, tree: TreeSha, patch: Patch, message: str | None = None) -> Sha:
         """The commit of `patch` (with `message`, default the patch's own) on `parent`."""
         message = patch.message if message is None else message
         made = commit_object(tree, [parent], message, patch.author_name, patch.author_email, patch.date)
@@ -207,10 +207,10 @@ class CommitBatch:
 
 def build_series(
     repo: GitRepo,
-    base: str,
+    base: Sha,
     patches: list[Patch],
     start: int = 0,
-    parent: str | None = None,
+    parent: Sha | None = None,
     on_patch: Callable[[str], None] | None = None,
 ) -> BuildResult:
     """Apply `patches[start:]` onto `parent` (default `base`); stop at the first that does not apply
@@ -280,7 +280,7 @@ def built_by_apply(repo: GitRepo, base: str, patches: list[Patch], tip: str) -> 
         )
         if made is None or made[0] != info.sha:
             return None
-        applied.append(AppliedPatch(patch, info.sha, info.tree))
+        applied.append(AppliedPatch(patch, made[0], info.tree))  # made[0] is info.sha, checked
     if commits and repo.format_patches(base, commits) != [patch.raw for patch in patches]:
         return None
     return applied
@@ -321,9 +321,10 @@ def fork_head_tree(repo: GitRepo, base: str, patches: list[Patch], path: str) ->
     """The tree at `path` in apply(series, base) (e.g. the megatron/ tree a GPU run must have tested),
     or None when the fork head has no folder there (nothing, a file, a gitlink). A series stale on its
     base has no fork head."""
-    if repo.resolve_commit(base) is None:
+    full = repo.resolve_commit(base)
+    if full is None:
         raise BadInput(f"the base {base} is not in {repo.git_dir}", hint="fetch upstream into that clone")
-    built = build_series(repo, base, patches)
+    built = build_series(repo, full, patches)
     if not built.complete:
         assert built.conflict is not None
         raise BadInput(

@@ -21,7 +21,7 @@ import msgspec
 from forkctl.errors import BadInput
 from forkctl.files import atomic_write_text, remove_temporaries
 from forkctl.git.repo import GitRepo
-from forkctl.git.sha import FULL_SHA_WORDS, FullShaText, TreeSha, is_full_sha
+from forkctl.git.sha import FULL_SHA_WORDS, FullShaText, Sha, TreeSha, is_full_sha
 from forkctl.git.worktree import Worktree
 from forkctl.ops import markers, progress
 from forkctl.ops.markers import CONFLICT_MARKER_RE
@@ -316,7 +316,7 @@ def resolved_tree(repo: GitRepo, state: State) -> TreeSha:
     return Worktree(Path(state.worktree)).write_tree()
 
 
-def commit_resolution(repo: GitRepo, state: State, patch: Patch, message: str) -> str:
+def commit_resolution(repo: GitRepo, state: State, patch: Patch, message: str) -> Sha:
     """Commit the resolved worktree as the conflicting patch (its identity, date and message).
 
     A resolution whose tree equals the parent's would record the patch as applied while it changes

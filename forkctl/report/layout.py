@@ -131,7 +131,9 @@ def _fix_lines(indent: str, fix: str, width: int) -> list[Line]:
     """`fix: <fix>` on lines of its own, wrapped at words under itself, each command in it whole."""
     label = f"{indent}fix: "
     wrapped = words(fix, width, label, " " * len(label))
-    return [[(label, "fix"), (wrapped[0][len(label) :], None)], *[[(text, None)] for text in wrapped[1:]]]
+    lines: list[Line] = [[(label, "fix"), (wrapped[0][len(label) :], None)]]
+    lines += [[(text, None)] for text in wrapped[1:]]
+    return lines
 
 
 def _fit(natural: list[int], floors: list[int], room: int) -> list[int]:

@@ -11,7 +11,7 @@ series might bring. What the fork head has that the base has not is new; the res
 from __future__ import annotations
 
 import tempfile
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from pathlib import Path, PurePosixPath
 
 import msgspec
@@ -21,6 +21,7 @@ from forkctl.git.repo import GitRepo
 from forkctl.ops import replay
 from forkctl.series import Patch
 from forkctl.upstreamlint import hooks, tools
+from forkctl.upstreamlint.hooks import Skipped
 from forkctl.upstreamlint.run import Finding, new_on_head, run_hook
 
 _FILE_MODES = {"100644", "100755"}
@@ -40,14 +41,14 @@ class UpstreamLint(msgspec.Struct, frozen=True):
     head: str
     touched: list[str]
     hooks: list[HookResult]
-    skipped: list[hooks.Skipped]
+    skipped: list[Skipped]  # not hooks.Skipped: in this class, `hooks` is the field above
 
     @property
     def new(self) -> list[Finding]:
         return [finding for result in self.hooks for finding in result.new]
 
 
-def _wanted(entries: dict[str, object], touched: list[str], named: set[str]) -> list[str]:
+def _wanted(entries: Mapping[str, object], touched: list[str], named: set[str]) -> list[str]:
     folders = {
         str(parent) for path in touched for parent in PurePosixPath(path).parents if str(parent) != "."
     }
@@ -87,7 +88,10 @@ def _config(repo: GitRepo, base: str) -> hooks.PreCommitConfig:
 
 def fork_head(repo: GitRepo, base: str, patches: list[Patch]) -> str:
     """apply(series, base), as forkctl apply builds it; a stale series has none."""
-    built = replay.build_series(repo, base, patches)
+    full = repo.resolve_commit(base)
+    if full is None:
+        raise BadInput(f"the base {base} is not in {repo.git_dir}", hint="fetch upstream into that clone")
+    built = replay.build_series(repo, full, patches)
     if built.conflict is not None:
         raise BadInput(
             f"{built.conflict.patch.path.name} does not apply as written on the base {base[:12]}: "

@@ -13,7 +13,7 @@ from forkctl.errors import BadInput
 from forkctl.git import store as gitstore
 from forkctl.git.merge import MergeMessage, MergeResult, cherry_pick, pick_change
 from forkctl.git.repo import GitRepo
-from forkctl.git.sha import TreeSha
+from forkctl.git.sha import Sha, TreeSha
 from forkctl.ops import replay
 from forkctl.ops.port.provenance import PickProof, prove_pick
 from forkctl.ops.port.quick import Aligned, QuickPicks
@@ -180,12 +180,12 @@ class Judge:
         if kind == "applied":
             return applied_verdict(self, merged, head_tree, (old, parent), patch, position)
         named = self.named_upstream(position, patch)
+        rule, commit = named or ("", None)
         if named is None:
             # Only a hint for the person resolving: upstream may hold the change in another shape.
             with self.repo.private_index(head_tree) as index:
                 if index.apply_check(patch.diff, reverse=True):
-                    named = "reverse-applies", self.repo.last_commit_touching(self.range, patch.paths)
-        rule, commit = named or ("", None)
+                    rule, commit = "reverse-applies", self.repo.last_commit_touching(self.range, patch.paths)
         return PatchVerdict("conflict", rule, commit, merged=merged)
 
     @property
@@ -213,7 +213,7 @@ def pick_proof(judge: Judge, position: int, patch: Patch) -> PickProof | None:
     if position not in judge.proofs:
         resolved = judge.resolve_provenance(list(patch.provenance))
         contained = judge.in_target([sha for sha in resolved.values() if sha])
-        named = [resolved[name] for name in reversed(patch.provenance) if resolved[name] in contained]
+        named = [sha for name in reversed(patch.provenance) if (sha := resolved[name]) and sha in contained]
         proof = prove_pick(judge.repo, named[0], old, parent, patch.patch_id, judge.range) if named else None
         judge.proofs[position] = proof
     return judge.proofs[position]
@@ -361,7 +361,7 @@ def old_series(
     reused = replay.existing_build(repo, old_base, series.patches, branch_tip) if branch_tip else None
     if reused is not None:
         return [a.commit for a in reused], reused[-1].commit if reused else old_base
-    old = replay.build_series(repo, old_base, series.patches)
+    old = replay.build_series(repo, Sha(old_base), series.patches)  # State.old_base: checked on load
     commits: list[str | None] = [a.commit for a in old.applied]
     commits += [None] * (len(series.patches) - len(commits))
     return commits, (old.head if old.complete else None)
