@@ -110,10 +110,10 @@ def _headers_and_payload(raw: bytes, path: Path) -> tuple[dict[str, Any], bytes]
         raise BadInput(
             f"{path}: a multipart mail, not a git format-patch file", hint="make it with git format-patch"
         )
-    found = {name: message.get(name) for name in ("subject", "from", "date")}
-    for name, value in found.items():
-        if value is not None and not isinstance(value, str):  # raw 8-bit bytes, no charset named
-            found[name] = _eight_bit(raw, name)
+    found: dict[str, str | None] = {}
+    for name in ("subject", "from", "date"):
+        value: object = message.get(name)  # typed str, but a Header for raw 8-bit bytes with no charset
+        found[name] = _eight_bit(raw, name) if value is not None and not isinstance(value, str) else value
     return found, payload_bytes
 
 

@@ -69,7 +69,7 @@ def test_make_test_installs_nothing_system_wide() -> None:
     """No root needed: `make test` sets up .venv only; the scripts it and `make setup-mermaid` run never
     install a system package (the browser is unpacked under .tools/), and CI brings the renderer first."""
     prerequisites, _ = _recipe("test")
-    assert prerequisites == ["setup"]
+    assert prerequisites == ["setup", "static"]
     installs = re.compile(r"^\s*(\w+=\S+\s+)*(sudo\b|(apt-get|apt|dpkg)\s+(-\S+\s+)*(install|-i)\b)", re.M)
     for script in ("bootstrap.sh", "mermaid-setup.sh", "slurm-setup.sh", "test-pythons.sh", "test-tmpdir.sh"):
         assert not installs.search((ROOT / "scripts" / script).read_text()), script
@@ -79,6 +79,6 @@ def test_make_test_installs_nothing_system_wide() -> None:
 
 def test_make_test_fast_is_the_suite_without_the_slow_tests() -> None:
     prerequisites, lines = _recipe("test-fast")
-    assert prerequisites == ["setup"]
+    assert prerequisites == ["setup", "static"]
     (pytest_line,) = [line for line in lines if "-m pytest" in line]
     assert '-m "not slow"' in pytest_line and "-p tests.make_test_plugin" in pytest_line

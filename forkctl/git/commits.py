@@ -118,7 +118,8 @@ class Commits(GitDir):
         temp file and linked into place, as git writes it. For the merge stand-ins, one per ported
         patch, where a process each cost as much as the merge."""
         oid, body = made
-        return self._write_loose(oid, b"commit", body)
+        self._write_loose(oid, b"commit", body)
+        return oid
 
     def write_loose_object(self, kind: bytes, body: bytes) -> str:
         """Store an object of `kind` (b"tree", b"blob") as a loose object, as `write_loose_commit`

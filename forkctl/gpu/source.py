@@ -188,7 +188,7 @@ def from_base_archive(
     as extracted there."""
     base_root = scratch / "base"
     if not base_root.is_dir():
-        checked_base(archive, series, scratch, package, base_entries or _header_only)
+        checked_base(archive, series, scratch, package, base_entries or no_base_entries)
     head_root = scratch / "head"
     base_tree = folder_tree_id(base_root / package)
     shutil.copytree(base_root, head_root, symlinks=True)
@@ -210,7 +210,7 @@ def from_base_archive(
     return PreparedTrees(site=site, tested=tested, plain=plain, base_root=base_root, head_root=head_root)
 
 
-def _header_only(names: list[str]) -> dict[str, str]:
+def no_base_entries(names: list[str]) -> dict[str, str]:
     """No upstream to compare with (a library caller that passed none): the archive cannot be trusted."""
     raise BadInput(
         "the archive's tree cannot be checked without the base commit's tree",

@@ -43,12 +43,14 @@ class Aligned:
         """The merged tree when git's merge has nothing to decide (see the module), else None."""
         if not changes:
             return None  # an empty commit: the judge's merge decides what it means
+        replaced = {}
         for change in changes:
             if change.old is None or change.new is None or change.path in self.differ:
                 return None
             if GITLINK_MODE in (change.old.mode, change.new.mode):
                 return None  # a gitlink: git's merge has its own rules for submodules
-        return self.repo.replace_files(head_tree, {change.path: change.new for change in changes})
+            replaced[change.path] = change.new
+        return self.repo.replace_files(head_tree, replaced)
 
     def advance(self, changes: list[Change], head_tree: TreeSha, new_head_tree: TreeSha, quick: bool) -> None:
         """After a patch: the parent moved on by `changes`; the head from `head_tree` to
