@@ -382,3 +382,11 @@ def _tested_lines(run: Run, result: Report) -> None:
         result.fail(Problem(f"upstream test {nodeid} passes on the base and fails on the fork head"))
     for nodeid in regression.head_only_failing:
         result.fail(Problem(f"test {nodeid}, which only the fork head has, failed"))
+    for nodeid in regression.order_dependent:
+        result.fail(
+            Problem(
+                f"upstream test {nodeid} failed on the fork head after other tests and passed alone on both "
+                "trees: order-dependent, not counted",
+                level=Level.WARNING,
+            )
+        )

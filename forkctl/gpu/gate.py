@@ -163,6 +163,7 @@ def _judge_runs(
         for problem in problems:
             problem.env = run.environment.tag
         verdict.problems.extend(problems)
+        verdict.warnings.extend(tested.order_dependent_warnings(run.upstream_tests, run.environment.tag, rel))
         # A skip is not a failure (a test may need hardware this host lacks), but say so.
         verdict.warnings.extend(
             Finding(

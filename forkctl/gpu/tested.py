@@ -5,7 +5,7 @@ of the touched modules no worse on it than on the base; and how a pending enviro
 from __future__ import annotations
 
 from forkctl.git.sha import TreeSha
-from forkctl.gpu.evidence import RERUN_HINT, Run, ep_size, validate_command
+from forkctl.gpu.evidence import RERUN_HINT, Run, UpstreamRegression, ep_size, validate_command
 from forkctl.gpu.findings import Finding
 from forkctl.manifest import Manifest
 from forkctl.manifest.libraries import version_matches
@@ -129,3 +129,17 @@ def library_problems(manifest: Manifest, run: Run, rel: str) -> list[Finding]:
             )
         )
     return problems
+
+
+def order_dependent_warnings(regression: UpstreamRegression | None, tag: str, rel: str) -> list[Finding]:
+    """Upstream tests that failed on the fork head only after others and passed alone on both trees."""
+    return [
+        Finding(
+            f"upstream test {nodeid} failed on the fork head in the full run of the evidence for {tag} and "
+            "passed when re-run alone on the base and on the fork head: order-dependent state in upstream's "
+            "suite, not counted as a regression",
+            file=rel,
+            env=tag,
+        )
+        for nodeid in (regression.order_dependent if regression is not None else [])
+    ]

@@ -2,7 +2,9 @@
 
 Many of them need Transformer Engine or more GPUs than the host has and fail or skip on both trees
 alike; what matters is the difference: a test that passes on the base and fails (or errors) on the fork
-head is a regression the series brought, and fails the validate run. Tests only the fork head has (the
+head is a regression the series brought, and fails the validate run, unless it passes when re-run alone
+on both trees (upstream's tests share global state, such as model-parallel groups, that one failing test
+can leave behind): such a test is recorded as order-dependent and shown, not counted. Tests only the fork head has (the
 series' own, added beside upstream's) must not fail either. Each tree runs in its own folder, so
 `tests.unit_tests...` and `megatron` are imported from that tree alone.
 """
@@ -13,6 +15,8 @@ import os
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
+
+import msgspec
 
 from forkctl.gpu.evidence import TestCounts, TestOutcome, UpstreamRegression
 from forkctl.gpu.junit import parse_junit, pytest_command, run_pytest
@@ -109,4 +113,37 @@ def regression(
             for root, port in zip(roots, RENDEZVOUS_PORTS, strict=True)
         ]
         (base_code, base, _), (head_code, head, _) = [future.result() for future in futures]
-    return compare(paths, base, head, (base_code, head_code))
+    found = compare(paths, base, head, (base_code, head_code))
+    if not found.newly_failing or len(found.newly_failing) > ALONE_AT_MOST:
+        return found
+    progress(
+        f"re-running {len(found.newly_failing)} test(s) that failed on the fork head alone, on both trees"
+    )
+    alone = [
+        _passed_alone(python, root, found.newly_failing, _env(env, root, site, port), timeout)
+        for root, port in zip(roots, RENDEZVOUS_PORTS, strict=True)
+    ]
+    order_dependent = sorted(set(alone[0]) & set(alone[1]))
+    newly = [nodeid for nodeid in found.newly_failing if nodeid not in order_dependent]
+    return msgspec.structs.replace(found, newly_failing=newly, order_dependent=order_dependent)
+
+
+# More tests than this failing on the fork head alone is a regression, not upstream's order: not re-run.
+ALONE_AT_MOST = 20
+
+
+def _passed_alone(
+    python: str, root: Path, nodeids: list[str], env: dict[str, str], timeout: int
+) -> list[str]:
+    """The tests of `nodeids` that pass in a pytest of their own on this tree (one process each: apart
+    from the rest of the suite and from each other)."""
+    passed = []
+    for number, nodeid in enumerate(nodeids):
+        junit = root.parent / f"alone-{root.name}-{number}.xml"
+        args = pytest_command(python, [nodeid], junit)
+        finished = run_pytest(
+            args, junit, timeout, env, root, f"{nodeid} alone in {root.name}", "raise --timeout"
+        )
+        if finished.returncode == 0 and [t.outcome for t in parse_junit(junit)] == ["passed"]:
+            passed.append(nodeid)
+    return passed
