@@ -79,6 +79,6 @@ def test_make_test_installs_nothing_system_wide() -> None:
 
 def test_make_test_fast_is_the_suite_without_the_slow_tests() -> None:
     prerequisites, lines = _recipe("test-fast")
-    assert prerequisites == ["setup", "static"]
+    assert prerequisites == ["setup"]
     (pytest_line,) = [line for line in lines if "-m pytest" in line]
     assert '-m "not slow"' in pytest_line and "-p tests.make_test_plugin" in pytest_line
