@@ -11,12 +11,11 @@ side branch that breaks the patch came in with a merge.
 
 from __future__ import annotations
 
-import json
-import subprocess
 from pathlib import Path
 
 import pytest
 
+from tests import onpath
 from tests.gitrepos import Repo
 from tests.onpath import forkctl_env
 from tests.seriesrepo import SeriesSetup, clone, make_series, run_json
@@ -147,10 +146,4 @@ def test_first_break_tells_each_commit_it_judges_once_it_takes_longer_than_the_t
 
 def run_split(setup: SeriesSetup, env: dict[str, str], *args: str) -> tuple[int, dict, list[str]]:
     """`forkctl --manifest M <args> --json` as its own process: (exit code, stdout's document, stderr's lines)."""
-    done = subprocess.run(
-        ["forkctl", "--manifest", str(setup.manifest), *args, "--json"],
-        capture_output=True,
-        text=True,
-        env=env,
-    )
-    return done.returncode, json.loads(done.stdout), done.stderr.splitlines()
+    return onpath.run_split(setup.manifest, env, *args)

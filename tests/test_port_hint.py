@@ -3,7 +3,6 @@ another folder, and its message names the upstream commit it stopped on (issue 3
 
 from __future__ import annotations
 
-import json
 import re
 import subprocess
 from pathlib import Path
@@ -11,6 +10,7 @@ from pathlib import Path
 import pytest
 
 from forkctl.series import parse_patch
+from tests import onpath
 from tests.onpath import forkctl_env
 from tests.seriesrepo import SeriesSetup, clone, make_series, run_json
 
@@ -92,14 +92,7 @@ def test_the_printed_skip_and_abort_work(setup: SeriesSetup, tmp_path: Path, ver
 
 def run_split(setup: SeriesSetup, *args: str) -> tuple[int, dict, list[str]]:
     """`forkctl <args> --json` as a separate process: (exit code, stdout's document, stderr's lines)."""
-    env = forkctl_env(setup.root.parent / "forkctl-bin")
-    done = subprocess.run(
-        ["forkctl", "--manifest", str(setup.manifest), *args, "--json"],
-        capture_output=True,
-        text=True,
-        env=env,
-    )
-    return done.returncode, json.loads(done.stdout), done.stderr.splitlines()
+    return onpath.run_split(setup.manifest, forkctl_env(setup.root.parent / "forkctl-bin"), *args)
 
 
 def test_port_and_first_break_tell_their_progress_on_stderr(setup: SeriesSetup, tmp_path: Path) -> None:

@@ -51,17 +51,22 @@ class PreparedTrees(msgspec.Struct, frozen=True):
     head_root: Path | None = None  # the same with the series applied
 
 
+def unreadable(archive: Path, what: str, exc: BaseException) -> BadInput:
+    """The archive cannot be read (most often an interrupted copy that cut it short)."""
+    return BadInput(
+        f"{archive}: {what}: {exc}",
+        hint="make it again (git archive --format=tar.gz -o base.tgz BASE megatron tests); an "
+        "interrupted copy leaves it cut short",
+    )
+
+
 def archive_commit(archive: Path) -> str | None:
     """The commit id `git archive` wrote into the archive's global header (None for a tree's archive)."""
     try:
         with tarfile.open(archive) as tar:
             comment = tar.pax_headers.get("comment")
     except (OSError, EOFError, zlib.error, tarfile.TarError) as exc:  # EOFError: a truncated archive
-        raise BadInput(
-            f"{archive}: not a readable tar archive: {exc}",
-            hint="make it again (git archive --format=tar.gz -o base.tgz BASE megatron tests); an "
-            "interrupted copy leaves it cut short",
-        ) from None
+        raise unreadable(archive, "not a readable tar archive", exc) from None
     return comment.strip() if comment else None
 
 
@@ -103,11 +108,7 @@ def extract(archive: Path, dest: Path) -> None:
             else:  # Python < 3.10.12 / 3.11.4: the members were checked above
                 tar.extractall(dest, members=members)
     except (OSError, EOFError, zlib.error, tarfile.TarError) as exc:  # EOFError: a truncated archive
-        raise BadInput(
-            f"{archive}: cannot extract: {exc}",
-            hint="make it again (git archive --format=tar.gz -o base.tgz BASE megatron tests); an "
-            "interrupted copy leaves it cut short",
-        ) from None
+        raise unreadable(archive, "cannot extract", exc) from None
 
 
 def _apply_series(root: Path, series: Series) -> None:
