@@ -25,7 +25,8 @@ from forkctl.git.repo import GitRepo
 from forkctl.git.sha import Sha
 from forkctl.manifest import Manifest
 from forkctl.ops import export, replay
-from forkctl.ops.port import FirstBreak, FirstBreaks, PreviewEntry, port_objects, preview
+from forkctl.ops.port.bisect import FirstBreak, FirstBreaks
+from forkctl.ops.port.preview import PreviewEntry, port_objects, preview
 from forkctl.series import Patch, Series, parse_patches
 
 

@@ -126,7 +126,7 @@ def _store(manifest: Manifest, repo_path: Path | None, url: str | None, revs: li
         return GitRepo(repo_path)
     from forkctl.git import store as gitstore
 
-    return gitstore.object_store(None, url or manifest.upstream.url, revs)
+    return gitstore.cached_objects(url or manifest.upstream.url, revs)
 
 
 def _stopped(

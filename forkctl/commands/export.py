@@ -95,7 +95,7 @@ def command(ctx: Context, branch: str | None, repo_path: Path | None, check: boo
     else:
         from forkctl.git import store as gitstore
 
-        repo = gitstore.object_store(None, manifest.upstream.url, [manifest.upstream.base])
+        repo = gitstore.cached_objects(manifest.upstream.url, [manifest.upstream.base])
     base = repo.resolve_commit(manifest.upstream.base) or manifest.upstream.base
     on_disk = export.series_on_disk(manifest)  # each patch file read once, for the record and the comparison
     exported = export.recorded(repo, manifest, base, branch, on_disk)

@@ -39,7 +39,7 @@ def _env_status(tag: str, verdict: gate.GateVerdict) -> str:
 def _fork_head_tree(manifest: Manifest, series: Series, repo_path: Path | None) -> TreeSha:
     """The package tree of apply(series, base) in the upstream clone at `repo_path` (gate --repo), else
     in forkctl's cache of upstream.url, as check-pins reaches it."""
-    from forkctl.git.store import object_store
+    from forkctl.git.repo import object_store
     from forkctl.ops import replay
 
     package = manifest.package.folder_name

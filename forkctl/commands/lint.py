@@ -200,7 +200,7 @@ def _provenance_problems(entry: SeriesEntry, patch: Patch, manifest_rel: str) ->
 def _upstream_lint(manifest: Manifest, repo_path: Path | None, trust_local: bool) -> Report:
     """Upstream's own pre-commit hooks on the fork head, against the base: what is new is a problem."""
     from forkctl import report
-    from forkctl.git.store import object_store
+    from forkctl.git.repo import object_store
     from forkctl.series import load_series
     from forkctl.upstreamlint.check import check
 

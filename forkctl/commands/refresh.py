@@ -38,7 +38,7 @@ def _store(manifest: Manifest, repo_path: Path | None) -> GitRepo:
         return GitRepo(repo_path)
     from forkctl.git import store as gitstore
 
-    return gitstore.object_store(None, manifest.upstream.url, [manifest.upstream.base])
+    return gitstore.cached_objects(manifest.upstream.url, [manifest.upstream.base])
 
 
 @click.command("refresh", short_help=verbs.summary("refresh"))

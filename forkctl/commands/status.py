@@ -16,7 +16,8 @@ from forkctl.report import Problem, Report, Table
 from forkctl.series import Patch, Series, load_series
 
 if TYPE_CHECKING:
-    from forkctl.ops.port import FirstBreak, FirstBreaks, PreviewEntry
+    from forkctl.ops.port.bisect import FirstBreak, FirstBreaks
+    from forkctl.ops.port.preview import PreviewEntry
 
 
 @click.command("status", short_help=verbs.summary("status"))
@@ -168,9 +169,9 @@ def _series_report(manifest: Manifest, series: Series, verdicts: list[str | None
 
 
 def _skip_hint(entry: PreviewEntry) -> str:
-    from forkctl.ops import port
+    from forkctl.ops.port.judge import upstream_hint
 
-    named = port.upstream_hint(entry.verdict.reason, entry.verdict.upstream_commit)
+    named = upstream_hint(entry.verdict.reason, entry.verdict.upstream_commit)
     return f"; {named}" if named else ""
 
 
@@ -284,11 +285,10 @@ def onto_report(manifest: Manifest, repo_path: Path | None, onto: str, with_firs
     import contextlib
 
     from forkctl import report
-    from forkctl.ops import port
+    from forkctl.ops.port import bisect, preview
+    from forkctl.ops.port.judge import resolve_endpoints
 
-    repo, target, base = port.resolve_endpoints(
-        repo_path, manifest.upstream.url, onto, manifest.upstream.base
-    )
+    repo, target, base = resolve_endpoints(repo_path, manifest.upstream.url, onto, manifest.upstream.base)
     series = load_series(manifest)
     result = Report(command="status")
     rows, patches_json = [], []
@@ -299,8 +299,10 @@ def onto_report(manifest: Manifest, repo_path: Path | None, onto: str, with_firs
         finer = report.after(tell)  # each commit a bisection judges, once it runs past a second
         tell(f"previewing {len(series.patches)} patches on {target[:12]}")
         # One search for all the patches: each candidate commit's merges are made once, whichever asks.
-        search = port.FirstBreaks(repo, series, base, target) if with_first_break else None
-        entries = port.preview(repo, series, base, target, old_commits=search.old_commits if search else None)
+        search = bisect.FirstBreaks(repo, series, base, target) if with_first_break else None
+        entries = preview.preview(
+            repo, series, base, target, old_commits=search.old_commits if search else None
+        )
         if search is not None:
             search.know_target(entries)
         for entry in entries:

@@ -177,8 +177,8 @@ def _base_entries(manifest: Manifest, base: str, location: str | None):  # type:
     def read(names: list[str]) -> dict[str, str]:
         from forkctl.chain.sources import parse_location
         from forkctl.errors import BadInput
+        from forkctl.git.repo import object_store
         from forkctl.git.runner import GitFailed
-        from forkctl.git.store import object_store
 
         local, url = (parse_location(location)[0::2]) if location else (None, None)
         where = str(local or url or manifest.upstream.url)

@@ -350,13 +350,8 @@ def ensure_commits(cache_repo: GitRepo, url: str, revs: list[str]) -> None:
             fetch_sha(cache_repo, url, rev, depth=None)
 
 
-def object_store(repo_path: Path | None, url: str, revs: list[str]) -> GitRepo:
-    """The repository to read upstream objects from: `repo_path` as it is, or the cache for `url`.
-
-    A given repository is never fetched into (it is the user's); the cache is filled as needed.
-    """
-    if repo_path is not None:
-        return GitRepo(repo_path)
+def cached_objects(url: str, revs: list[str]) -> GitRepo:
+    """The cache for `url`, holding the commits `revs` (fetched as needed)."""
     cache_repo = cache_repo_for(url)
     ensure_commits(cache_repo, url, revs)
     return cache_repo

@@ -33,15 +33,6 @@ class Outcome(msgspec.Struct):
     stale: replay.Conflict | None = None  # the first patch that does not apply as written: refused
 
 
-def refuse_checked_out(repo: GitRepo, branch: str) -> None:
-    holders = repo.checked_out_branches()
-    if branch in holders:
-        raise BadInput(
-            f"branch {branch} is checked out in {holders[branch]}: forkctl never moves a checked-out branch",
-            hint="pass --branch OTHER, or switch that checkout to another branch first",
-        )
-
-
 def resolve_base(repo: GitRepo, wanted: str, manifest: Manifest) -> Sha:
     """Full SHA of `wanted`; it must be the manifest's base (a different base is a port)."""
     full = repo.resolve_commit(wanted)
@@ -107,7 +98,7 @@ def start(
     check_branch_name(branch)
     session.refuse_if_in_progress(repo)
     session.remove_leftovers(repo)
-    refuse_checked_out(repo, branch)
+    session.refuse_checked_out(repo, branch)
     old_tip = repo.branch_sha(branch)
     state = session.State(
         operation="apply",
@@ -147,7 +138,7 @@ def resume(repo: GitRepo, manifest: Manifest, series: Series) -> Outcome:
             "the patch series changed since the apply stopped",
             hint="run forkctl apply --abort, then apply again",
         )
-    refuse_checked_out(repo, state.branch)
+    session.refuse_checked_out(repo, state.branch)
     index = state.conflict_index
     patch = series.patches[index]
     commit = session.commit_resolution(repo, state, patch, patch.message)

@@ -334,6 +334,16 @@ def commit_resolution(repo: GitRepo, state: State, patch: Patch, message: str) -
     return repo.commit_tree(tree, [state.conflict_parent], message, identity_of(patch))
 
 
+def refuse_checked_out(repo: GitRepo, branch: str) -> None:
+    """Apply and port build a branch and move it last: never one a checkout has out."""
+    holders = repo.checked_out_branches()
+    if branch in holders:
+        raise BadInput(
+            f"branch {branch} is checked out in {holders[branch]}: forkctl never moves a checked-out branch",
+            hint="pass --branch OTHER, or switch that checkout to another branch first",
+        )
+
+
 def set_branch(repo: GitRepo, branch: str, head: str, old_tip: str | None) -> None:
     """Move refs/heads/<branch> to `head`, only if it still is where it was when we started."""
     if old_tip == head:

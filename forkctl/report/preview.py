@@ -5,7 +5,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
-    from forkctl.ops.port import PreviewEntry
+    from forkctl.ops.port.preview import PreviewEntry
 
 
 def verdict_words(entry: PreviewEntry) -> tuple[str, str]:

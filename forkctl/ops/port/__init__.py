@@ -29,26 +29,20 @@ evidence. The target need not descend from the base (`backport`: e.g. a release 
 
 The package: `judge` decides one patch's fate on a head; `run` is the port itself (start, --continue,
 --skip, --abort) and `transaction` writes its result (files first, with a backup for --abort, the
-branch last); `preview` judges the series on a target moving nothing (`status --onto`), and `bisect`
-names the upstream commit that first breaks a patch there (`--first-break`).
+branch last); `preview` judges the series on a target moving nothing (`status --onto`, `sync`), and
+`bisect` names the upstream commit that first breaks a patch there (`--first-break`). Only the port's own
+parts are exported here: `status` and `sync` import `preview` and `bisect` from their modules, so a port
+loads neither.
 """
 
 from __future__ import annotations
 
-from forkctl.ops.port.bisect import FirstBreak, FirstBreaks
 from forkctl.ops.port.judge import resolve_endpoints, upstream_hint
-from forkctl.ops.port.preview import ObjectPort, PreviewEntry, port_objects, preview
 from forkctl.ops.port.run import PortOutcome, abort, resume, skip, start
 
 __all__ = [
-    "FirstBreak",
-    "FirstBreaks",
-    "ObjectPort",
     "PortOutcome",
-    "PreviewEntry",
     "abort",
-    "port_objects",
-    "preview",
     "resolve_endpoints",
     "resume",
     "skip",

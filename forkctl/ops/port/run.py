@@ -19,7 +19,6 @@ from forkctl.git.repo import GitRepo
 from forkctl.manifest import Manifest
 from forkctl.ops import export, replay
 from forkctl.ops import state as session
-from forkctl.ops.apply import refuse_checked_out
 from forkctl.ops.port import transaction
 from forkctl.ops.port.judge import Judge, PatchVerdict, old_series, start_quick
 from forkctl.series import Patch, Series
@@ -130,7 +129,7 @@ def start(
     check_branch_name(branch)
     session.refuse_if_in_progress(repo)
     session.remove_leftovers(repo)
-    refuse_checked_out(repo, branch)
+    session.refuse_checked_out(repo, branch)
     descends = repo.is_ancestor(old_base, new_base)
     if not descends and not backport:
         raise BadInput(
