@@ -154,7 +154,9 @@ def _who(repo: GitRepo) -> str:
 
 @click.command("port", short_help=verbs.summary("port"))
 @click.option(
-    "--onto", "onto", help="The new upstream commit (SHA or abbreviation, or a branch of the store)."
+    "--onto",
+    "onto",
+    help="The new upstream commit: a SHA, an abbreviation, or a branch or tag of upstream (in --repo, else in forkctl's cache clone of upstream.url).",
 )
 @options.repo("A clone with both bases (default: forkctl's cache clone of upstream.url).")
 @options.branch("Branch to move to the ported series (default: manifest fork.branch).")

@@ -39,7 +39,7 @@ class PatchStatus(StrEnum):
     NO_PATHS = "no-matching-paths"  # no path of the diff matches --include: trivially applied
 
 
-class PatchVerdict(msgspec.Struct, frozen=True):
+class FolderPatchStatus(msgspec.Struct, frozen=True):
     patch: Patch
     paths: list[str]  # the diff's paths that match the include glob
     status: PatchStatus
@@ -50,7 +50,7 @@ class TreePlan(msgspec.Struct, frozen=True):
     tree: Path
     include: str
     state: TreeState
-    verdicts: list[PatchVerdict]
+    verdicts: list[FolderPatchStatus]
 
 
 def included_paths(patch: Patch, include: str) -> list[str]:
@@ -90,16 +90,16 @@ def _rehearse(tree: Path, patches: list[Patch], include: str, reverse: bool) -> 
     return True
 
 
-def _verdict(tree: Path, patch: Patch, include: str) -> PatchVerdict:
+def _verdict(tree: Path, patch: Patch, include: str) -> FolderPatchStatus:
     paths = included_paths(patch, include)
     if not paths:
-        return PatchVerdict(patch, paths, PatchStatus.NO_PATHS, "")
+        return FolderPatchStatus(patch, paths, PatchStatus.NO_PATHS, "")
     if PlainTree(tree).apply_check(patch.diff, include, reverse=True)[0]:
-        return PatchVerdict(patch, paths, PatchStatus.APPLIED, "")
+        return FolderPatchStatus(patch, paths, PatchStatus.APPLIED, "")
     ok, message = PlainTree(tree).apply_check(patch.diff, include)
     if ok:
-        return PatchVerdict(patch, paths, PatchStatus.NOT_APPLIED, "")
-    return PatchVerdict(patch, paths, PatchStatus.CONFLICT, message.strip())
+        return FolderPatchStatus(patch, paths, PatchStatus.NOT_APPLIED, "")
+    return FolderPatchStatus(patch, paths, PatchStatus.CONFLICT, message.strip())
 
 
 def plan(tree: Path, patches: list[Patch], include: str = DEFAULT_INCLUDE, reverse: bool = False) -> TreePlan:
