@@ -16,7 +16,6 @@ is data and never becomes an option. gh's credentials are its own (`gh auth logi
 
 from __future__ import annotations
 
-import json
 import os
 import re
 import shlex
@@ -76,10 +75,6 @@ LOGIN_ENV = "FORKCTL_GH_LOGIN"  # who gh acts as, where `gh api user` cannot ans
 PR_FIELDS = "number,url,body,headRefName,headRepository,headRepositoryOwner,author"
 
 
-def _login_of(value: object) -> str:
-    return str(value.get("login") or "") if isinstance(value, dict) else ""
-
-
 def whoami(gh: str) -> str:
     """The login gh acts as: $FORKCTL_GH_LOGIN, else `gh api user`'s answer."""
     given = os.environ.get(LOGIN_ENV, "").strip()
@@ -113,24 +108,50 @@ class _Item(msgspec.Struct, frozen=True):
         return f"#{self.number} by {self.author or 'an unknown author'}{head} ({self.url})"
 
 
+class _Login(msgspec.Struct):
+    login: str | None = None
+
+
+class _Named(msgspec.Struct):
+    name: str | None = None
+
+
+class _Listed(msgspec.Struct, rename="camel"):
+    """One entry of gh's JSON list, as `--json=` asks for it; other keys are ignored."""
+
+    number: int
+    url: str | None = None
+    body: str | None = None
+    author: _Login | None = None
+    head_repository_owner: _Login | None = None
+    head_repository: _Named | None = None
+    head_ref_name: str | None = None
+
+
 def _items(out: str, command: list[str]) -> list[_Item]:
-    """gh's JSON list of pull requests or issues, as items."""
+    """gh's JSON list of pull requests or issues, as items. Anything else (a number past a float, a
+    fraction for a number, nesting past any depth, another shape) is bad input from a remote: exit 2."""
     try:
-        listed = json.loads(out or "[]")
-        return [
-            _Item(
-                int(item["number"]),
-                str(item.get("url") or ""),
-                str(item.get("body") or ""),
-                _login_of(item.get("author")),
-                _login_of(item.get("headRepositoryOwner")),
-                str((item.get("headRepository") or {}).get("name") or ""),
-                str(item.get("headRefName") or ""),
-            )
-            for item in listed
-        ]
-    except (ValueError, TypeError, KeyError, AttributeError, RecursionError):
-        raise GhFailed(f"gh answered what is not its JSON: {out.strip()[:200]}", command) from None
+        listed = msgspec.json.decode(out.encode() or b"[]", type=list[_Listed])
+    except (msgspec.DecodeError, RecursionError, UnicodeError) as exc:
+        why = "nested too deep" if isinstance(exc, RecursionError) else str(exc)[:200]
+        said = out.strip()[:200] + ("..." if len(out.strip()) > 200 else "")
+        raise BadInput(
+            f"{' '.join(command[:3])} answered what is not its JSON list ({why}): {said}",
+            hint=f"check that gh is GitHub's CLI (gh --version) and retry: {shell_line(command)}",
+        ) from None
+    return [
+        _Item(
+            item.number,
+            item.url or "",
+            item.body or "",
+            (item.author.login if item.author else None) or "",
+            (item.head_repository_owner.login if item.head_repository_owner else None) or "",
+            (item.head_repository.name if item.head_repository else None) or "",
+            item.head_ref_name or "",
+        )
+        for item in listed
+    ]
 
 
 def stranger_warning(what: str, stranger: str) -> str:
