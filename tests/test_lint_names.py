@@ -9,11 +9,12 @@ import pytest
 from click.testing import CliRunner
 
 from forkctl.cli import cli
+from forkctl.manifest.loader import MAX_SERIES_ENTRIES
 from forkctl.ops.export import SLUG_MAX
 from forkctl.series import parse_patch
 from tests.toolkit import make_toolkit
 
-PATCHES = 10_001
+PATCHES = MAX_SERIES_ENTRIES  # the longest series forkctl keeps: patch 10,000 has a five-digit name
 
 
 def _series(tmp_path: Path, name_of) -> Path:
@@ -51,14 +52,14 @@ def test_lint_accepts_the_five_digit_names_export_writes(tmp_path: Path) -> None
 @pytest.mark.slow
 def test_lint_still_refuses_a_number_out_of_place_or_padded_past_four_digits(tmp_path: Path) -> None:
     def name_of(number: int) -> str:
+        if number == 9_999:
+            return "10000-late.patch"  # the wrong number
         if number == 10_000:
-            return "10001-late.patch"  # the wrong number
-        if number == 10_001:
-            return "010001-padded.patch"  # not how export writes 10,001
+            return "010000-padded.patch"  # not how export writes 10,000
         return f"{number:04d}-p.patch"
 
     code, output = _lint(_series(tmp_path, name_of))
     assert code == 1, output[-2000:]
     flat = " ".join(output.split())
-    assert "number 10001 but it is patch 10000" in flat
-    assert "010001-padded.patch" in flat and "rename it to 10001-padded.patch" in flat
+    assert "number 10000 but it is patch 9999" in flat
+    assert "010000-padded.patch" in flat and "rename it to 10000-padded.patch" in flat
