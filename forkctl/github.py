@@ -16,6 +16,7 @@ is data and never becomes an option. gh's credentials are its own (`gh auth logi
 
 from __future__ import annotations
 
+import contextlib
 import os
 import re
 import shlex
@@ -25,6 +26,7 @@ from pathlib import Path
 import msgspec
 
 from forkctl import process
+from forkctl.digests import sha256_hex
 from forkctl.errors import BadInput
 
 GH_TIMEOUT_S = 120.0
@@ -220,8 +222,27 @@ def _our_pull_request(spec: PullRequestSpec, gh: str) -> tuple[_Item | None, lis
     return _sorted_out(items, lambda item: _ours_pr(item, spec.repo, me))
 
 
+def _one_at_a_time(repo: str) -> contextlib.AbstractContextManager[None]:
+    """One forkctl at a time finding-or-making a pull request or issue on `repo` (a lock in forkctl's
+    cache, held across the look-up and the making): two runs at once (two syncs) would each find none
+    and each make one. The one that waited looks again once it holds the lock, and finds the other's."""
+    from forkctl import locking
+    from forkctl.files import cache_root
+
+    key = sha256_hex(repo.casefold().encode())[:16]  # GitHub names are case-insensitive
+    wait = locking.wait_limit() + 4 * GH_TIMEOUT_S  # the holder may run a few gh commands
+    return locking.held(
+        cache_root() / "locks" / f"github-{key}.lock", f"pull requests and issues of {repo}", wait
+    )
+
+
 def open_or_update(spec: PullRequestSpec, gh: str) -> Opened:
     """Update the body of our open pull request whose head is `spec.head`, or create one."""
+    with _one_at_a_time(spec.repo):
+        return _open_or_update(spec, gh)
+
+
+def _open_or_update(spec: PullRequestSpec, gh: str) -> Opened:
     found, strangers = _our_pull_request(spec, gh)
     if found is not None:
         edit = ["gh", "pr", "edit", str(found.number), f"--repo={spec.repo}", f"--body-file={spec.body_file}"]
@@ -237,10 +258,11 @@ def open_or_update(spec: PullRequestSpec, gh: str) -> Opened:
 def open_or_update_unless_same(spec: PullRequestSpec, gh: str) -> Opened:
     """As `open_or_update`, but our open pull request whose body already is the new one is left alone
     (action `unchanged`): a rerun with nothing new edits nothing."""
-    found, strangers = _our_pull_request(spec, gh)
-    if found is None:
-        return open_or_update(spec, gh)
-    return msgspec.structs.replace(_edited("pr", found, spec, gh), strangers=strangers)
+    with _one_at_a_time(spec.repo):
+        found, strangers = _our_pull_request(spec, gh)
+        if found is None:
+            return _open_or_update(spec, gh)
+        return msgspec.structs.replace(_edited("pr", found, spec, gh), strangers=strangers)
 
 
 def close_superseded(spec: PullRequestSpec, prefix: str, link: str, gh: str) -> list[int]:
@@ -296,7 +318,13 @@ def issue_create_command(spec: IssueSpec) -> list[str]:
 
 def keep_issue(spec: IssueSpec, gh: str, create: bool = True) -> Opened:
     """Update the open issue whose body holds `spec.marker` (unless its body is already the new one),
-    or create it when `create`; `absent` when there is none and none is to be made."""
+    or create it when `create`; `absent` when there is none and none is to be made. Looked up and
+    made under the repository's lock (`_one_at_a_time`): one dashboard under concurrent syncs."""
+    with _one_at_a_time(spec.repo):
+        return _keep_issue(spec, gh, create)
+
+
+def _keep_issue(spec: IssueSpec, gh: str, create: bool) -> Opened:
     listing = [
         "gh",
         "issue",
