@@ -16,7 +16,7 @@ is data and never becomes an option. gh's credentials are its own (`gh auth logi
 
 from __future__ import annotations
 
-import json
+import contextlib
 import os
 import re
 import shlex
@@ -26,6 +26,7 @@ from pathlib import Path
 import msgspec
 
 from forkctl import process
+from forkctl.digests import sha256_hex
 from forkctl.errors import BadInput
 
 GH_TIMEOUT_S = 120.0
@@ -76,10 +77,6 @@ LOGIN_ENV = "FORKCTL_GH_LOGIN"  # who gh acts as, where `gh api user` cannot ans
 PR_FIELDS = "number,url,body,headRefName,headRepository,headRepositoryOwner,author"
 
 
-def _login_of(value: object) -> str:
-    return str(value.get("login") or "") if isinstance(value, dict) else ""
-
-
 def whoami(gh: str) -> str:
     """The login gh acts as: $FORKCTL_GH_LOGIN, else `gh api user`'s answer."""
     given = os.environ.get(LOGIN_ENV, "").strip()
@@ -113,24 +110,50 @@ class _Item(msgspec.Struct, frozen=True):
         return f"#{self.number} by {self.author or 'an unknown author'}{head} ({self.url})"
 
 
+class _Login(msgspec.Struct):
+    login: str | None = None
+
+
+class _Named(msgspec.Struct):
+    name: str | None = None
+
+
+class _Listed(msgspec.Struct, rename="camel"):
+    """One entry of gh's JSON list, as `--json=` asks for it; other keys are ignored."""
+
+    number: int
+    url: str | None = None
+    body: str | None = None
+    author: _Login | None = None
+    head_repository_owner: _Login | None = None
+    head_repository: _Named | None = None
+    head_ref_name: str | None = None
+
+
 def _items(out: str, command: list[str]) -> list[_Item]:
-    """gh's JSON list of pull requests or issues, as items."""
+    """gh's JSON list of pull requests or issues, as items. Anything else (a number past a float, a
+    fraction for a number, nesting past any depth, another shape) is bad input from a remote: exit 2."""
     try:
-        listed = json.loads(out or "[]")
-        return [
-            _Item(
-                int(item["number"]),
-                str(item.get("url") or ""),
-                str(item.get("body") or ""),
-                _login_of(item.get("author")),
-                _login_of(item.get("headRepositoryOwner")),
-                str((item.get("headRepository") or {}).get("name") or ""),
-                str(item.get("headRefName") or ""),
-            )
-            for item in listed
-        ]
-    except (ValueError, TypeError, KeyError, AttributeError, RecursionError):
-        raise GhFailed(f"gh answered what is not its JSON: {out.strip()[:200]}", command) from None
+        listed = msgspec.json.decode(out.encode() or b"[]", type=list[_Listed])
+    except (msgspec.DecodeError, RecursionError, UnicodeError) as exc:
+        why = "nested too deep" if isinstance(exc, RecursionError) else str(exc)[:200]
+        said = out.strip()[:200] + ("..." if len(out.strip()) > 200 else "")
+        raise BadInput(
+            f"{' '.join(command[:3])} answered what is not its JSON list ({why}): {said}",
+            hint=f"check that gh is GitHub's CLI (gh --version) and retry: {shell_line(command)}",
+        ) from None
+    return [
+        _Item(
+            item.number,
+            item.url or "",
+            item.body or "",
+            (item.author.login if item.author else None) or "",
+            (item.head_repository_owner.login if item.head_repository_owner else None) or "",
+            (item.head_repository.name if item.head_repository else None) or "",
+            item.head_ref_name or "",
+        )
+        for item in listed
+    ]
 
 
 def stranger_warning(what: str, stranger: str) -> str:
@@ -199,8 +222,27 @@ def _our_pull_request(spec: PullRequestSpec, gh: str) -> tuple[_Item | None, lis
     return _sorted_out(items, lambda item: _ours_pr(item, spec.repo, me))
 
 
+def _one_at_a_time(repo: str) -> contextlib.AbstractContextManager[None]:
+    """One forkctl at a time finding-or-making a pull request or issue on `repo` (a lock in forkctl's
+    cache, held across the look-up and the making): two runs at once (two syncs) would each find none
+    and each make one. The one that waited looks again once it holds the lock, and finds the other's."""
+    from forkctl import locking
+    from forkctl.files import cache_root
+
+    key = sha256_hex(repo.casefold().encode())[:16]  # GitHub names are case-insensitive
+    wait = locking.wait_limit() + 4 * GH_TIMEOUT_S  # the holder may run a few gh commands
+    return locking.held(
+        cache_root() / "locks" / f"github-{key}.lock", f"pull requests and issues of {repo}", wait
+    )
+
+
 def open_or_update(spec: PullRequestSpec, gh: str) -> Opened:
     """Update the body of our open pull request whose head is `spec.head`, or create one."""
+    with _one_at_a_time(spec.repo):
+        return _open_or_update(spec, gh)
+
+
+def _open_or_update(spec: PullRequestSpec, gh: str) -> Opened:
     found, strangers = _our_pull_request(spec, gh)
     if found is not None:
         edit = ["gh", "pr", "edit", str(found.number), f"--repo={spec.repo}", f"--body-file={spec.body_file}"]
@@ -216,10 +258,11 @@ def open_or_update(spec: PullRequestSpec, gh: str) -> Opened:
 def open_or_update_unless_same(spec: PullRequestSpec, gh: str) -> Opened:
     """As `open_or_update`, but our open pull request whose body already is the new one is left alone
     (action `unchanged`): a rerun with nothing new edits nothing."""
-    found, strangers = _our_pull_request(spec, gh)
-    if found is None:
-        return open_or_update(spec, gh)
-    return msgspec.structs.replace(_edited("pr", found, spec, gh), strangers=strangers)
+    with _one_at_a_time(spec.repo):
+        found, strangers = _our_pull_request(spec, gh)
+        if found is None:
+            return _open_or_update(spec, gh)
+        return msgspec.structs.replace(_edited("pr", found, spec, gh), strangers=strangers)
 
 
 def close_superseded(spec: PullRequestSpec, prefix: str, link: str, gh: str) -> list[int]:
@@ -275,7 +318,13 @@ def issue_create_command(spec: IssueSpec) -> list[str]:
 
 def keep_issue(spec: IssueSpec, gh: str, create: bool = True) -> Opened:
     """Update the open issue whose body holds `spec.marker` (unless its body is already the new one),
-    or create it when `create`; `absent` when there is none and none is to be made."""
+    or create it when `create`; `absent` when there is none and none is to be made. Looked up and
+    made under the repository's lock (`_one_at_a_time`): one dashboard under concurrent syncs."""
+    with _one_at_a_time(spec.repo):
+        return _keep_issue(spec, gh, create)
+
+
+def _keep_issue(spec: IssueSpec, gh: str, create: bool) -> Opened:
     listing = [
         "gh",
         "issue",

@@ -30,7 +30,8 @@ SUBJECT_PREFIX_RE = re.compile(r"^\[PATCH[^\]]*\]\s*")
 # git mailinfo's patch break, the first of which ends a mail's commit message: `---` and nothing but
 # whitespace, `--- ` and a name, a `diff -` header, a CVS `Index: ` line.
 MESSAGE_END_RE = re.compile(r"^(?:---[ \t\v\f\r]*$|--- \S|diff -|Index: )", re.MULTILINE)
-NAME_RE = re.compile(r"^(\d{4})-([A-Za-z0-9][A-Za-z0-9._-]*)\.patch$")
+# export names patch n `f"{n:04d}-<slug>.patch"`: four digits, more from patch 10,000 on.
+NAME_RE = re.compile(r"^(\d{4,})-([A-Za-z0-9][A-Za-z0-9._-]*)\.patch$")
 
 
 class Patch(msgspec.Struct, frozen=True):

@@ -137,10 +137,39 @@ def _own_entries(repo: GitRepo, tip: str, head_tree: TreeSha, own: OwnFiles, wri
     return at_tip, removed
 
 
+REGULAR_MODES = ("100644", "100755")
+_NOT_REGULAR = {"120000": "a symbolic link", "160000": "a submodule", "040000": "a folder"}
+
+
+def not_regular(entries: dict[str, TreeEntry], own: OwnFiles) -> list[str]:
+    """The fork-owned paths of `entries` that are not regular files, each with what it is: a symbolic
+    link (its target is all a clone gets, and it may point into the package or out of the tree) or a
+    submodule is never the fork's own file."""
+    return [
+        f"{path} ({_NOT_REGULAR.get(entry.mode, 'mode ' + entry.mode)})"
+        for path, entry in sorted(entries.items())
+        if own.owns(path) and entry.mode not in REGULAR_MODES
+    ]
+
+
+def refuse_not_regular(repo: GitRepo, tip: str, own: OwnFiles) -> None:
+    """BadInput naming each fork-owned path of `tip` that is not a regular file."""
+    found = not_regular(repo.all_entries(tip), own)
+    if found:
+        raise BadInput(
+            f"the fork branch's tip {tip[:12]} holds fork-owned paths that are not regular files: "
+            f"{named(found)}; publish carries only regular files as the fork's own",
+            hint="commit each as a regular file on the fork branch (git rm the link, add the file), then "
+            "publish again",
+        )
+
+
 def published_tree(repo: GitRepo, tip: str, head_tree: TreeSha, own: OwnFiles) -> TreeSha:
     """R's tree with the fork-owned paths as the tip has them (`.fork-base.json` rewritten for the base),
     written in `repo` (objects only, a private index): the same tip, R and manifest give the same tree.
-    Trees only are listed; the one blob read is the tip's `.fork-base.json`."""
+    Trees only are listed; the one blob read is the tip's `.fork-base.json`. A fork-owned path that is
+    not a regular file on the tip is refused (`refuse_not_regular`)."""
+    refuse_not_regular(repo, tip, own)
     at_tip, removed = _own_entries(repo, tip, head_tree, own, write=True)
     if not removed and not at_tip:
         return head_tree
@@ -150,15 +179,18 @@ def published_tree(repo: GitRepo, tip: str, head_tree: TreeSha, own: OwnFiles) -
 
 
 def unpublished_paths(repo: GitRepo, tree: TreeSha, tip: str, head_tree: TreeSha, own: OwnFiles) -> list[str]:
-    """Where `tree` differs from `published_tree(tip, R)`, sorted; read only (nothing is written, so a
-    check may ask it of a user's clone): the whole trees' entries compared."""
+    """Where `tree` differs from `published_tree(tip, R)`, sorted, then each fork-owned path of `tree`
+    that is not a regular file (publish refuses those); read only (nothing is written, so a check may
+    ask it of a user's clone): the whole trees' entries compared."""
     at_tip, removed = _own_entries(repo, tip, head_tree, own, write=False)
     expected = {path: (e.mode, e.sha) for path, e in repo.all_entries(head_tree).items()}
     for path in removed:
         expected.pop(path, None)
     expected.update({path: (e.mode, e.sha) for path, e in at_tip.items()})
-    actual = {path: (e.mode, e.sha) for path, e in repo.all_entries(tree).items()}
-    return sorted(path for path in expected.keys() | actual.keys() if expected.get(path) != actual.get(path))
+    entries = repo.all_entries(tree)
+    actual = {path: (e.mode, e.sha) for path, e in entries.items()}
+    off = sorted(path for path in expected.keys() | actual.keys() if expected.get(path) != actual.get(path))
+    return off + not_regular(entries, own)  # what publish refuses to carry is never the published tree
 
 
 def named(paths: list[str]) -> str:

@@ -109,10 +109,11 @@ def _check_name(position: int, rel: str, patch: Patch | None) -> list[str]:
     match = NAME_RE.match(name)
     if not match:
         return [
-            "name must be NNNN-<slug>.patch (four digits, a dash, a slug of letters, digits, dots, dashes)"
+            "name must be NNNN-<slug>.patch (four digits or more, a dash, a slug of letters, digits, dots, "
+            "dashes)"
         ]
     problems = []
-    if int(match.group(1)) != position + 1:
+    if match.group(1) != f"{position + 1:04d}":
         problems.append(
             f"number {match.group(1)} but it is patch {position + 1} in the series order "
             f"(rename it to {position + 1:04d}-{match.group(2)}.patch, or run forkctl export)"

@@ -68,6 +68,14 @@ def fetch_commit(url: str, sha: str) -> GitRepo:
     return cache_repo
 
 
+class TooLarge(BadInput):
+    """A file past read_files' `limit`, found before its bytes were fetched or read."""
+
+    def __init__(self, message: str, hint: str, size: int) -> None:
+        super().__init__(message, hint)
+        self.size = size
+
+
 def read_files(
     cache_repo: GitRepo, url: str, sha: str, paths: list[str], limit: int | None = None
 ) -> dict[str, bytes]:
@@ -95,9 +103,10 @@ def read_files(
         for path, blob in blobs.items():
             size = sizes[blob]
             if size > limit:
-                raise BadInput(
+                raise TooLarge(
                     f"{path} in commit {sha[:12]} of {url}: {size} bytes is too large (the limit is {limit})",
                     hint="check the path after the ':': a manifest is a few kilobytes",
+                    size=size,
                 )
     return {path: verified.checked(cache_repo, blob, "blob", url) for path, blob in blobs.items()}
 

@@ -34,7 +34,7 @@ def find_manifest(start: Path) -> Path:
 def parse_manifest(text: str, path: Path | str) -> ManifestModel:
     """Validate manifest text; raise BadInput naming file:line (`path`: the name messages use) and the fix."""
     if len(text) > MAX_MANIFEST_BYTES:  # characters: never fewer than its UTF-8 bytes; checked before YAML
-        raise BadInput(f"{path}: {len(text)} characters is too large for a manifest", hint="check the path")
+        raise too_large(path, len(text), "characters")
     return _parse(text, path)[0]
 
 
@@ -44,10 +44,11 @@ def _parse(text: str, path: Path | str) -> tuple[ManifestModel, dict[Loc, int]]:
 
     data, lines = compose(text, path)
     try:
-        return msgspec.convert(data, ManifestModel), lines
+        model = msgspec.convert(data, ManifestModel)
     except msgspec.ValidationError as exc:
         loc, message = describe(exc, data, ManifestModel)
         raise BadInput(f"{path}:{_line_for(loc, lines)}: {message}") from None
+    return _checked_length(model, path), lines
 
 
 def _line_for(loc: Loc, lines: dict[Loc, int]) -> int:
@@ -58,12 +59,38 @@ def _line_for(loc: Loc, lines: dict[Loc, int]) -> int:
 
 
 # A guard against reading something that is not a manifest, sized by what forkctl itself writes: a
-# `series:` entry export writes is about 150 bytes (patches/NNNN-<52-character slug>.patch and a 40-hex
-# provenance), a `dropped:` entry a few hundred with its subject. MAX_SERIES_ENTRIES entries of up to
-# MAX_ENTRY_BYTES each, on top of a megabyte for what people write by hand, always fit.
-MAX_SERIES_ENTRIES = 100_000
+# series holds at most MAX_SERIES_ENTRIES patches (export refuses a branch with more; their names are
+# NNNN-<slug>.patch, five digits from patch 10,000 on), and a `series:` entry export writes is about 150
+# bytes (patches/NNNN-<52-character slug>.patch and a 40-hex provenance), a `dropped:` entry a few
+# hundred with its subject. MAX_SERIES_ENTRIES entries of up to MAX_ENTRY_BYTES each, on top of a
+# megabyte for what people write by hand, always fit; anything larger is refused before it is read
+# (local) or fetched (by URL): parsing YAML costs about 0.5 s and 30 MB per MB on one core.
+MAX_SERIES_ENTRIES = 10_000
 MAX_ENTRY_BYTES = 640
-MAX_MANIFEST_BYTES = (1 << 20) + MAX_SERIES_ENTRIES * MAX_ENTRY_BYTES  # about 62 MiB
+MAX_MANIFEST_BYTES = (1 << 20) + MAX_SERIES_ENTRIES * MAX_ENTRY_BYTES  # about 7.1 MiB
+SIZE_LIMIT_SAID = (
+    f"at most {MAX_MANIFEST_BYTES:,} bytes: a series of {MAX_SERIES_ENTRIES:,} patches as export writes it, "
+    "and a megabyte more"
+)
+
+
+def too_large(name: Path | str, size: int, unit: str = "bytes") -> BadInput:
+    """The one message for a manifest past MAX_MANIFEST_BYTES."""
+    return BadInput(
+        f"{name}: {size:,} {unit} is too large for a manifest ({SIZE_LIMIT_SAID})",
+        hint="check the path; a longer series is split, or its patches squashed",
+    )
+
+
+def _checked_length(model: ManifestModel, name: Path | str) -> ManifestModel:
+    count = len(model.series)
+    if count > MAX_SERIES_ENTRIES:
+        raise BadInput(
+            f"{name}: a series of {count:,} patches is longer than forkctl keeps (at most "
+            f"{MAX_SERIES_ENTRIES:,}, what export writes)",
+            hint="squash patches, or split the series",
+        )
+    return model
 
 
 def _read_manifest_bytes(path: Path, shown: str | None) -> bytes:
@@ -75,9 +102,7 @@ def _read_manifest_bytes(path: Path, shown: str | None) -> bytes:
                 hint="pass --manifest PATH to an existing file, or URL@REF:PATH for one in a repository",
             )
         if path.stat().st_size > MAX_MANIFEST_BYTES:
-            raise BadInput(
-                f"{name}: {path.stat().st_size} bytes is too large for a manifest", hint="check the path"
-            )
+            raise too_large(name, path.stat().st_size)
         return path.read_bytes()
     except OSError as exc:
         raise BadInput(
@@ -120,7 +145,7 @@ def load(path: Path, shown: str | None = None, from_source: bool = False) -> Man
     if model is None:
         model = _parse(_decoded(data, name), name)[0]
         cache.store(data, model)
-    manifest = Manifest(path=path.resolve(), model=model)
+    manifest = Manifest(path=path.resolve(), model=_checked_length(model, name))
     _allow_named_locations(model)
     root = str(manifest.root)  # strings, not Path objects: a 100-patch series pays per entry
     for index, entry in enumerate(model.series):

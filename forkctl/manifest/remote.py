@@ -233,10 +233,13 @@ def _snapshot_files(spec: ManifestSpec, sha: str) -> dict[str, bytes]:
     lacks it), every object checked against its name. The manifest's size is checked before its bytes
     are read or parsed."""
     from forkctl.git import snapshot
-    from forkctl.manifest.loader import MAX_MANIFEST_BYTES
+    from forkctl.manifest.loader import MAX_MANIFEST_BYTES, too_large
 
     cache_repo = snapshot.fetch_commit(spec.url, sha)
-    found = snapshot.read_files(cache_repo, spec.url, sha, [spec.path], limit=MAX_MANIFEST_BYTES)
+    try:
+        found = snapshot.read_files(cache_repo, spec.url, sha, [spec.path], limit=MAX_MANIFEST_BYTES)
+    except snapshot.TooLarge as exc:
+        raise too_large(spec.shown, exc.size) from None
     if spec.path not in found:
         raise BadInput(
             f"{spec.shown}: no file {spec.path} in commit {sha[:12]}",

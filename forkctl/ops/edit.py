@@ -11,8 +11,10 @@ existing branch or a path that holds files is refused, never reused.
 
 from __future__ import annotations
 
+import os
 import re
 import shlex
+import shutil
 from pathlib import Path
 
 import msgspec
@@ -73,6 +75,37 @@ def start(repo: GitRepo, series: Series, base: Sha, branch: str, worktree: Path 
             "the series has no branch to edit",
             hint=replay.stale_fix(base),
         )
-    path.parent.mkdir(parents=True, exist_ok=True)
-    repo.add_branch_worktree(path, branch, built.head)
+    made = _absent_folders(path)
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        repo.add_branch_worktree(path, branch, built.head)
+    except (BadInput, OSError) as exc:
+        _take_back(repo, branch, built.head, path, made)
+        said = exc.message if isinstance(exc, BadInput) else f"{exc.strerror}: {exc.filename}"
+        raise BadInput(
+            f"cannot check the series out as branch {branch} in {path}: {said}; the branch and the folders "
+            "edit made were removed",
+            hint="pass --worktree with a folder on a file system that can hold every path of the series, "
+            "or fix the patch that adds the path git could not write",
+        ) from None
     return Editing(branch=branch, worktree=path, base=base, commits=[a.commit for a in built.applied])
+
+
+def _absent_folders(path: Path) -> list[Path]:
+    """`path` and those of its parents that do not exist yet, outermost first: what edit would make."""
+    absent = []
+    for folder in [path, *path.parents]:
+        if os.path.lexists(folder):
+            break
+        absent.append(folder)
+    return absent[::-1]
+
+
+def _take_back(repo: GitRepo, branch: str, head: str, path: Path, made: list[Path]) -> None:
+    """Undo what a failed `start` made, and only that: the worktree's registration, the branch (only
+    while it is still the commit edit made it at: it did not exist before), the folders it created."""
+    repo.remove_worktree(path)
+    if repo.branch_sha(branch) == head:
+        repo.delete_ref(f"refs/heads/{branch}", head)
+    if made:
+        shutil.rmtree(made[0], ignore_errors=True)

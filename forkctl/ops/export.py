@@ -26,6 +26,7 @@ from forkctl.files import atomic_write
 from forkctl.git.repo import GitRepo
 from forkctl.git.sha import TreeSha
 from forkctl.manifest import Manifest
+from forkctl.manifest.loader import MAX_SERIES_ENTRIES
 from forkctl.ops import record
 from forkctl.series import PROVENANCE_RE, Patch, listed_provenance, parse_patches
 
@@ -63,7 +64,14 @@ def branch_commits(repo: GitRepo, base: str, branch: str) -> list[str]:
             f"{branch} has merge commits after the base ({merges[0][:12]}): a series must be linear",
             hint="rebase the branch onto the base first",
         )
-    return repo.rev_list(f"{base}..{tip}")
+    commits = repo.rev_list(f"{base}..{tip}")
+    if len(commits) > MAX_SERIES_ENTRIES:
+        raise BadInput(
+            f"{branch} has {len(commits):,} commits after the base: a series holds at most "
+            f"{MAX_SERIES_ENTRIES:,} patches (a manifest of more is refused as too large)",
+            hint="squash commits on the branch, or split the series",
+        )
+    return commits
 
 
 def _namer(manifest: Manifest) -> Callable[[int, str], str]:
