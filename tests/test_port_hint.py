@@ -3,6 +3,7 @@ another folder, and its message names the upstream commit it stopped on (issue 3
 
 from __future__ import annotations
 
+import json
 import re
 import subprocess
 from pathlib import Path
@@ -134,3 +135,21 @@ def test_the_continue_status_shows_for_a_stopped_port_works_from_another_folder(
     done = run_printed(commands["continue"], elsewhere)
     assert done.returncode == 0, done.stdout + done.stderr
     assert setup.manifest_data()["upstream"]["base"] == new_base
+
+
+def test_continue_with_markers_left_points_at_a_continue_that_works_as_printed(
+    setup: SeriesSetup, tmp_path: Path
+) -> None:
+    """--continue before the conflict is resolved is refused (markers remain); the refusal's own way on
+    carries --repo and --manifest, so run from another folder it finds the stopped port again."""
+    _, data = stopped_port(setup, tmp_path)
+    elsewhere = tmp_path / "elsewhere"
+    elsewhere.mkdir()
+    first = run_printed(printed(data, "continue") + " --json", elsewhere)
+    assert first.returncode == 2, first.stdout + first.stderr
+    refused = json.loads(first.stdout)
+    assert "conflict markers remain" in refused["error"]
+    again = re.search(r"(forkctl port --continue\b[^;()]*)", refused["hint"])
+    assert again and "--repo" in again.group(1), refused["hint"]
+    second = run_printed(again.group(1).strip() + " --json", elsewhere)
+    assert "conflict markers remain" in json.loads(second.stdout)["error"], second.stdout

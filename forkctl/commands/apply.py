@@ -23,7 +23,7 @@ from forkctl.errors import BadInput
 from forkctl.git.repo import GitRepo
 from forkctl.manifest import Manifest
 from forkctl.ops import apply, progress, replay
-from forkctl.ops.state import SPARSE_NOTE, ConflictReport, State
+from forkctl.ops.state import SPARSE_NOTE, ConflictReport, MarkersRemain, State
 from forkctl.report import Problem, Report, Table
 from forkctl.series import load_series
 
@@ -349,7 +349,13 @@ def command(
                 else "aborted: the state file was unreadable; removed it and the scratch worktree, no ref moved"
             )
             return result
-        return _outcome_report(apply.resume(repo, manifest, load_series(manifest)), repo, ways)
+        try:
+            resumed = apply.resume(repo, manifest, load_series(manifest))
+        except MarkersRemain as exc:
+            raise BadInput(
+                exc.message, hint=f"resolve them, then run {ways['continue']} (or {ways['abort']})"
+            ) from None
+        return _outcome_report(resumed, repo, ways)
     if base_rev is None:
         raise BadInput(
             "nothing to apply to", hint="pass --base SHA (the manifest's base), --tree PATH, or --continue"

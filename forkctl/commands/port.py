@@ -12,7 +12,7 @@ from forkctl.cli.kit import Context, forkctl_command, output_options, toolkit_lo
 from forkctl.errors import BadInput
 from forkctl.git.repo import GitRepo, object_store
 from forkctl.ops import port, progress
-from forkctl.ops.state import SPARSE_NOTE, ConflictReport, State, Step
+from forkctl.ops.state import SPARSE_NOTE, ConflictReport, MarkersRemain, State, Step
 from forkctl.report import Problem, Report, Table
 from forkctl.series import load_series
 
@@ -231,9 +231,14 @@ def command(
             if skip:
                 outcome = port.skip(repo, manifest, lambda: load_series(manifest), _who(repo), step)
             else:
-                outcome = port.resume(
-                    repo, manifest, lambda: load_series(manifest), step, reapply_reverted=reapply_reverted
-                )
+                try:
+                    outcome = port.resume(
+                        repo, manifest, lambda: load_series(manifest), step, reapply_reverted=reapply_reverted
+                    )
+                except MarkersRemain as exc:
+                    raise BadInput(
+                        exc.message, hint=f"resolve them, then run {ways['continue']} (or {ways['abort']})"
+                    ) from None
         return _report(outcome, ways, reverted_ways)
     if onto is None:
         raise BadInput("no new base", hint="pass --onto SHA")

@@ -294,6 +294,11 @@ def _name_sides(
     markers.relabel(worktree_path(repo), paths, {sides[0]: ours, sides[1]: theirs})
 
 
+class MarkersRemain(BadInput):
+    """--continue while conflict markers remain: the command that knows the run's --repo and --manifest
+    says the way on (`ways_on`), so it works as printed."""
+
+
 def unresolved_paths(state: State) -> list[str]:
     """Conflict paths that still hold conflict markers in the worktree."""
     worktree = Path(state.worktree)
@@ -309,7 +314,7 @@ def resolved_tree(repo: GitRepo, state: State) -> TreeSha:
     """The worktree's tree once no conflict markers remain; refuses a resolution that changes nothing."""
     left = unresolved_paths(state)
     if left:
-        raise BadInput(
+        raise MarkersRemain(
             f"conflict markers remain in {', '.join(left)} (in {state.worktree})",
             hint=f"resolve them, then run forkctl {state.operation} --continue again (or --abort)",
         )
