@@ -6,9 +6,10 @@ import os
 import re
 import shutil
 import subprocess
+import sys
 from pathlib import Path
 
-from tests.make_test_plugin import PATCH_TESTS, PatchTestsTogether
+from tests.make_test_plugin import PATCH_TESTS, PatchTestsTogether, listed_slow
 
 ROOT = Path(__file__).resolve().parent.parent
 SCRIPT = ROOT / "scripts" / "test-tmpdir.sh"
@@ -82,3 +83,16 @@ def test_make_test_fast_is_the_suite_without_the_slow_tests() -> None:
     assert prerequisites == ["setup"]
     (pytest_line,) = [line for line in lines if "-m pytest" in line]
     assert '-m "not slow"' in pytest_line and "-p tests.make_test_plugin" in pytest_line
+
+
+def test_every_test_the_slow_list_names_exists() -> None:
+    """tests/slow-tests.txt takes tests out of the fast loop by name: a name that no longer names a test
+    (renamed, removed) would silently put nothing slow back, so each must be collected."""
+    done = subprocess.run(
+        [sys.executable, "-m", "pytest", "--collect-only", "-q", "-p", "no:cacheprovider", "tests"],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+    )
+    collected = {line.split("[", 1)[0] for line in done.stdout.splitlines() if "::" in line}
+    assert listed_slow() and not listed_slow() - collected, sorted(listed_slow() - collected)
