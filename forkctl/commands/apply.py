@@ -352,9 +352,7 @@ def command(
         try:
             resumed = apply.resume(repo, manifest, load_series(manifest))
         except MarkersRemain as exc:
-            raise BadInput(
-                exc.message, hint=f"resolve them, then run {ways['continue']} (or {ways['abort']})"
-            ) from None
+            raise exc.with_ways(ways) from None
         return _outcome_report(resumed, repo, ways)
     if base_rev is None:
         raise BadInput(

@@ -236,9 +236,7 @@ def command(
                         repo, manifest, lambda: load_series(manifest), step, reapply_reverted=reapply_reverted
                     )
                 except MarkersRemain as exc:
-                    raise BadInput(
-                        exc.message, hint=f"resolve them, then run {ways['continue']} (or {ways['abort']})"
-                    ) from None
+                    raise exc.with_ways(ways) from None
         return _report(outcome, ways, reverted_ways)
     if onto is None:
         raise BadInput("no new base", hint="pass --onto SHA")

@@ -295,8 +295,11 @@ def _name_sides(
 
 
 class MarkersRemain(BadInput):
-    """--continue while conflict markers remain: the command that knows the run's --repo and --manifest
-    says the way on (`ways_on`), so it works as printed."""
+    """--continue while conflict markers remain; the command, knowing the run's options, says the way on."""
+
+    def with_ways(self, ways: dict[str, str]) -> BadInput:
+        """The same refusal, its hint naming the run's own continue and abort (`progress.ways_on`)."""
+        return BadInput(self.message, hint=f"resolve them, then run {ways['continue']} (or {ways['abort']})")
 
 
 def unresolved_paths(state: State) -> list[str]:
