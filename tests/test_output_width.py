@@ -174,8 +174,13 @@ def test_an_error_on_stderr_fits_a_log_with_its_url_and_gits_words_whole(tmp_pat
 def test_a_log_width_can_be_set_and_a_nonsense_one_is_ignored(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    """$FORKCTL_LOG_WIDTH sets the width of text written to a log or a pipe (40 columns or more)."""
-    manifest = tmp_path / "missing" / ("a folder with spaces " * 12).strip() / "manifest.yaml"
+    """$FORKCTL_LOG_WIDTH sets the width of text written to a log or a pipe (40 columns or more).
+
+    The manifest is named relative to the test's folder: a path is never broken, so an absolute one
+    whose first word (the temp folder up to its first space) is long would make its own line longer
+    than any width, as it did for a user whose temp folder's name is longer than root's."""
+    monkeypatch.chdir(tmp_path)
+    manifest = Path("missing") / ("a folder with spaces " * 12).strip() / "manifest.yaml"
     widths = {}
     for value in ("", "300", "7", "wide"):
         monkeypatch.setenv("FORKCTL_LOG_WIDTH", value)
