@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from forkctl.git import store as gitstore
+from forkctl.git import clonecache
 from forkctl.git.repo import GitRepo
 from tests.gitrepos import Repo
 from tests.seriesrepo import SeriesSetup, clone, run_json
@@ -48,7 +48,7 @@ def test_an_apply_belongs_to_the_checkout_that_started_it(
         # user who names this local location (git.remote admits a local URL only when one does).
         with pytest.MonkeyPatch.context() as local:
             local.setenv("FORKCTL_ALLOW_LOCAL_URLS", "1")
-            repo = gitstore.cached_objects(setup.url, [setup.base])
+            repo = clonecache.cached_objects(setup.url, [setup.base])
         where = []
     worktree = stop_left_by_an_earlier_forkctl(setup, Repo(repo.git_dir))
     resolved = worktree / "megatron/core/b.py"

@@ -11,8 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from forkctl.git import locations
-from forkctl.git import store as gitstore
+from forkctl.git import clonecache, locations
 from tests.gitrepos import git, init_repo
 
 
@@ -24,11 +23,11 @@ def test_a_one_commit_fetch_into_a_cache_with_history_grafts_nothing(
     upstream.commit("second", {"a.txt": "2\n"})
     url = (tmp_path / "upstream").as_uri()
     with locations.named_by_user([url]):  # the test is the user who names this local repository
-        cache = gitstore.cache_repo_for(url)
-        gitstore.fetch_history(cache, url)
+        cache = clonecache.cache_repo_for(url)
+        clonecache.fetch_history(cache, url)
         assert not (cache.git_dir / "shallow").exists()
         newer = upstream.commit("third", {"a.txt": "3\n"})  # not in the cache yet
         parent = git(tmp_path / "upstream", "rev-parse", f"{newer}~1")
-        assert gitstore.fetch_sha_why(cache, url, newer) is None  # depth 1 by default
+        assert clonecache.fetch_sha_why(cache, url, newer) is None  # depth 1 by default
         assert not (cache.git_dir / "shallow").exists()
         assert cache.git(["rev-list", "--parents", "-1", newer]).text.split() == [newer, parent]

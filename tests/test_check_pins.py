@@ -10,7 +10,7 @@ import yaml
 from click.testing import CliRunner
 
 from forkctl.cli import cli
-from forkctl.git.store import cache_path
+from forkctl.git.clonecache import cache_path
 from tests.chain import BRIDGE_GITLINK, NEMO_GITLINK, Chain, commit_index, make_chain, make_fixed_chain, url
 from tests.gitrepos import FORMAT_PATCH, git
 from tests.toolkit import flat

@@ -119,7 +119,7 @@ def test_a_cache_repository_a_killed_git_init_left_is_replaced(
 ) -> None:
     """A folder without HEAD where the cache keeps upstream's repository (a first run killed inside
     `git init`): publishes at once replace it with a whole repository, none fails."""
-    from forkctl.git.store import cache_path
+    from forkctl.git.clonecache import cache_path
     from tests.chain import url
 
     chain = make_chain(tmp_path)

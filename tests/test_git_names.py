@@ -32,9 +32,9 @@ def test_every_import_from_the_package_names_one_of_its_modules() -> None:
     assert wrong == []
 
 
-def test_the_cache_lives_in_store_alone() -> None:
+def test_the_cache_lives_in_clonecache_alone() -> None:
     remote = importlib.import_module("forkctl.git.remote")
-    store = importlib.import_module("forkctl.git.store")
-    assert callable(store.cache_repo_for)
+    clonecache = importlib.import_module("forkctl.git.clonecache")
+    assert callable(clonecache.cache_repo_for)
     with pytest.raises(AttributeError):
         _ = remote.cache_repo_for  # moved, with no alias left behind

@@ -172,7 +172,7 @@ def test_absorbed_detection_holds_under_color_always(tmp_path: Path, hostile, mo
 def test_a_url_is_data_never_an_option_or_a_command(tmp_path: Path, hostile_url: str) -> None:
     """A URL from a manifest or a consumer's .gitmodules reaches git only as a repository location."""
     from forkctl.errors import BadInput
-    from forkctl.git import remote, store
+    from forkctl.git import clonecache, remote
     from forkctl.git.repo import GitRepo
 
     marker = tmp_path / "PWNED"
@@ -180,8 +180,8 @@ def test_a_url_is_data_never_an_option_or_a_command(tmp_path: Path, hostile_url:
     cache_repo = GitRepo.init_bare(tmp_path / "store.git")
     calls = [
         lambda: remote.ls_remote(url),
-        lambda: store.fetch_sha(cache_repo, url, "0" * 40),
-        lambda: store.fetch_history(cache_repo, url),
+        lambda: clonecache.fetch_sha(cache_repo, url, "0" * 40),
+        lambda: clonecache.fetch_history(cache_repo, url),
         lambda: remote.default_branch(url),
         lambda: remote.push_branch(cache_repo, url, "0" * 40, "main"),
     ]
@@ -199,7 +199,7 @@ def test_a_silent_server_does_not_hang_forkctl(tmp_path: Path, monkeypatch: pyte
     import time
 
     from forkctl.errors import BadInput
-    from forkctl.git import remote, store
+    from forkctl.git import clonecache, remote
     from forkctl.git.repo import GitRepo
 
     server = socket.socket()
@@ -225,8 +225,8 @@ def test_a_silent_server_does_not_hang_forkctl(tmp_path: Path, monkeypatch: pyte
         for url in (f"git://127.0.0.1:{port}/repo.git", f"ssh://127.0.0.1:{port}/repo.git"):
             for call in (
                 lambda url=url: remote.ls_remote(url),
-                lambda url=url: store.fetch_history(cache_repo, url),
-                lambda url=url: store.fetch_sha(cache_repo, url, "1" * 40),
+                lambda url=url: clonecache.fetch_history(cache_repo, url),
+                lambda url=url: clonecache.fetch_sha(cache_repo, url, "1" * 40),
             ):
                 started = time.monotonic()
                 # Bounded whatever asks: the fetch itself, or (git 2.39 cannot turn lazy fetches off) a

@@ -345,7 +345,7 @@ def test_a_fetch_waits_for_another_into_the_same_cache_repository_past_the_lock_
 
     from forkctl import locking
     from forkctl.git import snapshot
-    from forkctl.git.store import cache_repo_for
+    from forkctl.git.clonecache import cache_repo_for
 
     toolkit = make_toolkit(tmp_path)
     url, sha = serve(toolkit.root)

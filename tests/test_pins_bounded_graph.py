@@ -14,7 +14,7 @@ from pathlib import Path
 import pytest
 import yaml
 
-from forkctl.git.store import cache_path
+from forkctl.git.clonecache import cache_path
 from tests.chain import Chain, check_pins_json, make_chain, url, use_private_cache
 from tests.gitrepos import git
 
@@ -147,8 +147,8 @@ def test_a_count_the_bound_cuts_is_not_recorded_when_the_graph_cannot_deepen(tmp
     """Recorded counts are facts every later run trusts: a count the bound cuts, in a graph that cannot
     be deepened (the server is gone), is no answer, and nothing is recorded."""
     from forkctl.git import locations
+    from forkctl.git.clonecache import graph_for
     from forkctl.git.graph import fetch_graph
-    from forkctl.git.store import graph_for
 
     chain, work, base = chain_on_a_later_base(tmp_path)
     dated(work, LATER + DAY, "commit", "-q", "--allow-empty", "-m", "upstream: after the base")

@@ -77,7 +77,7 @@ def test_a_cold_check_of_the_real_shaped_chain_receives_no_object_twice(tmp_path
     twice = {name: repos for name, repos in holders.items() if len(repos) > 1}
     # No tree twice, nothing twice into one repository. What remains: a commit read for its trees (the
     # tree cache) that comes again with its URL's commit graph (one commit object per such pin; see
-    # forkctl/git/store.py _graph_fetch for why that is kept).
+    # forkctl/git/clonecache.py _graph_fetch for why that is kept).
     kinds = dict(
         line.split()
         for line in git(

@@ -37,7 +37,7 @@ NOT_ON_PATH = {
     "forkctl.ops.port.preview",
     "forkctl.ops.port.bisect",
     "forkctl.ops.apply",
-    "forkctl.git.store",
+    "forkctl.git.clonecache",
     "forkctl.git.remote",
     "forkctl.git.graph",
     "forkctl.git.listings",

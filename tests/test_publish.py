@@ -208,7 +208,7 @@ def test_remote_moving_between_read_and_push_is_refused(tmp_path: Path) -> None:
     git(other, "push", "-q", "origin", "HEAD:farai/main")
     moved = tip(chain)
     with pytest.raises(BadInput, match="moved"):
-        core.push_plan(plan, fork.store)
+        core.push_plan(plan, fork.upstream_repo)
     assert tip(chain) == moved
 
 

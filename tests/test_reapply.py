@@ -206,5 +206,5 @@ def test_reapply_loads_only_what_it_uses(scene, tmp_path: Path) -> None:
         "forkctl.git.merge",
     }
     # --repo and a local --manifest: no cache of partial clones, no remote manifests
-    unwanted |= {"forkctl.git.store", "forkctl.git.remote", "forkctl.manifest.remote"}
+    unwanted |= {"forkctl.git.clonecache", "forkctl.git.remote", "forkctl.manifest.remote"}
     budget.none_of("modules a re-apply does not use, imported", unwanted & modules)

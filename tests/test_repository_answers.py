@@ -12,8 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from forkctl.git import locations
-from forkctl.git import store as gitstore
+from forkctl.git import clonecache, locations
 from forkctl.git.batch import ObjectReader
 from forkctl.git.facts import FILE
 from forkctl.git.repo import GitRepo
@@ -57,12 +56,12 @@ def test_a_cache_repository_is_one_object_while_it_is_held(
     monkeypatch.setenv("FORKCTL_CACHE", str(tmp_path / "cache"))
     init_repo(tmp_path / "upstream", {"a.txt": "1\n"})
     url = (tmp_path / "upstream").as_uri()
-    first = gitstore.cache_repo_for(url)
-    assert gitstore.cache_repo_for(url) is first  # the same answers for everyone who asks now
+    first = clonecache.cache_repo_for(url)
+    assert clonecache.cache_repo_for(url) is first  # the same answers for everyone who asks now
     first.present.add("kept")
     del first
     gc.collect()
-    assert "kept" not in gitstore.cache_repo_for(url).present  # dropped: the next user asks afresh
+    assert "kept" not in clonecache.cache_repo_for(url).present  # dropped: the next user asks afresh
 
 
 def test_a_cache_repository_writes_its_facts_when_dropped_outside_the_cli(
@@ -74,8 +73,8 @@ def test_a_cache_repository_writes_its_facts_when_dropped_outside_the_cli(
     upstream = init_repo(tmp_path / "upstream", {"a.txt": "1\n"})
     url = (tmp_path / "upstream").as_uri()
     with locations.named_by_user([url]):  # called directly: the test is the user who names it
-        cache = gitstore.cache_repo_for(url)
-        gitstore.fetch_history(cache, url)
+        cache = clonecache.cache_repo_for(url)
+        clonecache.fetch_history(cache, url)
         head = upstream.head()
         assert set(cache.tree_entries(head, ["a.txt"])) == {"a.txt"}
         facts_file = cache.git_dir / FILE

@@ -39,8 +39,7 @@ from forkctl.chain.pinrecords import RecordChange
 from forkctl.chain.reachable import CommitGraphs
 from forkctl.chain.sources import Remotes, Source, branch_to_bump
 from forkctl.errors import BadInput
-from forkctl.git import remote
-from forkctl.git import store as gitstore
+from forkctl.git import clonecache, remote
 from forkctl.git.commits import Identity
 from forkctl.git.objects import TreeEntry
 from forkctl.git.repo import GitRepo
@@ -109,7 +108,7 @@ def _gitlink_and_module(
         # request (no lazy fetch; a consumer's large files are never read).
         small = [e.sha for e in entries.values() if e.kind == "blob" and e.path != consumer.gitlink]
         if small:
-            gitstore.fetch_objects(repo, source.fetch_url, small)
+            clonecache.fetch_objects(repo, source.fetch_url, small)
     modules = repo.parse_gitmodules(modules_entry.sha) if modules_entry else []
     module = next((m for m in modules if m.path == consumer.gitlink), None)
     if module is None or modules_entry is None:
@@ -263,8 +262,8 @@ def plan_bump(
     steps: list[BumpStep] = []
     sources: list[Source] = []
     target: tuple[str, str | None] = (manifest.fork.url, manifest.upstream.url)
-    new_date = _commit_date(fork.store, new_pin)
-    graphs = CommitGraphs(manifest, fork.upstream_url, Remotes(progress), fork.store, fork.base)
+    new_date = _commit_date(fork.upstream_repo, new_pin)
+    graphs = CommitGraphs(manifest, fork.upstream_url, Remotes(progress), fork.upstream_repo, fork.base)
     signer = mail.address(signoff or manifest.fork.bump_signoff or "")
     for index in range(last + 1):
         consumer = manifest.consumers[index]

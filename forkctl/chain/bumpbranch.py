@@ -21,7 +21,7 @@ import msgspec
 from forkctl.chain import forward
 from forkctl.chain.reachable import CommitGraphs
 from forkctl.chain.sources import Source
-from forkctl.git import store as gitstore
+from forkctl.git import clonecache
 from forkctl.git.repo import GitRepo
 from forkctl.manifest import Consumer
 
@@ -50,7 +50,7 @@ def bump_branch_now(
     existing = graphs.remotes.refs(source.fetch_url).get(ref)
     if existing is None or existing == head:
         return BranchStart(existing, existing is not None, in_cache=True)
-    if gitstore.fetch_sha_why(repo, source.fetch_url, existing) is not None:
+    if clonecache.fetch_sha_why(repo, source.fetch_url, existing) is not None:
         return BranchStart(existing, False, in_cache=True)  # apply_step refuses it, naming the branch
     contained = forward.contains(repo, source.fetch_url, branch, existing, head, graphs)
     return BranchStart(existing, bool(contained), in_cache=True)

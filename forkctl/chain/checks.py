@@ -22,7 +22,14 @@ from forkctl.chain.forkhead import ForkContext, fork_context
 from forkctl.chain.forklink import check_fork_pin, fork_branch_notes
 from forkctl.chain.model import ChainFinding, ChainResult, LinkResult, Progress, Status, WayForward
 from forkctl.chain.reachable import CommitGraphs, check_reachable, recorded_branch_finding
-from forkctl.chain.sources import Remotes, Source, Store, commit_to_check, default_sources, planned_commit
+from forkctl.chain.sources import (
+    CloneOrCache,
+    Remotes,
+    Source,
+    commit_to_check,
+    default_sources,
+    planned_commit,
+)
 from forkctl.chain.wayforward import one_way_forward, pin_bases, point_at, upstream_ancestry
 from forkctl.errors import BadInput
 from forkctl.git import remote
@@ -57,26 +64,26 @@ class Checker:
         # point its `.gitmodules` findings at their lines.
         self.start = start
         self._results: dict[tuple[int, str], LinkResult] = {}
-        self._stores: dict[int, Store] = {}
+        self._objects: dict[int, CloneOrCache] = {}
         self.remotes = Remotes(self.progress)
         self.graphs = CommitGraphs(
-            self.manifest, self.fork.upstream_url, self.remotes, self.fork.store, self.fork.base
+            self.manifest, self.fork.upstream_url, self.remotes, self.fork.upstream_repo, self.fork.base
         )
 
-    def store(self, index: int) -> Store:
-        if index not in self._stores:
-            self._stores[index] = self.sources[index].store()
-        return self._stores[index]
+    def objects(self, index: int) -> CloneOrCache:
+        if index not in self._objects:
+            self._objects[index] = self.sources[index].objects()
+        return self._objects[index]
 
     def run(self) -> ChainResult:
         starts = range(len(self.sources)) if self.start is None else [self.start]
         self._prefetch()
         for index in starts:
-            commit, role = commit_to_check(self.sources[index], self.store(index), self.remotes)
+            commit, role = commit_to_check(self.sources[index], self.objects(index), self.remotes)
             link = self.check(index, commit, role)
             recorded_branch_finding(self.sources[index], self.remotes, link)
             if self.start is not None:
-                point_at_gitmodules(self.store(index).repo_with(commit), commit, link)
+                point_at_gitmodules(self.objects(index).repo_with(commit), commit, link)
         links = sorted(self._results.values(), key=lambda link: link.index)
         notes = _fork_branch_notes(self)
         ancestry = upstream_ancestry(self.fork, self.graphs)
@@ -94,25 +101,25 @@ class Checker:
         top = len(self.sources) - 1 if self.start is None else self.start
         pinned: list[str] = []
         for index in range(top, -1, -1):
-            source, store = self.sources[index], self.store(index)
+            source, objects = self.sources[index], self.objects(index)
             try:
                 tip = (
-                    planned_commit(source, store, self.remotes)
+                    planned_commit(source, objects, self.remotes)
                     if index == top or self.start is None
                     else None
                 )
             except BadInput:
                 tip = None  # an unlistable URL: the check says so
             wanted = list(dict.fromkeys([*([tip] if tip else []), *pinned]))
-            store.prefetch(wanted)
+            objects.prefetch(wanted)
             pinned = [] if index == 0 else self._gitlinks(index, wanted)
 
     def _gitlinks(self, index: int, commits: list[str]) -> list[str]:
         """The commits that the gitlinks of `commits` (of consumer `index`, where held) pin."""
-        consumer, store = self.sources[index].consumer, self.store(index)
+        consumer, objects = self.sources[index].consumer, self.objects(index)
         found = []
         for commit in commits:
-            repo = store.holding(commit)
+            repo = objects.holding(commit)
             if repo is None:
                 continue
             entries = repo.tree_entries(commit, _paths_read(consumer))
@@ -127,18 +134,18 @@ class Checker:
         if key in self._results:
             return self._results[key]
         consumer = self.sources[index].consumer
-        repo = self.store(index).repo_with(commit)
+        repo = self.objects(index).repo_with(commit)
         if repo is None:
-            raise BadInput(f"cannot read commit {commit[:12]} of {consumer.name}: {self.store(index).why}")
+            raise BadInput(f"cannot read commit {commit[:12]} of {consumer.name}: {self.objects(index).why}")
         target = pin_target(self.manifest, self.sources, index)
         link = LinkResult(consumer.name, index, commit, role, consumer.gitlink, target.name)
         self._results[key] = link
         self.progress(f"checking {consumer.name}@{commit[:12]} ({role})")
         entries = repo.tree_entries(commit, _paths_read(consumer))
         files = {path: e.sha for path, e in entries.items() if e.kind == "blob"}
-        store = self.store(index)
-        store.ensure_blobs(repo, [sha for path, sha in files.items() if path != ".gitmodules"])
-        modules = declared_modules(store, repo, entries.get(".gitmodules"), link)
+        objects = self.objects(index)
+        objects.ensure_blobs(repo, [sha for path, sha in files.items() if path != ".gitmodules"])
+        modules = declared_modules(objects, repo, entries.get(".gitmodules"), link)
         if modules is None:
             return link
         gitlink_path, module = locate_gitlink(repo, commit, consumer, modules, target, link, entries)
@@ -163,7 +170,7 @@ class Checker:
 
     def _check_consumer_pin(self, index: int, pinned: str, url: str | None, link: LinkResult) -> None:
         """A pin of the previous consumer passes when the commit it pins passes (checked as its link)."""
-        previous = self.store(index - 1)
+        previous = self.objects(index - 1)
         extra = tuple(u for u in (url,) if u and not remote.same_repo(u, previous.url))
         if previous.repo_with(pinned, extra) is None:
             link.add(

@@ -11,7 +11,7 @@ import shlex
 import msgspec
 
 from forkctl.chain.model import LinkResult, Status
-from forkctl.chain.sources import Source, Store
+from forkctl.chain.sources import CloneOrCache, Source
 from forkctl.git import remote
 from forkctl.git.objects import TreeEntry
 from forkctl.git.repo import GitRepo
@@ -37,7 +37,7 @@ def pin_target(manifest: Manifest, sources: list[Source], index: int) -> PinTarg
 
 
 def declared_modules(
-    store: Store, repo: GitRepo, entry: TreeEntry | None, link: LinkResult
+    objects: CloneOrCache, repo: GitRepo, entry: TreeEntry | None, link: LinkResult
 ) -> list[SubmoduleEntry] | None:
     """The sections of the commit's `.gitmodules` (its tree `entry`; None: it has none), or None with
     a finding when a fresh recursive clone fails on the file itself: git refuses to check out a
@@ -56,7 +56,7 @@ def declared_modules(
         )
         return None
     try:
-        return store.gitmodules(repo, entry.sha)
+        return objects.gitmodules(repo, entry.sha)
     except GitmodulesSyntax as exc:
         link.add(
             "gitmodules",

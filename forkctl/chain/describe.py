@@ -15,7 +15,7 @@ from forkctl.chain.checks import chain_way_forward
 from forkctl.chain.forkhead import ForkContext, fork_context
 from forkctl.chain.model import Progress, WayForward
 from forkctl.errors import ForkctlError
-from forkctl.git import store as gitstore
+from forkctl.git import clonecache
 from forkctl.git.repo import GitRepo
 from forkctl.manifest import Manifest
 from forkctl.manifest.schema import DroppedEntry
@@ -88,7 +88,7 @@ def complete(
     first consumer holds now and, when that is a fork head, the range-diff and the dropped cut."""
     facts.fork_head, facts.plan = fork.head, plan
     try:
-        info = fork.store.commit_info(fork.base)
+        info = fork.upstream_repo.commit_info(fork.base)
         facts.base_subject, facts.base_date = info.subject, info.author.date
     except ForkctlError:
         facts.missing.append(f"the base commit's subject and date are not available ({fork.base[:12]})")
@@ -128,58 +128,65 @@ def _previous_series(
     facts: MoveFacts, manifest: Manifest, fork: ForkContext, previous: str, progress: Progress
 ) -> None:
     """The previous fork head's base, the dropped entries since it, and the range-diff old vs new."""
-    store = fork.store
+    upstream_repo = fork.upstream_repo
     tip = fork.upstream_tip(manifest.upstream.branch)  # full upstream history first: no shallow boundary
     progress(f"fetching the previously pinned fork head {previous[:12]} from {manifest.fork.url}")
-    if not gitstore.fetch_sha(store, manifest.fork.url, previous, depth=None):
+    if not clonecache.fetch_sha(upstream_repo, manifest.fork.url, previous, depth=None):
         facts.missing.append(
             f"the range-diff is not available: the previous pin {previous[:12]} is not fetchable from "
             f"{manifest.fork.url}"
         )
         return
-    previous_base = _own_base(store, previous, fork.base, tip)
+    previous_base = _own_base(upstream_repo, previous, fork.base, tip)
     if previous_base is None:
         facts.missing.append(f"the range-diff is skipped: {previous[:12]} shares no history with upstream")
         return
-    if previous_base == previous or store.is_ancestor(previous, fork.base):
+    if previous_base == previous or upstream_repo.is_ancestor(previous, fork.base):
         facts.missing.append(
             f"the range-diff is skipped: no previous fork head (the pin {previous[:12]} is a plain upstream "
             "commit)"
         )
         return
     facts.previous_base = previous_base
-    facts.dropped, facts.dropped_since = _dropped_since(store, facts.dropped, previous_base), previous_base
-    blobs = store.blobs_in_range(previous_base, previous) + store.blobs_in_range(fork.base, fork.head)
-    gitstore.fetch_objects(store, manifest.fork.url, blobs)
-    facts.range_diff = store.series_range_diff((previous_base, previous), (fork.base, fork.head))
+    facts.dropped, facts.dropped_since = (
+        _dropped_since(upstream_repo, facts.dropped, previous_base),
+        previous_base,
+    )
+    blobs = upstream_repo.blobs_in_range(previous_base, previous) + upstream_repo.blobs_in_range(
+        fork.base, fork.head
+    )
+    clonecache.fetch_objects(upstream_repo, manifest.fork.url, blobs)
+    facts.range_diff = upstream_repo.series_range_diff((previous_base, previous), (fork.base, fork.head))
     if facts.range_diff is None:
         facts.missing.append("the range-diff is not available: git range-diff failed")
 
 
-def _own_base(store: GitRepo, previous: str, base: str, tip: str | None) -> str | None:
+def _own_base(upstream_repo: GitRepo, previous: str, base: str, tip: str | None) -> str | None:
     """The upstream commit the previous pin stands on: the newest of its merge-bases with the manifest
     base and with upstream's branch tip. Its merge-base with the manifest base alone would count the
     upstream commits between the two bases as the previous series' patches (removed in the range-diff)."""
     found = [
         b
         for upstream in dict.fromkeys([base, *([tip] if tip else [])])
-        for b in store.merge_bases(previous, upstream)[:1]
+        for b in upstream_repo.merge_bases(previous, upstream)[:1]
     ]
     if not found:
         return None
     newest = found[0]
     for candidate in found[1:]:
-        if store.is_ancestor(newest, candidate):
+        if upstream_repo.is_ancestor(newest, candidate):
             newest = candidate
     return newest
 
 
-def _dropped_since(store: GitRepo, dropped: list[DroppedEntry], previous_base: str) -> list[DroppedEntry]:
+def _dropped_since(
+    upstream_repo: GitRepo, dropped: list[DroppedEntry], previous_base: str
+) -> list[DroppedEntry]:
     """The entries dropped after the previous pin's base: those whose base is not at or before it (an
-    entry whose base this store does not know is kept)."""
+    entry whose base this repository does not know is kept)."""
     kept = []
     for entry in dropped:
-        at = store.resolve_commit(entry.base)
-        if at is None or not (at == previous_base or store.is_ancestor(at, previous_base)):
+        at = upstream_repo.resolve_commit(entry.base)
+        if at is None or not (at == previous_base or upstream_repo.is_ancestor(at, previous_base)):
             kept.append(entry)
     return kept

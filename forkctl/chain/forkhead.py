@@ -1,7 +1,7 @@
 """The fork head, and why a pin is not it.
 
 The fork link is a SHA comparison: the nearest consumer must pin exactly `apply(series, base)`, built
-reproducibly (forkctl.ops.replay) in the upstream object store. When it pins something else,
+reproducibly (forkctl.ops.replay) in the upstream repository. When it pins something else,
 `diagnose_fork_pin` says why in the fork's own terms: another base, a missing / edited / extra patch,
 a plain upstream commit.
 """
@@ -15,8 +15,7 @@ from forkctl.chain.ownfiles import OwnFiles, checked_own, named, unpublished_pat
 from forkctl.chain.reachable import base_unfetched
 from forkctl.chain.sources import local_branch_tip, parse_location
 from forkctl.errors import BadInput
-from forkctl.git import remote
-from forkctl.git import store as gitstore
+from forkctl.git import clonecache, remote
 from forkctl.git.repo import GitRepo
 from forkctl.git.runner import GitFailed
 from forkctl.git.sha import Sha, TreeSha, is_full_sha
@@ -31,9 +30,9 @@ MAX_LISTED_COMMITS = 50  # beyond this many fork commits the diagnosis lists a c
 
 
 class ForkContext(msgspec.Struct):
-    """The upstream object store with the base, the reproducible head built in it, and the series."""
+    """The upstream repository with the base, the reproducible head built in it, and the series."""
 
-    store: GitRepo
+    upstream_repo: GitRepo
     upstream_url: str
     upstream_local: GitRepo | None
     base: Sha  # the manifest's base, resolved
@@ -44,7 +43,7 @@ class ForkContext(msgspec.Struct):
     _history_fetched: bool = False
 
     def upstream_tip(self, branch: str) -> str | None:
-        """The upstream branch tip, with its history in `store` (fetched on first need only)."""
+        """The upstream branch tip, with its history in `upstream_repo` (fetched on first need only)."""
         if self._upstream_tip is not None:
             return self._upstream_tip
         if self.upstream_local is not None:
@@ -52,9 +51,9 @@ class ForkContext(msgspec.Struct):
             return self._upstream_tip
         if not self._history_fetched:
             listed = remote.listed_refs(self.upstream_url).refs
-            gitstore.fetch_history(self.store, self.upstream_url, listed)
+            clonecache.fetch_history(self.upstream_repo, self.upstream_url, listed)
             self._history_fetched = True
-        self._upstream_tip = self.store.ref_sha(f"refs/forkctl/heads/{branch}")
+        self._upstream_tip = self.upstream_repo.ref_sha(f"refs/forkctl/heads/{branch}")
         return self._upstream_tip
 
     @property
@@ -62,21 +61,21 @@ class ForkContext(msgspec.Struct):
         return f"pin the reproducible fork head {self.head[:12]}: forkctl bump-bridge"
 
     def head_tree(self) -> TreeSha:
-        """The tree of the fork head (read in the store it was built in)."""
-        return self.store.commit_info(self.head).tree
+        """The tree of the fork head (read in the repository it was built in)."""
+        return self.upstream_repo.commit_info(self.head).tree
 
 
 def _base_and_built_head(
-    store: GitRepo, given: str, series: Series | None
+    repo: GitRepo, given: str, series: Series | None
 ) -> tuple[Sha | None, Sha | None, bool]:
     """(the commit the manifest base names, the fork head built before for it and the series when
-    `store` holds it, whether that was asked) in one `cat-file --batch-check`: a full base SHA names
+    `repo` holds it, whether that was asked) in one `cat-file --batch-check`: a full base SHA names
     the built ref before it is resolved. An abbreviated base, or a series that does not read, is asked
     alone (and the built ref later, from the resolved base)."""
     base_query = f"{given}^{{commit}}"
     built = BUILT_REFS + Series(base=given, patches=series.patches).digest if series else None
     queries = [base_query, *([built] if built and is_full_sha(given) else [])]
-    found = store.resolve_commits(queries)
+    found = repo.resolve_commits(queries)
     base = found[base_query]
     asked = len(queries) == 2 and base == given
     return base, (found[queries[-1]] if asked else None), asked
@@ -88,7 +87,7 @@ def fork_context(
     progress: Progress,
     location_flag: str = "--upstream-repo",
 ) -> ForkContext:
-    """Build apply(series, base) in the upstream store: `--upstream-repo` (a clone, lent as alternate
+    """Build apply(series, base) in the upstream repository: `--upstream-repo` (a clone, lent as alternate
     objects, or a URL) or the cache for the manifest's upstream URL. `location_flag` is the option
     that names `upstream_location` in the calling verb, for the hints."""
     upstream_local: GitRepo | None = None
@@ -99,49 +98,49 @@ def fork_context(
             upstream_local = GitRepo(local)
         else:
             url = given_url or url
-    store = gitstore.cache_repo_for(url, alternates=[upstream_local.git_dir] if upstream_local else None)
+    repo = clonecache.cache_repo_for(url, alternates=[upstream_local.git_dir] if upstream_local else None)
     try:
         series: Series | None = load_series(manifest)
     except BadInput:
         series = None  # told after the base, as ever: a missing base is the first thing to fix
-    base, head, asked = _base_and_built_head(store, manifest.upstream.base, series)
+    base, head, asked = _base_and_built_head(repo, manifest.upstream.base, series)
     why = ""
     if base is None:
         progress(f"fetching the base {manifest.upstream.base[:12]} from {url}")
         if is_full_sha(manifest.upstream.base):
-            why = gitstore.fetch_sha_why(store, url, manifest.upstream.base) or ""
+            why = clonecache.fetch_sha_why(repo, url, manifest.upstream.base) or ""
             base = None if why else manifest.upstream.base
     if base is None:
         raise base_unfetched(manifest.upstream.base, upstream_location or url, why, location_flag)
     patches = (series or load_series(manifest)).patches
     # apply(series, base) is a pure function of the base and the patch bytes: a head built before in
-    # this store for the same inputs is reused (one ref read instead of ~6 git processes per patch).
+    # this repository for the same inputs is reused (one ref read instead of ~6 git processes per patch).
     built_ref = BUILT_REFS + Series(base=base, patches=patches).digest
     if not asked:
-        head = store.ref_sha(built_ref)
-        head = head if head is not None and not store.missing_objects([head]) else None
+        head = repo.ref_sha(built_ref)
+        head = head if head is not None and not repo.missing_objects([head]) else None
     if head is not None:
         return ForkContext(
-            store, url, upstream_local, base, head, patches, checked_own(manifest, store, base, head, patches)
+            repo, url, upstream_local, base, head, patches, checked_own(manifest, repo, base, head, patches)
         )
     if upstream_local is None:
         touched = list(dict.fromkeys(path for patch in patches for path in patch.paths))
-        at_base = store.tree_entries(base, touched)
-        gitstore.fetch_objects(store, url, [e.sha for e in at_base.values() if e.kind == "blob"])
+        at_base = repo.tree_entries(base, touched)
+        clonecache.fetch_objects(repo, url, [e.sha for e in at_base.values() if e.kind == "blob"])
     progress(f"building the fork head: {manifest.upstream.repo}@{base[:12]} + {len(patches)} patches")
-    result = replay.build_series(store, base, patches)
+    result = replay.build_series(repo, base, patches)
     if result.conflict is None:
-        store.set_ref(built_ref, result.head, "apply(series, base)")
+        repo.set_ref(built_ref, result.head, "apply(series, base)")
     if result.conflict is not None:
-        # No 3-way head: the fork head is apply(series, base) or nothing, in every store alike.
+        # No 3-way head: the fork head is apply(series, base) or nothing, in every repository alike.
         raise BadInput(
             f"the series is stale on its base {base[:12]}: {result.conflict.patch.path.name} does not "
             f"apply as written, so there is no fork head to check pins against: "
             f"{result.conflict.message.strip()}",
             hint=replay.stale_fix(base),
         )
-    owned = checked_own(manifest, store, base, result.head, patches)
-    return ForkContext(store, url, upstream_local, base, result.head, patches, owned)
+    owned = checked_own(manifest, repo, base, result.head, patches)
+    return ForkContext(repo, url, upstream_local, base, result.head, patches, owned)
 
 
 # --- why a pin is not the fork head ---------------------------------------------------------------
@@ -289,9 +288,9 @@ def publish_merge_finding(
 def diagnose_fork_pin(ctx: ForkContext, pinned: str, branch: str) -> list[ChainFinding]:
     """Why `pinned` is not apply(series, base): one finding per reason, most fundamental first.
 
-    `ctx.store` must hold `pinned` with its history (the caller fetched it from the fork URL).
+    `ctx.upstream_repo` must hold `pinned` with its history (the caller fetched it from the fork URL).
     """
-    repo, base, fix = ctx.store, ctx.base, ctx.bump_fix
+    repo, base, fix = ctx.upstream_repo, ctx.base, ctx.bump_fix
     if pinned == base:
         message = (
             f"pins the plain upstream base {base[:12]} with none of the {len(ctx.patches)} patches "

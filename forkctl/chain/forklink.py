@@ -14,11 +14,10 @@ from forkctl.chain import forkbase
 from forkctl.chain.forkhead import ForkContext, diagnose_fork_pin, publish_merge_finding, unpatched_upstream
 from forkctl.chain.model import ChainFinding, LinkResult, Status
 from forkctl.chain.reachable import CommitGraphs
-from forkctl.chain.sources import Remotes, Store, local_branch_tip, parse_location
+from forkctl.chain.sources import CloneOrCache, Remotes, local_branch_tip, parse_location
 from forkctl.errors import BadInput
+from forkctl.git import clonecache, remote
 from forkctl.git import graph as gitgraph
-from forkctl.git import remote
-from forkctl.git import store as gitstore
 from forkctl.git.repo import GitRepo
 from forkctl.git.sha import TreeSha
 from forkctl.manifest import Manifest
@@ -46,24 +45,24 @@ def check_fork_pin(
     fork_cache = _fork_cache_with(pinned, url, fork, manifest)
     if fork_cache is not None:
         link.findings += _judge(
-            msgspec.structs.replace(fork, store=fork_cache), pinned, fork.head_tree(), manifest
+            msgspec.structs.replace(fork, upstream_repo=fork_cache), pinned, fork.head_tree(), manifest
         )
         return
-    store = fork.store
+    upstream_repo = fork.upstream_repo
     urls = [u for u in (url, manifest.fork.url) if u]
     reasons = []
-    if not store.has_object(f"{pinned}^{{commit}}") or (store.git_dir / "shallow").is_file():
-        fork.upstream_tip(manifest.upstream.branch)  # unshallows the store first
+    if not upstream_repo.has_object(f"{pinned}^{{commit}}") or (upstream_repo.git_dir / "shallow").is_file():
+        fork.upstream_tip(manifest.upstream.branch)  # unshallows the upstream repository first
         for candidate in urls:
             try:
-                why = gitstore.fetch_sha_why(store, candidate, pinned, depth=None)
+                why = clonecache.fetch_sha_why(upstream_repo, candidate, pinned, depth=None)
             except BadInput as exc:  # a refused URL (e.g. one starting with '-') is a finding
                 link.add("pin", Status.MISMATCH, "url-refused", exc.message, exc.hint or "")
                 return
             if why is None:
                 break
             reasons.append(f"{candidate}: {why}")
-    if not store.has_object(f"{pinned}^{{commit}}"):
+    if not upstream_repo.has_object(f"{pinned}^{{commit}}"):
         said = f" ({'; '.join(reasons)})" if reasons else ""
         link.add(
             "pin",
@@ -78,8 +77,8 @@ def check_fork_pin(
 
 
 def _judge(fork: ForkContext, pinned: str, head_tree: TreeSha, manifest: Manifest) -> list[ChainFinding]:
-    """The pin, read in `fork.store`: the fork head's published merge (forkctl publish), or why not."""
-    published = publish_merge_finding(fork.store, pinned, fork.head, head_tree, fork.owned)
+    """The pin, read in `fork.upstream_repo`: the fork head's published merge (forkctl publish), or why not."""
+    published = publish_merge_finding(fork.upstream_repo, pinned, fork.head, head_tree, fork.owned)
     return [published] if published is not None else diagnose_fork_pin(fork, pinned, manifest.upstream.branch)
 
 
@@ -98,7 +97,7 @@ def _upstream_finding(pinned: str, fork: ForkContext, graphs: CommitGraphs) -> C
     if graph is None or tip is None or not graph.reaches(tip, pinned):
         return None
     # The base is usually on the branch already; a base elsewhere (a release branch) is fetched.
-    if not gitstore.fetch_graph_of(graph, fork.upstream_url, fork.base):
+    if not clonecache.fetch_graph_of(graph, fork.upstream_url, fork.base):
         return None
     return unpatched_upstream(graph, pinned, fork)
 
@@ -106,11 +105,11 @@ def _upstream_finding(pinned: str, fork: ForkContext, graphs: CommitGraphs) -> C
 def _fork_cache_with(pinned: str, url: str | None, fork: ForkContext, manifest: Manifest) -> GitRepo | None:
     """The fork's cache when the reachability check fetched its history there (borrowing upstream's
     objects) and it holds `pinned`, the base and upstream's tip: the diagnosis reads it there rather
-    than fetching the fork's own commits a second time, into the upstream store."""
+    than fetching the fork's own commits a second time, into the upstream repository."""
     if url is None or not remote.same_repo(url, manifest.fork.url):
         return None
-    cache = gitstore.cache_repo_for(url)
-    if cache.git_dir == fork.store.git_dir or (cache.git_dir / "shallow").is_file():
+    cache = clonecache.cache_repo_for(url)
+    if cache.git_dir == fork.upstream_repo.git_dir or (cache.git_dir / "shallow").is_file():
         return None
     if cache.missing_objects([pinned]):
         return None
@@ -174,12 +173,14 @@ def _fork_branch(
         repo = GitRepo(local)
         return repo, local_branch_tip(repo, branch)
     head = remotes.refs(url).get(f"refs/heads/{branch}")
-    # The reproducible head is already in the upstream store (built there): nothing to fetch.
-    store = Store(fork.upstream_url, _cache=fork.store) if head == fork.head else Store(url)
-    found = store.repo_with(head) if head else None
+    # The reproducible head is already in the upstream repository (built there): nothing to fetch.
+    objects = (
+        CloneOrCache(fork.upstream_url, _cache=fork.upstream_repo) if head == fork.head else CloneOrCache(url)
+    )
+    found = objects.repo_with(head) if head else None
     if found is not None and head is not None:
         record = found.tree_entry(head, forkbase.FORK_BASE_FILE)
-        store.ensure_blobs(found, [record.sha] if record and record.kind == "blob" else [])
+        objects.ensure_blobs(found, [record.sha] if record and record.kind == "blob" else [])
     return found, head
 
 

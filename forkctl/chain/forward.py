@@ -18,8 +18,8 @@ from forkctl.chain.forklink import check_fork_pin
 from forkctl.chain.model import LinkResult, WantedBase
 from forkctl.chain.reachable import CommitGraphs
 from forkctl.errors import BadInput
+from forkctl.git import clonecache
 from forkctl.git import graph as gitgraph
-from forkctl.git import store as gitstore
 from forkctl.git.repo import GitRepo
 from forkctl.manifest import Consumer
 
@@ -119,7 +119,7 @@ def contains(repo: GitRepo, url: str, branch: str, head: str, old: str, graphs: 
         return None
     if listed != head:
         return None
-    graph = gitstore.graph_for(url)
+    graph = clonecache.graph_for(url)
     if not gitgraph.fetch_graph(graph, url, {ref: head}, graphs.since):
         return None
     # `reaches` deepens a bounded graph before a no: a graph of the whole branch that lacks `old`

@@ -37,8 +37,7 @@ from forkctl.chain.ownfiles import (
     refuse_own_path_conflicts,
 )
 from forkctl.errors import BadInput
-from forkctl.git import remote
-from forkctl.git import store as gitstore
+from forkctl.git import clonecache, remote
 from forkctl.git.commits import Identity
 from forkctl.git.merge import SYNTHETIC_EMAIL, SYNTHETIC_NAME
 from forkctl.git.repo import GitRepo, toplevel
@@ -80,17 +79,17 @@ class PublishPlan(msgspec.Struct):
         return self.new is not None and self.action not in (*NOTHING, *REFUSED)
 
 
-def _published(store: GitRepo, tip: str, fork: ForkContext) -> bool:
+def _published(upstream_repo: GitRepo, tip: str, fork: ForkContext) -> bool:
     """The tip is a publish merge of R: R among its parents, the published tree (R's with the fork's
     own files of its first parent)."""
-    found = publish_merge_finding(store, tip, fork.head, fork.head_tree(), fork.owned)
+    found = publish_merge_finding(upstream_repo, tip, fork.head, fork.head_tree(), fork.owned)
     return found is not None and found.status == Status.OK
 
 
-def sync_branch(store: GitRepo, base: str) -> str:
+def sync_branch(upstream_repo: GitRepo, base: str) -> str:
     """`sync/upstream-<YYYY-MM-DD>-<sha12>` of the base: its committer date in UTC, so every run (and
     machine) names the same branch for the same base."""
-    date = store.commit_info(base).committer
+    date = upstream_repo.commit_info(base).committer
     day = (
         datetime.fromisoformat(date.date).astimezone(timezone.utc).strftime("%Y-%m-%d") if date else "undated"
     )
@@ -118,7 +117,7 @@ def plan_publish(
     note: list[str] | None = None,
 ) -> PublishPlan:
     """Read the branch at `url` and decide what publishing R takes; the merge commit, if one is needed,
-    is made (objects only, in `fork.store`), nothing is pushed. `sync` (forkctl sync): whatever
+    is made (objects only, in `fork.upstream_repo`), nothing is pushed. `sync` (forkctl sync): whatever
     fork.publish says, what lands R goes to the sync branch, for a pull request; `branch` never moves.
     `ported_from`: the series R was ported from (sync), whose commits on the tip are the series' too
     (one absorbed upstream is in no patch of R, and is not the tip's own change). A tip on a newer
@@ -129,7 +128,9 @@ def plan_publish(
     mode = manifest.fork.publish
     digest = Series(base=fork.base, patches=fork.patches).digest
     own = fork.owned or own_files(manifest, fork.base)
-    refuse_own_path_conflicts(manifest, fork.patches, lambda: fork.store.all_entries(fork.head_tree()))
+    refuse_own_path_conflicts(
+        manifest, fork.patches, lambda: fork.upstream_repo.all_entries(fork.head_tree())
+    )
     progress(f"reading {branch} at {url}")
     refs = remote.ls_remote(url)
     tip = refs.get(f"refs/heads/{branch}")
@@ -144,48 +145,48 @@ def plan_publish(
     if tip == fork.head:
         plan.action, plan.new = "up-to-date", None
         return plan
-    store = fork.store
+    upstream_repo = fork.upstream_repo
     upstream = fork.upstream_tip(
         manifest.upstream.branch
     )  # upstream's history first: T's fetch sends only the fork's
-    why = gitstore.fetch_sha_why(store, url, tip, depth=None)
+    why = clonecache.fetch_sha_why(upstream_repo, url, tip, depth=None)
     if why is not None:
         raise BadInput(f"cannot read {branch}'s tip {tip[:12]} from {url}: {why}", hint="check the URL")
-    if _published(store, tip, fork):
+    if _published(upstream_repo, tip, fork):
         plan.action, plan.new = "already-published", None
         return plan
-    if store.is_ancestor(tip, fork.head):
+    if upstream_repo.is_ancestor(tip, fork.head):
         plan.action = "fast-forward"
-        return _to_sync_branch(plan, store, refs, fork.head) if sync else plan
-    plan.tip_base, plan.backwards = tip_base(store, tip, upstream, fork.base)
+        return _to_sync_branch(plan, upstream_repo, refs, fork.head) if sync else plan
+    plan.tip_base, plan.backwards = tip_base(upstream_repo, tip, upstream, fork.base)
     if plan.backwards is not None and not allow_backwards:
         plan.action, plan.new = "backwards", None
         return plan
     progress(f"checking that {branch} holds nothing beside the series and the fork's own files")
     series = [*fork.patches, *(ported_from or [])]
-    plan.foreign = foreign_changes(store, tip, fork.head, upstream or fork.base, series, own)
+    plan.foreign = foreign_changes(upstream_repo, tip, fork.head, upstream or fork.base, series, own)
     if plan.foreign:
         plan.action, plan.new = "foreign", None
         return plan
-    plan.new, plan.carried = _merge_commit(store, tip, manifest, fork, branch, digest, note or [])
+    plan.new, plan.carried = _merge_commit(upstream_repo, tip, manifest, fork, branch, digest, note or [])
     plan.action = "merge"
     if mode == "rebuild" or sync:  # never a non-fast-forward of the branch: a sync branch a person lands
-        return _to_sync_branch(plan, store, refs, plan.new)
+        return _to_sync_branch(plan, upstream_repo, refs, plan.new)
     return plan
 
 
 def tip_base(
-    store: GitRepo, tip: str, upstream: str | None, base: str
+    upstream_repo: GitRepo, tip: str, upstream: str | None, base: str
 ) -> tuple[str | None, WantedBase | None]:
     """(the upstream commit `tip` builds on, that commit as the base the chain wants when it has
     upstream commits `base` lacks): the tip's merge-base with upstream's branch `upstream`, from the
-    history `store` holds. Of several merge-bases (criss-cross) the first that `base` lacks commits of
+    history `upstream_repo` holds. Of several merge-bases (criss-cross) the first that `base` lacks commits of
     is named. (None, None) when upstream's branch is not known or the tip shares no history with it."""
     if upstream is None:
         return None, None
-    bases = store.merge_bases(tip, upstream)
+    bases = upstream_repo.merge_bases(tip, upstream)
     for found in bases:
-        wants = relation(store, found, base).wants(found)
+        wants = relation(upstream_repo, found, base).wants(found)
         if wants is not None:
             return found, wants
     return (bases[0] if bases else None), None
@@ -202,13 +203,15 @@ def uncommitted_inputs(manifest: Manifest) -> tuple[Path | None, list[str]]:
     return top, Worktree(manifest.root).differs_from_head(files)
 
 
-def _to_sync_branch(plan: PublishPlan, store: GitRepo, refs: dict[str, str], new: str) -> PublishPlan:
+def _to_sync_branch(plan: PublishPlan, upstream_repo: GitRepo, refs: dict[str, str], new: str) -> PublishPlan:
     """The plan with `new` going to the base's sync branch instead of the branch itself: pushed when the
     sync branch is new, nothing to do when it already holds `new`, refused when it holds another."""
     plan.new = new
-    plan.target = sync_branch(store, plan.base)
+    plan.target = sync_branch(upstream_repo, plan.base)
     plan.target_before = refs.get(f"refs/heads/{plan.target}")
-    if plan.target_before not in (None, new) and _same_merge(store, plan.url, plan.target_before, new):
+    if plan.target_before not in (None, new) and _same_merge(
+        upstream_repo, plan.url, plan.target_before, new
+    ):
         new = plan.new = plan.target_before  # the same merge, another message (an override note or none)
     plan.land = land_command(plan.url, plan.target, plan.branch)
     plan.action = {None: "sync", new: "already-synced"}.get(plan.target_before, "sync-taken")
@@ -217,22 +220,28 @@ def _to_sync_branch(plan: PublishPlan, store: GitRepo, refs: dict[str, str], new
     return plan
 
 
-def _same_merge(store: GitRepo, url: str, found: str, new: str) -> bool:
+def _same_merge(upstream_repo: GitRepo, url: str, found: str, new: str) -> bool:
     """Is `found` (a sync branch's tip at `url`) the merge `new` is, but for its message: the same
     parents and tree? Then it lands the same head onto the same tip."""
-    if gitstore.fetch_sha_why(store, url, found) is not None:
+    if clonecache.fetch_sha_why(upstream_repo, url, found) is not None:
         return False
-    ours, theirs = store.commit_infos([new, found])
+    ours, theirs = upstream_repo.commit_infos([new, found])
     return len(ours.parents) == 2 and ours.parents == theirs.parents and ours.tree == theirs.tree
 
 
 def _merge_commit(
-    store: GitRepo, tip: str, manifest: Manifest, fork: ForkContext, branch: str, digest: str, note: list[str]
+    upstream_repo: GitRepo,
+    tip: str,
+    manifest: Manifest,
+    fork: ForkContext,
+    branch: str,
+    digest: str,
+    note: list[str],
 ) -> tuple[str, list[str]]:
     """(M, the fork-owned paths it takes from T): the published tree, parents [T, R], a message naming
     R, the base and the series, a fixed identity and the later of T's and R's committer dates (so M is
     never older than its parents)."""
-    tip_info, head_info = store.commit_infos([tip, fork.head])
+    tip_info, head_info = upstream_repo.commit_infos([tip, fork.head])
     dates = [info.committer.date for info in (tip_info, head_info) if info.committer]
     date = max(dates, key=_epoch) if dates else head_info.author.date
     lines = [
@@ -244,8 +253,8 @@ def _merge_commit(
         "",
     ]
     own = fork.owned or own_files(manifest, fork.base)
-    tree = published_tree(store, tip, head_info.tree, own)
-    carried = sorted(store.changed_paths(tree, head_info.tree))
+    tree = published_tree(upstream_repo, tip, head_info.tree, own)
+    carried = sorted(upstream_repo.changed_paths(tree, head_info.tree))
     if carried:
         lines += [
             f"Previous tip of {branch}: {tip}. This merge has the fork head's tree with",
@@ -261,18 +270,20 @@ def _merge_commit(
     if note:  # only when there is one: a merge without it keeps the words it always had
         lines += ["", *note]
     identity = Identity(SYNTHETIC_NAME, SYNTHETIC_EMAIL, date)
-    return store.commit_tree(tree, [tip, fork.head], "\n".join(lines) + "\n", identity), carried
+    return upstream_repo.commit_tree(tree, [tip, fork.head], "\n".join(lines) + "\n", identity), carried
 
 
 def _epoch(date: str) -> float:
     return datetime.fromisoformat(date).timestamp()
 
 
-def push_plan(plan: PublishPlan, store: GitRepo) -> None:
+def push_plan(plan: PublishPlan, upstream_repo: GitRepo) -> None:
     """Push what the plan makes the branch, as a compare-and-swap against the tip it read."""
     if not plan.pushes or plan.new is None:
         return
-    remote.push_fast_forward(store, plan.url, plan.new, plan.target or plan.branch, plan.target_before)
+    remote.push_fast_forward(
+        upstream_repo, plan.url, plan.new, plan.target or plan.branch, plan.target_before
+    )
 
 
 def published_head(manifest: Manifest, fork: ForkContext) -> str | None:
@@ -285,8 +296,8 @@ def published_head(manifest: Manifest, fork: ForkContext) -> str | None:
         tip = remote.listed_refs(manifest.fork.url).refs.get(f"refs/heads/{manifest.fork.branch}")
         if tip is None or tip == fork.head:
             return None
-        if gitstore.fetch_sha_why(fork.store, manifest.fork.url, tip) is not None:
+        if clonecache.fetch_sha_why(fork.upstream_repo, manifest.fork.url, tip) is not None:
             return None
     except BadInput:
         return None
-    return tip if _published(fork.store, tip, fork) else None
+    return tip if _published(fork.upstream_repo, tip, fork) else None

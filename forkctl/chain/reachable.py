@@ -15,9 +15,8 @@ import msgspec
 from forkctl.chain.model import LinkResult, Status
 from forkctl.chain.sources import Remotes, Source
 from forkctl.errors import BadInput
+from forkctl.git import clonecache, remote
 from forkctl.git import graph as gitgraph
-from forkctl.git import remote
-from forkctl.git import store as gitstore
 from forkctl.git.graph import CommitGraph
 from forkctl.git.repo import GitRepo
 from forkctl.manifest import Manifest
@@ -30,18 +29,18 @@ class CommitGraphs(msgspec.Struct):
     manifest: Manifest
     upstream_url: str  # where the fork head was built from: the manifest's URL or --upstream-repo
     remotes: Remotes
-    # The store holding the manifest base's commit object: a new graph starts a little before it.
-    base_store: GitRepo | None = None
+    # The repository holding the manifest base's commit object: a new graph starts a little before it.
+    base_repo: GitRepo | None = None
     base: str | None = None
     _bound: list[int | None] = msgspec.field(default_factory=list)
     _open: dict[str, CommitGraph] = msgspec.field(default_factory=dict)  # by URL
 
     def since(self) -> int | None:
         """Where a new commit graph starts (a Unix time): a month before the manifest base's commit
-        date, read once a run and only when a graph is fetched (store.py bounds and deepens)."""
+        date, read once a run and only when a graph is fetched (clonecache.py bounds and deepens)."""
         if not self._bound:
-            store, base = self.base_store, self.base
-            self._bound.append(gitgraph.bound_before(store, base) if store and base else None)
+            repo, base = self.base_repo, self.base
+            self._bound.append(gitgraph.bound_before(repo, base) if repo and base else None)
         return self._bound[0]
 
     def for_url(self, url: str) -> CommitGraph:
@@ -58,7 +57,7 @@ class CommitGraphs(msgspec.Struct):
 
     def _graph(self, url: str, alternates: list[Path] | None = None) -> CommitGraph:
         if url not in self._open or alternates:
-            self._open[url] = gitstore.graph_for(url, alternates=alternates)
+            self._open[url] = clonecache.graph_for(url, alternates=alternates)
         return self._open[url]
 
     def upstream(self) -> CommitGraph | None:
@@ -112,7 +111,7 @@ def check_reachable(
         )
         return
     refs = listing.refs
-    result = gitstore.tip_reachability(sha, refs) or gitstore.reachability(
+    result = clonecache.tip_reachability(sha, refs) or clonecache.reachability(
         graphs.for_url(url), url, sha, refs, likely=likely, since=graphs.since
     )
     if result.reachable:
@@ -139,7 +138,7 @@ def _short(ref: str) -> str:
 def _reachable_from(
     sha: str,
     url: str,
-    found: gitstore.Reachability,
+    found: clonecache.Reachability,
     listed: dict[str, str],
     likely: tuple[str, ...],
     remotes: Remotes,

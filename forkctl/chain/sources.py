@@ -16,15 +16,14 @@ import msgspec
 
 from forkctl.chain.model import Progress
 from forkctl.errors import BadInput
-from forkctl.git import remote
-from forkctl.git import store as gitstore
+from forkctl.git import clonecache, remote
 from forkctl.git.repo import GitRepo
 from forkctl.git.sha import is_full_sha
 from forkctl.git.submodules import SubmoduleEntry
 from forkctl.manifest import Consumer, Manifest
 
 
-class Store(msgspec.Struct):
+class CloneOrCache(msgspec.Struct):
     """A repository's objects: a local clone first (read only), then the cache for its URL."""
 
     url: str
@@ -34,7 +33,7 @@ class Store(msgspec.Struct):
 
     def cache(self) -> GitRepo:
         if self._cache is None:
-            self._cache = gitstore.cache_repo_for(self.url)
+            self._cache = clonecache.cache_repo_for(self.url)
         return self._cache
 
     def ensure_blobs(self, repo: GitRepo, blobs: list[str]) -> None:
@@ -42,7 +41,7 @@ class Store(msgspec.Struct):
         (never git's lazy fetch: one round trip per blob, through a URL without credentials). A local
         clone is read as it is."""
         if blobs and repo is self._cache:
-            gitstore.fetch_objects(repo, self.url, blobs)
+            clonecache.fetch_objects(repo, self.url, blobs)
 
     def gitmodules(self, repo: GitRepo, blob: str) -> list[SubmoduleEntry]:
         """The sections of the `.gitmodules` blob `blob` of `repo`: as parsed before (this run, or
@@ -59,7 +58,7 @@ class Store(msgspec.Struct):
         if self.local is not None:
             shas = self.local.missing_commits(shas)  # one process for them all
         if shas:  # a local clone that holds them all needs no cache repository
-            gitstore.fetch_commits(self.cache(), self.url, shas)
+            clonecache.fetch_commits(self.cache(), self.url, shas)
 
     def holding(self, sha: str) -> GitRepo | None:
         """The local clone or the cache when it already holds commit `sha` (nothing is fetched)."""
@@ -75,7 +74,7 @@ class Store(msgspec.Struct):
         cache = self.cache()
         reasons = []
         for url in (self.url, *extra_urls):
-            why = gitstore.fetch_sha_why(cache, url, sha)
+            why = clonecache.fetch_sha_why(cache, url, sha)
             if why is None:
                 return cache
             reasons.append(f"{url}: {why}" if extra_urls else why)
@@ -127,8 +126,8 @@ class Source(msgspec.Struct):
     def fetch_url(self) -> str:
         return self.url or self.consumer.url
 
-    def store(self) -> Store:
-        return Store(url=self.fetch_url, local=GitRepo(self.local) if self.local else None)
+    def objects(self) -> CloneOrCache:
+        return CloneOrCache(url=self.fetch_url, local=GitRepo(self.local) if self.local else None)
 
 
 def parse_location(value: str) -> tuple[Path | None, str | None, str | None]:
@@ -160,39 +159,39 @@ def local_branch_tip(repo: GitRepo, branch: str, remotes: tuple[str, ...] = ("or
     return None
 
 
-def _fetched_tip(store: Store, refs: dict[str, str], branch: str) -> str | None:
-    """The tip of `branch` among a URL's listed `refs`, fetched into the store (None: no such branch)."""
+def _fetched_tip(objects: CloneOrCache, refs: dict[str, str], branch: str) -> str | None:
+    """The tip of `branch` among a URL's listed `refs`, fetched into the objects (None: no such branch)."""
     sha = refs.get(f"refs/heads/{branch}")
-    if sha is not None and store.repo_with(sha) is None:
-        raise BadInput(f"cannot fetch {sha[:12]} from {store.url}: {store.why}")
+    if sha is not None and objects.repo_with(sha) is None:
+        raise BadInput(f"cannot fetch {sha[:12]} from {objects.url}: {objects.why}")
     return sha
 
 
-def planned_commit(source: Source, store: Store, remotes: Remotes) -> str | None:
+def planned_commit(source: Source, objects: CloneOrCache, remotes: Remotes) -> str | None:
     """The commit `commit_to_check` will start from when it is at the source's URL (a full SHA given,
     else the branch tip as listed), without fetching it; None for a local clone or an unlisted branch."""
-    if store.local is not None:
+    if objects.local is not None:
         return None
     if is_full_sha(source.rev):
         return source.rev
     return remotes.refs(source.fetch_url).get(f"refs/heads/{source.rev or source.consumer.branch}")
 
 
-def commit_to_check(source: Source, store: Store, remotes: Remotes) -> tuple[str, str]:
+def commit_to_check(source: Source, objects: CloneOrCache, remotes: Remotes) -> tuple[str, str]:
     """(commit, role) a check starts from: what --consumer names (a clone's REV, else its HEAD: what is
     checked out is what is tested; a URL's SHA or BRANCH), else the consumer branch at its URL."""
-    if store.local is not None:
+    if objects.local is not None:
         rev = source.rev or "HEAD"
-        sha = store.local.resolve_commit(rev)
+        sha = objects.local.resolve_commit(rev)
         if sha is None:
             raise BadInput(
                 f"{source.local}: {rev!r} is not a commit", hint="give PATH@REV with an existing rev"
             )
         return sha, source.label or f"{rev} of {source.local}"
-    if is_full_sha(source.rev) and store.repo_with(source.rev):
+    if is_full_sha(source.rev) and objects.repo_with(source.rev):
         return source.rev, source.label or source.rev[:12]
     branch = source.rev or source.consumer.branch
-    tip = _fetched_tip(store, remotes.refs(source.fetch_url), branch)
+    tip = _fetched_tip(objects, remotes.refs(source.fetch_url), branch)
     if tip is None:
         raise BadInput(
             f"{source.fetch_url} has no branch {branch!r} (consumer {source.consumer.name})",
@@ -205,15 +204,15 @@ def branch_to_bump(source: Source, progress: Progress) -> tuple[GitRepo, str]:
     """(repository to commit in, head of the consumer branch) a bump starts from: the branch in a local
     clone, else at the URL (fetched into its cache)."""
     branch = source.consumer.branch
-    store = source.store()
-    if store.local is not None:
-        head = local_branch_tip(store.local, branch)
+    objects = source.objects()
+    if objects.local is not None:
+        head = local_branch_tip(objects.local, branch)
         if head is None:
             raise BadInput(
                 f"{source.local} has no branch {branch!r} (nor origin/{branch})",
                 hint=f"{shlex.join(['git', 'fetch', 'origin', branch])} in that clone, or pass PATH@REV",
             )
-        return store.local, head
+        return objects.local, head
     progress(f"fetching {branch} of {source.fetch_url}")
     listing = remote.listed_refs(source.fetch_url)
     if listing.recorded_at:
@@ -221,12 +220,12 @@ def branch_to_bump(source: Source, progress: Progress) -> tuple[GitRepo, str]:
             f"{source.fetch_url} did not answer ({listing.why}); using its branch {branch} as recorded "
             f"at {listing.recorded_at}"
         )
-    head = _fetched_tip(store, listing.refs, branch)
+    head = _fetched_tip(objects, listing.refs, branch)
     if head is None:
         raise BadInput(
             f"{source.fetch_url} has no branch {branch!r}", hint="fix consumers[].branch in the manifest"
         )
-    return store.cache(), head
+    return objects.cache(), head
 
 
 # --- which consumers ------------------------------------------------------------------------------

@@ -2,7 +2,7 @@
 port` would write it, its fork head, how it would be published, the range-diff, and for each patch that
 conflicts the upstream commit that first breaks it; plus the early warning on upstream's branch tip.
 
-Nothing moves here but commit objects in the upstream store: pushing, pull requests and the dashboard
+Nothing moves here but commit objects in the upstream repository: pushing, pull requests and the dashboard
 are the command's. The ported head is apply(ported series, target), built from the patch files port
 would write, so it is the fork head the toolkit gets once that port lands, whatever the merges made.
 """
@@ -78,11 +78,11 @@ class SyncPlan(msgspec.Struct):
 def plan_sync(manifest: Manifest, fork: ForkContext, target: SyncTarget, progress: Progress) -> SyncPlan:
     """Port the series onto the target on objects; clean: the ported head and its publish plan
     (onto the fork branch's sync branch, nothing pushed); a conflict: the first break of each patch."""
-    store, series = fork.store, Series(base=fork.base, patches=fork.patches)
+    upstream_repo, series = fork.upstream_repo, Series(base=fork.base, patches=fork.patches)
     progress(f"porting {len(fork.patches)} patches onto {target.commit[:12]} (objects only)")
-    ported = port_objects(store, series, fork.base, target.commit)
+    ported = port_objects(upstream_repo, series, fork.base, target.commit)
     plan = SyncPlan(target=target, base=fork.base, old_head=fork.head, entries=ported.entries)
-    search = _breaks_on(store, series, fork.base, target.commit, ported.entries)
+    search = _breaks_on(upstream_repo, series, fork.base, target.commit, ported.entries)
     for entry in plan.conflicts:
         progress(
             f"bisecting {fork.base[:12]}..{target.commit[:12]} for what first breaks {entry.patch.subject}"
@@ -95,7 +95,7 @@ def plan_sync(manifest: Manifest, fork: ForkContext, target: SyncTarget, progres
         assert plan.head is not None  # _ported_head built it (or raised)
         onto = Sha(target.commit)  # a full SHA: synctarget resolved it
         head_fork = ForkContext(
-            store,
+            upstream_repo,
             fork.upstream_url,
             fork.upstream_local,
             onto,
@@ -107,13 +107,15 @@ def plan_sync(manifest: Manifest, fork: ForkContext, target: SyncTarget, progres
             manifest, head_fork, manifest.fork.branch, manifest.fork.url, progress, True, fork.patches
         )
         if plan.head != fork.head and plan.ported:
-            plan.range_diff = store.series_range_diff((fork.base, fork.head), (target.commit, plan.head))
+            plan.range_diff = upstream_repo.series_range_diff(
+                (fork.base, fork.head), (target.commit, plan.head)
+            )
     return plan
 
 
 def _ported_head(manifest: Manifest, fork: ForkContext, plan: SyncPlan, commits: list[str]) -> None:
     """The ported series as port would export it, and apply(that series, target)."""
-    exported = export.render(fork.store, manifest, commits)
+    exported = export.render(fork.upstream_repo, manifest, commits)
     with tempfile.TemporaryDirectory(prefix="forkctl-sync-") as scratch:
         paths = []
         for patch in exported:
@@ -122,7 +124,9 @@ def _ported_head(manifest: Manifest, fork: ForkContext, plan: SyncPlan, commits:
             paths.append(path)
         plan.ported = parse_patches(paths)
     plan.files = [patch.file for patch in exported]
-    built = replay.build_series(fork.store, Sha(plan.target.commit), plan.ported)  # synctarget resolved it
+    built = replay.build_series(
+        fork.upstream_repo, Sha(plan.target.commit), plan.ported
+    )  # synctarget resolved it
     if built.conflict is not None:  # the exported patches are the ported commits' own diffs
         raise Unexpected(f"the ported series does not apply on {plan.target.commit[:12]} as exported")
     plan.head = built.head
@@ -135,30 +139,32 @@ def preview_tip(
     """The early warning: the series on upstream's branch tip when it is ahead of the target, and for
     each patch that conflicts there but not on the target, the upstream commit that first breaks it."""
     tip = fork.upstream_tip(manifest.upstream.branch)
-    store, target = fork.store, plan.target.commit
-    if tip is None or tip == target or not store.is_ancestor(target, tip):
+    upstream_repo, target = fork.upstream_repo, plan.target.commit
+    if tip is None or tip == target or not upstream_repo.is_ancestor(target, tip):
         return None
     progress(f"previewing the series on upstream's tip {tip[:12]} (early warning)")
     series = Series(base=fork.base, patches=fork.patches)
-    entries = preview(store, series, fork.base, tip)
+    entries = preview(upstream_repo, series, fork.base, tip)
     on_target = {entry.position for entry in plan.conflicts}
     warnings = []
-    search = _breaks_on(store, series, fork.base, tip, entries)
+    search = _breaks_on(upstream_repo, series, fork.base, tip, entries)
     for entry in entries:
         if entry.verdict.kind != "conflict" or entry.position in on_target:
             continue
         found = search.find(entry.position)
         if found is not None:
-            ahead = store.count(f"{target}..{found.commit}")
+            ahead = upstream_repo.count(f"{target}..{found.commit}")
             warnings.append(TipBreak(entry.position, entry.patch.subject, found, ahead))
-    return TipPreview(tip=tip, ahead=store.count(f"{target}..{tip}"), entries=entries, warnings=warnings)
+    return TipPreview(
+        tip=tip, ahead=upstream_repo.count(f"{target}..{tip}"), entries=entries, warnings=warnings
+    )
 
 
 def _breaks_on(
-    store: GitRepo, series: Series, base: str, target: str, entries: list[PreviewEntry]
+    upstream_repo: GitRepo, series: Series, base: str, target: str, entries: list[PreviewEntry]
 ) -> FirstBreaks:
     """One bisection of base..target for every conflicting patch, seeded with the merges already made
     on the target (as `status --onto --first-break` does): no candidate is merged twice."""
-    search = FirstBreaks(store, series, base, target)
+    search = FirstBreaks(upstream_repo, series, base, target)
     search.know_target(entries)
     return search

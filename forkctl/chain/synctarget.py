@@ -23,8 +23,7 @@ from forkctl.chain.checks import chain_way_forward
 from forkctl.chain.forkhead import ForkContext
 from forkctl.chain.model import Progress, WayForward
 from forkctl.errors import BadInput, ForkctlError
-from forkctl.git import remote
-from forkctl.git import store as gitstore
+from forkctl.git import clonecache, remote
 from forkctl.git.sha import is_commit_name, is_full_sha
 from forkctl.manifest import Manifest
 
@@ -51,7 +50,7 @@ class SyncTarget(msgspec.Struct, frozen=True):
 
 
 def choose_target(manifest: Manifest, fork: ForkContext, onto: str | None, progress: Progress) -> SyncTarget:
-    """The sync target for `--onto` (None: the consumer rule), its history in `fork.store`."""
+    """The sync target for `--onto` (None: the consumer rule), its history in `fork.upstream_repo`."""
     if onto is None:
         return _by_default(manifest, fork, progress)
     if onto == "upstream":
@@ -92,11 +91,11 @@ def _by_default(manifest: Manifest, fork: ForkContext, progress: Progress) -> Sy
 def _upstream_commit(manifest: Manifest, fork: ForkContext, sha: str) -> str:
     """The full SHA of upstream commit `sha`, with upstream's history fetched first."""
     fork.upstream_tip(manifest.upstream.branch)
-    found = fork.store.resolve_commit(sha)
+    found = fork.upstream_repo.resolve_commit(sha)
     why = ""
     if found is None and is_full_sha(sha):
-        why = gitstore.fetch_sha_why(fork.store, fork.upstream_url, sha, depth=None) or ""
-        found = None if why else fork.store.resolve_commit(sha)
+        why = clonecache.fetch_sha_why(fork.upstream_repo, fork.upstream_url, sha, depth=None) or ""
+        found = None if why else fork.upstream_repo.resolve_commit(sha)
     if found is None:
         raise BadInput(
             f"{sha} is not a commit of {manifest.upstream.repo} ({fork.upstream_url})"
@@ -124,11 +123,11 @@ def _consumer_pin(manifest: Manifest, fork: ForkContext, progress: Progress) -> 
     tip = remote.ls_remote(url).get(f"refs/heads/{branch}")
     if tip is None:
         raise BadInput(f"{url} has no branch {branch}", hint="check consumers[0].upstream_url")
-    store = gitstore.cache_repo_for(url)
-    why = gitstore.fetch_sha_why(store, url, tip)
+    consumer_repo = clonecache.cache_repo_for(url)
+    why = clonecache.fetch_sha_why(consumer_repo, url, tip)
     if why is not None:
         raise BadInput(f"cannot read {consumer.upstream} {branch} ({tip[:12]}) from {url}: {why}")
-    entry = store.tree_entries(tip, [consumer.gitlink]).get(consumer.gitlink)
+    entry = consumer_repo.tree_entries(tip, [consumer.gitlink]).get(consumer.gitlink)
     if entry is None or entry.kind != "commit":
         raise BadInput(
             f"{consumer.upstream} {branch} ({tip[:12]}) has no gitlink at {consumer.gitlink}",
@@ -159,22 +158,22 @@ def listed_holders(manifest: Manifest, fork: ForkContext, commit: str) -> list[s
     if fork.upstream_local is not None:
         found = fork.upstream_local.refs_containing(commit, LOCAL_LISTED)
         return [ref for ref in found if "/pull/" not in ref and "/pr/" not in ref]
-    return fork.store.refs_containing(commit, CACHED_LISTED)
+    return fork.upstream_repo.refs_containing(commit, CACHED_LISTED)
 
 
 def _relate(manifest: Manifest, fork: ForkContext, target: SyncTarget) -> SyncTarget:
     """The target with its relation to the base and the number of upstream commits it adds; `unlisted`
     when no branch or tag of upstream holds it."""
-    store, base = fork.store, fork.base
+    upstream_repo, base = fork.upstream_repo, fork.base
     if target.commit != base and not listed_holders(manifest, fork, target.commit):
         return msgspec.structs.replace(target, relation="unlisted")
     if target.commit == base:
         relation = "base"
-    elif store.is_ancestor(base, target.commit):
+    elif upstream_repo.is_ancestor(base, target.commit):
         relation = "ahead"
-    elif store.is_ancestor(target.commit, base):
+    elif upstream_repo.is_ancestor(target.commit, base):
         relation = "behind"
     else:
         relation = "diverged"
-    ahead = store.count(f"{base}..{target.commit}") if relation == "ahead" else 0
+    ahead = upstream_repo.count(f"{base}..{target.commit}") if relation == "ahead" else 0
     return msgspec.structs.replace(target, relation=relation, ahead=ahead)

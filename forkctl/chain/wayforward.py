@@ -18,7 +18,7 @@ import msgspec
 from forkctl.chain.forkhead import ForkContext
 from forkctl.chain.model import LinkResult, PinBase, WayForward
 from forkctl.chain.reachable import CommitGraphs
-from forkctl.git import store as gitstore
+from forkctl.git import clonecache
 
 # (older, newer) -> is `older` an ancestor of `newer`; None when history cannot tell.
 Ancestry = Callable[[str, str], "bool | None"]
@@ -80,7 +80,7 @@ def _diverged(base: str, pins: list[PinBase], one: PinBase, other: PinBase, unkn
 
 def upstream_ancestry(fork: ForkContext, graphs: CommitGraphs) -> Ancestry:
     """Ancestry among upstream commits: in the upstream commit graph when it holds both (commits only),
-    else in the upstream store, upstream's history fetched first (and a commit no branch reaches by
+    else in the upstream repository, upstream's history fetched first (and a commit no branch reaches by
     its SHA)."""
 
     def ask(older: str, newer: str) -> bool | None:
@@ -88,14 +88,14 @@ def upstream_ancestry(fork: ForkContext, graphs: CommitGraphs) -> Ancestry:
         graph = graphs.upstream() if fork.upstream_local is None else None
         if graph is not None and not graph.missing_objects([older, newer]):
             return graph.reaches(newer, older)
-        store = fork.store
-        if store.missing_objects([older, newer]) or (store.git_dir / "shallow").is_file():
+        upstream_repo = fork.upstream_repo
+        if upstream_repo.missing_objects([older, newer]) or (upstream_repo.git_dir / "shallow").is_file():
             fork.upstream_tip(graphs.manifest.upstream.branch)
-        for sha in store.missing_objects([older, newer]):
-            gitstore.fetch_sha_why(store, fork.upstream_url, sha, depth=None)
-        if store.missing_objects([older, newer]):
+        for sha in upstream_repo.missing_objects([older, newer]):
+            clonecache.fetch_sha_why(upstream_repo, fork.upstream_url, sha, depth=None)
+        if upstream_repo.missing_objects([older, newer]):
             return None
-        return store.is_ancestor(older, newer)
+        return upstream_repo.is_ancestor(older, newer)
 
     return ask
 

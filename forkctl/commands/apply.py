@@ -124,9 +124,9 @@ def _apply_tree(ctx: Context, tree: Path, include: str, reverse: bool) -> Report
 def _store(manifest: Manifest, repo_path: Path | None, url: str | None, revs: list[str]) -> GitRepo:
     if repo_path is not None:  # the user's clone as it is: the cache of partial clones is not loaded
         return GitRepo(repo_path)
-    from forkctl.git import store as gitstore
+    from forkctl.git import clonecache
 
-    return gitstore.cached_objects(url or manifest.upstream.url, revs)
+    return clonecache.cached_objects(url or manifest.upstream.url, revs)
 
 
 def _stopped(

@@ -21,9 +21,9 @@ DEFAULT_BRANCH = "forkctl/edit"
 def _store(manifest: Manifest, repo_path: Path | None) -> GitRepo:
     if repo_path is not None:  # the user's clone: its checkout is never touched, only a branch added
         return GitRepo(repo_path)
-    from forkctl.git import store as gitstore
+    from forkctl.git import clonecache
 
-    return gitstore.cached_objects(manifest.upstream.url, [manifest.upstream.base])
+    return clonecache.cached_objects(manifest.upstream.url, [manifest.upstream.base])
 
 
 @click.command("edit", short_help=verbs.summary("edit"))

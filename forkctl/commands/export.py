@@ -93,9 +93,9 @@ def command(ctx: Context, branch: str | None, repo_path: Path | None, check: boo
     if repo_path is not None:  # the user's clone as it is: the cache of partial clones is not loaded
         repo = GitRepo(repo_path)
     else:
-        from forkctl.git import store as gitstore
+        from forkctl.git import clonecache
 
-        repo = gitstore.cached_objects(manifest.upstream.url, [manifest.upstream.base])
+        repo = clonecache.cached_objects(manifest.upstream.url, [manifest.upstream.base])
     base = repo.resolve_commit(manifest.upstream.base) or manifest.upstream.base
     on_disk = export.series_on_disk(manifest)  # each patch file read once, for the record and the comparison
     exported = export.recorded(repo, manifest, base, branch, on_disk)

@@ -39,11 +39,11 @@ def _env_status(tag: str, verdict: gate.GateVerdict) -> str:
 def _fork_head_tree(manifest: Manifest, series: Series, repo_path: Path | None) -> TreeSha:
     """The package tree of apply(series, base) in the upstream clone at `repo_path` (gate --repo), else
     in forkctl's cache of upstream.url, as check-pins reaches it."""
-    from forkctl.git.repo import object_store
+    from forkctl.git.repo import repo_holding
     from forkctl.ops import replay
 
     package = manifest.package.folder_name
-    repo = object_store(repo_path, manifest.upstream.url, [series.base])
+    repo = repo_holding(repo_path, manifest.upstream.url, [series.base])
     tree = replay.fork_head_tree(repo, series.base, series.patches, package)
     if tree is None:
         where = repo_path or manifest.upstream.url

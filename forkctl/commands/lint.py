@@ -201,12 +201,12 @@ def _provenance_problems(entry: SeriesEntry, patch: Patch, manifest_rel: str) ->
 def _upstream_lint(manifest: Manifest, repo_path: Path | None, trust_local: bool) -> Report:
     """Upstream's own pre-commit hooks on the fork head, against the base: what is new is a problem."""
     from forkctl import report
-    from forkctl.git.repo import object_store
+    from forkctl.git.repo import repo_holding
     from forkctl.series import load_series
     from forkctl.upstreamlint.check import check
 
     series = load_series(manifest)
-    repo = object_store(repo_path, manifest.upstream.url, [series.base])
+    repo = repo_holding(repo_path, manifest.upstream.url, [series.base])
     base = _resolved_base(repo, series.base)
     with report.phases("lint --upstream") as step:
         outcome = check(repo, base, series.patches, step, trust_local)

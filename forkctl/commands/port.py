@@ -10,7 +10,7 @@ from forkctl import report
 from forkctl.cli import options, verbs
 from forkctl.cli.kit import Context, forkctl_command, output_options, toolkit_locked
 from forkctl.errors import BadInput
-from forkctl.git.repo import GitRepo, object_store
+from forkctl.git.repo import GitRepo, repo_holding
 from forkctl.ops import port, progress
 from forkctl.ops.state import SPARSE_NOTE, ConflictReport, MarkersRemain, State, Step
 from forkctl.report import Problem, Report, Table
@@ -215,7 +215,7 @@ def command(
     if abort or resume or skip or (reapply_reverted and onto is None):
         if onto is not None or backport:
             raise BadInput("--onto/--backport start a port; they do not go with --continue/--skip/--abort")
-        repo = object_store(repo_path, manifest.upstream.url, [])
+        repo = repo_holding(repo_path, manifest.upstream.url, [])
         if abort:
             state = port.abort(repo, manifest.path)
             return Report(

@@ -248,7 +248,7 @@ def command(
             f"pushing {(plan.new or '')[:12]} to {plan.target} at {url} (compare-and-swap on the old tip)"
         )
         try:
-            push_plan(plan, fork.store)
+            push_plan(plan, fork.upstream_repo)
         except RemoteMoved as exc:  # someone pushed meanwhile: a refusal (exit 1), not bad input
             out.fail(Problem(exc.message, hint=exc.hint))
             plan.action, plan.new = "moved", None

@@ -36,9 +36,9 @@ def _named(manifest: Manifest, names: tuple[str, ...]) -> list[str] | None:
 def _store(manifest: Manifest, repo_path: Path | None) -> GitRepo:
     if repo_path is not None:
         return GitRepo(repo_path)
-    from forkctl.git import store as gitstore
+    from forkctl.git import clonecache
 
-    return gitstore.cached_objects(manifest.upstream.url, [manifest.upstream.base])
+    return clonecache.cached_objects(manifest.upstream.url, [manifest.upstream.base])
 
 
 @click.command("refresh", short_help=verbs.summary("refresh"))

@@ -25,6 +25,7 @@ from forkctl.cli import options, verbs
 from forkctl.cli.kit import Context, forkctl_command, output_options
 from forkctl.files import atomic_write_text, cache_root
 from forkctl.git.remote import RemoteMoved
+from forkctl.git.repo import GitRepo
 from forkctl.gpu import gatecheck
 from forkctl.gpu.evidence import evidence_dir, evidence_path
 from forkctl.manifest import Manifest
@@ -127,7 +128,7 @@ def _would(manifest: Manifest, plan: SyncPlan) -> list[str]:
     return [*lines, "dry run: nothing was pushed, no pull request or issue was touched"]
 
 
-def _publish(plan: SyncPlan, out: Report, store) -> bool:  # type: ignore[no-untyped-def]
+def _publish(plan: SyncPlan, out: Report, upstream_repo: GitRepo) -> bool:
     """Push the sync branch when the plan says so; False when it must not or could not."""
     publish = plan.publish
     assert publish is not None
@@ -146,7 +147,7 @@ def _publish(plan: SyncPlan, out: Report, store) -> bool:  # type: ignore[no-unt
     if publish.pushes:
         report.info(f"pushing {(publish.new or '')[:12]} to {publish.target} at {publish.url}")
         try:
-            push_plan(publish, store)
+            push_plan(publish, upstream_repo)
         except RemoteMoved as exc:
             out.fail(Problem(exc.message, hint=exc.hint))
             return False
@@ -361,7 +362,7 @@ def command(
     if dry_run:
         out.lines += _would(manifest, plan)
         return out
-    if not plan.conflicts and _publish(plan, out, fork.store):
+    if not plan.conflicts and _publish(plan, out, fork.upstream_repo):
         out.data["pull_request"] = _pull_request(manifest, plan, out, note)
     out.data["dashboard"] = _dashboard(manifest, plan, out)
     return out

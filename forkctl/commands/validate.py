@@ -177,7 +177,7 @@ def _base_entries(manifest: Manifest, base: str, location: str | None):  # type:
     def read(names: list[str]) -> dict[str, str]:
         from forkctl.chain.sources import parse_location
         from forkctl.errors import BadInput
-        from forkctl.git.repo import object_store
+        from forkctl.git.repo import repo_holding
         from forkctl.git.runner import GitFailed
 
         local, url = (parse_location(location)[0::2]) if location else (None, None)
@@ -187,7 +187,7 @@ def _base_entries(manifest: Manifest, base: str, location: str | None):  # type:
             "--filter=blob:none), or run where upstream's URL answers"
         )
         try:
-            repo = object_store(local, url or manifest.upstream.url, [base])
+            repo = repo_holding(local, url or manifest.upstream.url, [base])
             if repo.resolve_commit(base) is None:
                 raise BadInput(f"{where} does not hold the base {base}")
             return {name: entry.sha for name, entry in repo.tree_entries(base, names).items()}

@@ -12,7 +12,7 @@
 - `submodules`: `.gitmodules` and gitlinks read from commit objects.
 - `merge`: three-way, rename-aware merges computed on objects (no checkout), the engine of port.
 - `remote`: URL identity and checks, ls-remote (answers recorded), push.
-- `store`: the cache of partial clones keyed by URL, its fetches, reachability on a URL's branches;
+- `clonecache`: the cache of partial clones keyed by URL, its fetches, reachability on a URL's branches;
   `graph` a URL's commit graph, `facts` what a cache repository recorded for later runs.
 - `locations`: the local repositories the user named in this command (the only ones git may contact).
 

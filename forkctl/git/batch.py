@@ -74,7 +74,7 @@ class ObjectReader:
         stamp = self._stamp()
         if self._proc is not None and stamp != self._started_at:
             # git reads the alternates once, when it starts: one named since (a cache given a local
-            # clone to borrow from, `store`) is seen only by a new process. A new pack, too, is read
+            # clone to borrow from, `clonecache`) is seen only by a new process. A new pack, too, is read
             # at once by a new process, where a running one would first try the promisor remote.
             self.close()
         if self._proc is None:

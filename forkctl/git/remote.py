@@ -3,7 +3,7 @@ contact, their branches and tags (ls-remote, each answer recorded for when the U
 and push.
 
 With the rest of `forkctl.git`, the only code that runs git. A URL is data, never an option: every
-network command goes through `talk`. What is fetched lands in the cache of partial clones (`store`),
+network command goes through `talk`. What is fetched lands in the cache of partial clones (`clonecache`),
 under `cache_root()`.
 """
 
@@ -215,7 +215,7 @@ def _fetch(
 
 
 def _holds_history(repo: GitRepo) -> bool:
-    """A full history fetch (`store.fetch_history`) has filled the repository and nothing made it
+    """A full history fetch (`clonecache.fetch_history`) has filled the repository and nothing made it
     shallow since."""
     if (repo.git_dir / "shallow").is_file():
         return False

@@ -28,7 +28,7 @@ from forkctl.git.treeedit import TreeEdits
 from forkctl.git.worktree import Worktrees
 
 # `commit_object` is imported from here by callers written before the split (ops.replay).
-__all__ = ["GitRepo", "commit_object", "object_store", "toplevel"]
+__all__ = ["GitRepo", "commit_object", "repo_holding", "toplevel"]
 
 Repo = TypeVar("Repo", bound="GitRepo")
 # The cache repositories open now, by (class, git dir): everyone who asks for one while a command holds
@@ -109,17 +109,17 @@ class GitRepo(Submodules, TreeEdits, ObjectReads, Commits, History, Refs, Indexe
         return [item.split("\n", 1)[1] for item in out.split("\x00") if "\n" in item]
 
 
-def object_store(repo_path: Path | None, url: str, revs: list[str]) -> GitRepo:
+def repo_holding(repo_path: Path | None, url: str, revs: list[str]) -> GitRepo:
     """The repository to read upstream objects from: `repo_path` as it is, or the cache for `url`.
 
     A given repository is never fetched into (it is the user's); the cache is filled as needed.
     """
     if repo_path is not None:
         return GitRepo(repo_path)
-    # Imported here, not at the top: the cache and its fetch machinery (store, remote, graph, listings,
+    # Imported here, not at the top: the cache and its fetch machinery (clonecache, remote, graph, listings,
     # credentials) are only needed without a named clone, so a verb given --repo (a port, a preview)
-    # never loads them; and store itself builds on GitRepo.
-    from forkctl.git.store import cached_objects
+    # never loads them; and clonecache itself builds on GitRepo.
+    from forkctl.git.clonecache import cached_objects
 
     return cached_objects(url, revs)
 

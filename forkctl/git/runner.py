@@ -103,7 +103,7 @@ PINNED_CONFIG: tuple[tuple[str, str], ...] = (
 # honours GIT_NO_LAZY_FETCH; git 2.39 (this project's floor) ignores it and would lazily fetch a missing
 # object (a commit with its whole history, without negotiation), so every transport is also refused
 # for the command (GIT_ALLOW_PROTOCOL wins over any protocol.* setting): the lazy fetch fails at once,
-# without touching the network, and the object reads as missing. The explicit fetches (store.py, graph.py)
+# without touching the network, and the object reads as missing. The explicit fetches (clonecache.py, graph.py)
 # stay the only downloads.
 NO_LAZY_FETCH = MappingProxyType({"GIT_NO_LAZY_FETCH": "1", "GIT_ALLOW_PROTOCOL": "forkctl-no-lazy-fetch"})
 

@@ -12,11 +12,11 @@ from __future__ import annotations
 import msgspec
 
 from forkctl.errors import BadInput
+from forkctl.git.clonecache import cache_repo_for, fetch_objects
 from forkctl.git.graph import FETCHED_REFS
 from forkctl.git.remote import listed_refs, talk
 from forkctl.git.repo import GitRepo
 from forkctl.git.sha import is_full_sha
-from forkctl.git.store import cache_repo_for, fetch_objects
 
 
 class ResolvedRef(msgspec.Struct, frozen=True):

@@ -27,7 +27,7 @@ from typing import Any, Final, Literal
 
 import msgspec
 
-from forkctl import schema
+from forkctl import fielderrors
 from forkctl.errors import BadInput
 from forkctl.files import atomic_write_text
 from forkctl.git.sha import FullShaText, TreeShaText
@@ -319,7 +319,7 @@ def load_evidence(path: Path) -> Evidence:
     try:
         evidence = msgspec.convert(data, Evidence)
     except msgspec.ValidationError as exc:
-        _, message = schema.describe(exc, data, Evidence)
+        _, message = fielderrors.describe(exc, data, Evidence)
         raise BadInput(f"{path}: malformed evidence: {message}", hint) from None
     if path.stem != evidence.series_digest:
         raise BadInput(

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import msgspec
 
-from forkctl.schema import FieldError
+from forkctl.fielderrors import FieldError
 
 # The libraries a required environment's evidence records (gpu.evidence.Environment's fields of the same
 # names) that the manifest can pin. cuBLASLt ships in the cuBLAS library and carries its version.

@@ -12,9 +12,9 @@ from pathlib import Path
 import msgspec
 
 from forkctl.errors import BadInput
+from forkctl.fielderrors import Loc, describe
 from forkctl.manifest import cache
 from forkctl.manifest.schema import Manifest, ManifestModel
-from forkctl.schema import Loc, describe
 
 MANIFEST_NAME = "manifest.yaml"
 

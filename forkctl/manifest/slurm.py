@@ -13,7 +13,7 @@ from typing import Literal
 
 import msgspec
 
-from forkctl.schema import FieldError
+from forkctl.fielderrors import FieldError
 
 # Slurm's names (partitions, accounts): letters, digits and . _ - (no spaces, no option-like start).
 NAME_RE = re.compile(r"[A-Za-z0-9_][A-Za-z0-9._-]{0,127}")

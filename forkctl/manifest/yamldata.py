@@ -13,7 +13,7 @@ from typing import Any
 import yaml
 
 from forkctl.errors import BadInput
-from forkctl.schema import Loc
+from forkctl.fielderrors import Loc
 
 PLAIN_TAGS = {"str", "int", "float", "bool", "null", "seq", "map"}
 # libyaml when PyYAML was built with it (the wheels are): the pure-Python parser alone costs a

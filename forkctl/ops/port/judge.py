@@ -11,7 +11,7 @@ import msgspec
 
 from forkctl.errors import BadInput
 from forkctl.git.merge import MergeMessage, MergeResult, cherry_pick, pick_change
-from forkctl.git.repo import GitRepo, object_store
+from forkctl.git.repo import GitRepo, repo_holding
 from forkctl.git.sha import Sha, TreeSha
 from forkctl.ops import replay
 from forkctl.ops.port.provenance import PickProof, prove_pick
@@ -369,8 +369,8 @@ def old_series(
 def resolve_endpoints(
     repo_path: Path | None, url: str, target: str, old_base: str
 ) -> tuple[GitRepo, str, str]:
-    """The object store holding both ends of a port, with the target and the old base as full SHAs."""
-    repo = object_store(repo_path, url, [target, old_base])
+    """The repository holding both ends of a port, with the target and the old base as full SHAs."""
+    repo = repo_holding(repo_path, url, [target, old_base])
     new, old = repo.resolve_commit(target), repo.resolve_commit(old_base)
     if new is None or old is None:
         missing = target if new is None else old_base

@@ -331,7 +331,7 @@ def reachability(
     return Reachability(bool(containing), containing)
 
 
-# --- the upstream object store for apply / export / port ----------------------------------------
+# --- the upstream repository for apply / export / port ----------------------------------------
 
 
 def ensure_commits(cache_repo: GitRepo, url: str, revs: list[str]) -> None:
