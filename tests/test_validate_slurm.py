@@ -26,7 +26,7 @@ import yaml
 
 from forkctl import manifest
 from forkctl.gpu import evidence, signing
-from forkctl.manifest.slurm import SlurmSettings
+from forkctl.manifest.validation import SlurmSettings
 from forkctl.slurm import script
 from tests.slurmcluster import PARTITION, SlurmCluster, running_cluster
 from tests.test_evidence import FAKE_TORCH, GPU_SUITE, fake_installed, with_a_gpu_driver, write_files

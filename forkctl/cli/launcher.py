@@ -1,5 +1,5 @@
 """validate's launcher options: where the run happens (here, or as a Slurm job) and what the Slurm job
-asks for. Each Slurm option overrides the manifest's `validation.slurm` (forkctl.manifest.slurm checks
+asks for. Each Slurm option overrides the manifest's `validation.slurm` (forkctl.manifest.validation checks
 both alike); the command passes them on as keyword arguments."""
 
 from __future__ import annotations

@@ -8,7 +8,7 @@ from forkctl.git.sha import TreeSha
 from forkctl.gpu.evidence import RERUN_HINT, Run, UpstreamRegression, ep_size, validate_command
 from forkctl.gpu.findings import Finding
 from forkctl.manifest import Manifest
-from forkctl.manifest.libraries import version_matches
+from forkctl.manifest.validation import version_matches
 from forkctl.series import Series
 
 

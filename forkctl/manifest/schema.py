@@ -16,8 +16,7 @@ import msgspec
 from forkctl import mail
 from forkctl.fielderrors import FieldError
 from forkctl.git.sha import is_commit_name
-from forkctl.manifest.libraries import LibraryPins
-from forkctl.manifest.slurm import SlurmSettings
+from forkctl.manifest.validation import LibraryPins, SlurmSettings
 
 PATCHES_ROOT = "patches"
 # git's allowed-signers lines (`gpg.ssh.allowedSignersFile`), as `forkctl gate` hands them to ssh-keygen.

@@ -24,7 +24,7 @@ from forkctl.gpu import validate as gpu_validate
 from forkctl.gpu.digest import suite_record
 from forkctl.gpu.evidence import evidence_dir, record_run
 from forkctl.manifest import Manifest
-from forkctl.manifest.slurm import SlurmSettings
+from forkctl.manifest.validation import SlurmSettings
 from forkctl.series import Series
 from forkctl.slurm import request, script, tools
 from forkctl.slurm.follow import Followed, Progress, follow

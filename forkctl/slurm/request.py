@@ -11,7 +11,7 @@ import msgspec
 
 from forkctl.errors import BadInput
 from forkctl.manifest import Manifest
-from forkctl.manifest.slurm import SlurmSettings, problem
+from forkctl.manifest.validation import SlurmSettings, problem
 from forkctl.slurm.tools import Slurm
 
 # Image references a container runtime pulls itself (no file to check here).

@@ -17,7 +17,7 @@ from pathlib import Path
 import msgspec
 
 from forkctl import __version__
-from forkctl.manifest.slurm import SlurmSettings
+from forkctl.manifest.validation import SlurmSettings
 
 JOB_NAME = "forkctl-validate"
 ON_HEAD_NODE = '--nodelist="$head_node"'  # srun's option, expanded by the job's shell
