@@ -25,8 +25,7 @@ import time
 from pathlib import Path
 
 from forkctl import process
-from forkctl.git import trace
-from forkctl.git.runner import GitTimeout, argv, hermetic_env, network_timeout
+from forkctl.git.runner import GitTimeout, argv, hermetic_env, network_timeout, trace_wanted
 
 
 class ObjectReader:
@@ -80,13 +79,17 @@ class ObjectReader:
         if self._proc is None:
             args = ["--git-dir", str(self.git_dir), "cat-file", "--batch"]
             env = hermetic_env()
-            trace_fds = trace.route_to_stderr(env)
+            tracing = trace_wanted(env)
+            if tracing:  # only a traced run imports the trace module
+                from forkctl.git import trace
+            trace_fds = trace.route_to_stderr(env) if tracing else []
             try:
                 self._proc = process.start(argv(args), env=env, pass_fds=trace_fds)
             finally:
                 for fd in trace_fds:
                     os.close(fd)
-            trace.log(args, str(Path.cwd()), "started (answers until closed)")
+            if tracing:
+                trace.log(args, str(Path.cwd()), "started (answers until closed)")
             self._started_at = stamp
         return self._proc
 

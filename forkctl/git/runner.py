@@ -31,7 +31,6 @@ import msgspec
 
 from forkctl import process
 from forkctl.errors import BadInput
-from forkctl.git import trace
 
 # Settings that change bytes, SHAs or outcomes; pinned on every call (`git -c key=value`).
 PINNED_CONFIG: tuple[tuple[str, str], ...] = (
@@ -178,12 +177,26 @@ class GitFailed(BadInput):
         self.stderr = stderr
 
 
+# git's trace family (GIT_TRACE, GIT_TRACE2_EVENT, ...): kept by the hermetic environment; git/trace.py
+# routes the destinations that mean a descriptor.
+TRACE_FAMILY = "GIT_TRACE"
+_TRACE_OFF = ("", "0", "false")
+
+
+def trace_wanted(env: Mapping[str, str]) -> bool:
+    """Whether a trace is asked for: `FORKCTL_TRACE` on, or one of git's trace variables in the child's
+    `env`. An untraced run (nearly every run) never imports git/trace.py."""
+    return os.environ.get("FORKCTL_TRACE", "").strip().lower() not in _TRACE_OFF or any(
+        key.startswith(TRACE_FAMILY) for key in env
+    )
+
+
 def hermetic_env(extra: Mapping[str, str] | None = None) -> dict[str, str]:
     """The process environment without the `GIT_*` variables that redirect or reconfigure git."""
     env = {
         key: value
         for key, value in os.environ.items()
-        if not key.startswith("GIT_") or key in TRANSPORT_VARIABLES or trace.is_trace_variable(key)
+        if not key.startswith("GIT_") or key in TRANSPORT_VARIABLES or key.startswith(TRACE_FAMILY)
     }
     env.update(
         {
@@ -265,7 +278,10 @@ def git(
     """
     timeout = network_timeout() if timeout is None else timeout
     child_env = hermetic_env(env)
-    trace_fds = trace.route_to_stderr(child_env)
+    tracing = trace_wanted(child_env)
+    if tracing:  # only a traced run imports the trace module
+        from forkctl.git import trace
+    trace_fds = trace.route_to_stderr(child_env) if tracing else []
     started = time.monotonic()
     try:
         done = process.run(
@@ -279,12 +295,14 @@ def git(
     except FileNotFoundError:
         raise BadInput("git is not installed or not on PATH", hint="install git (2.39 or newer)") from None
     except process.TimedOut:
-        trace.log(args, _where(cwd), f"killed after {timeout:.0f} s (its time limit)")
+        if tracing:
+            trace.log(args, _where(cwd), f"killed after {timeout:.0f} s (its time limit)")
         raise GitTimeout(f"git {_verb(args)} did not finish within {timeout:.0f} s") from None
     finally:
         for fd in trace_fds:
             os.close(fd)
-    trace.log(args, _where(cwd), trace.finished(done.returncode, time.monotonic() - started))
+    if tracing:
+        trace.log(args, _where(cwd), trace.finished(done.returncode, time.monotonic() - started))
     assert isinstance(done.stdout, bytes) and isinstance(done.stderr, bytes)
     completed = Completed(done.returncode, done.stdout, done.stderr)
     if check and completed.status != 0:

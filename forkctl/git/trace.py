@@ -46,11 +46,6 @@ _STDERR = ("1", "2", "true")
 _OFF = ("", "0", "false")
 
 
-def is_trace_variable(name: str) -> bool:
-    """A variable of git's trace family (kept by the hermetic environment)."""
-    return name.startswith("GIT_TRACE")
-
-
 def route_to_stderr(env: dict[str, str]) -> list[int]:
     """Point the trace destinations in `env` that mean git's stderr (or another descriptor) at a duplicate
     of forkctl's stderr; returns the descriptors to pass to the child (the caller closes them once it
