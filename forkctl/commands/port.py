@@ -167,9 +167,20 @@ def _who(repo: GitRepo) -> str:
 )
 @options.repo("A clone with both bases (default: forkctl's cache clone of upstream.url).")
 @options.branch("Branch to move to the ported series (default: manifest fork.branch).")
-@click.option("--continue", "resume", is_flag=True, help="Go on after resolving a conflict in the worktree.")
-@click.option("--skip", is_flag=True, help="Drop the conflicting patch (recorded under dropped: as skipped).")
-@click.option("--abort", is_flag=True, help="Give up a stopped port: no ref, file or manifest changes.")
+@click.option(
+    "--continue",
+    "resume",
+    is_flag=True,
+    help="Go on after resolving a conflict in the worktree, or finish a port interrupted while writing.",
+)
+@click.option(
+    "--skip", is_flag=True, help="Drop the patch the port stopped at (recorded under dropped: as skipped)."
+)
+@click.option(
+    "--abort",
+    is_flag=True,
+    help="Give up a stopped or interrupted port: the branch, manifest and patch files as they were.",
+)
 @click.option(
     "--backport",
     is_flag=True,
@@ -198,13 +209,15 @@ def command(
     """Move the series to a new upstream base.
 
     \b
-    Each patch is applied, or dropped as absorbed upstream (its merge changes nothing, or it is a pick
-    proved to be the upstream commit its provenance names: same patch-id, or empty interdiff) with the
-    evidence recorded under `dropped:`, or stops on a conflict (resume with --continue, undo with
-    --abort), or stops at a pick of an upstream commit that upstream reverted (--skip or
-    --reapply-reverted). At the end the
-    branch is moved (compare-and-swap; never a checked-out branch), the manifest's base is updated,
-    the patch files are re-exported and a range-diff of old vs new series is shown.
+    Each patch is picked onto the new base and the patches ported before it, as git rebase would, and
+    is applied (partially when upstream already has some of its lines), or dropped as absorbed upstream
+    (its merge changes nothing, or it is a pick proved to be the upstream commit its provenance names:
+    same patch-id, or empty interdiff) with the evidence recorded under `dropped:`. A conflict stops
+    the port in a scratch worktree inside the git dir: resolve it there and --continue, drop the patch
+    with --skip, or --abort; so does a pick of an upstream commit that upstream reverted (apply it
+    again with --reapply-reverted, or --skip). At the end the patch files are re-exported, the
+    manifest's base and `dropped:` are updated, the branch is moved last (compare-and-swap; never a
+    checked-out branch) and a range-diff of old vs new series is shown.
     """
     ctx.require_local("port writes the patch files and manifest.yaml")
     manifest = ctx.manifest()
