@@ -330,7 +330,7 @@ def test_abort_recovers_from_a_kill_during_the_conflict_setup(setup: SeriesSetup
     add_conflicting_patch(setup)
     repo = clone(setup.upstream, tmp_path / "r", bare=True)
     stop_left_by_an_earlier_forkctl(setup, repo)
-    admin = repo.path / "worktrees" / "apply-worktree"
+    admin = repo.path / "worktrees" / "build-worktree"
     (admin / "index.lock").write_text("")  # what git leaves when killed mid-update
     code, data = run(setup, "--abort", "--repo", str(repo.path))
     assert code == 0, data

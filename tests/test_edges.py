@@ -44,7 +44,7 @@ def test_a_deeply_nested_state_file_is_unreadable_not_a_crash(
     monkeypatch.setenv("FORKCTL_CACHE", str(tmp_path / "cache"))
     setup = make_series(tmp_path)
     repo = clone(setup.upstream, tmp_path / "r", bare=True)
-    state = repo.path / "forkctl" / "apply-state.json"
+    state = repo.path / "forkctl" / "build-state.json"
     state.parent.mkdir()
     state.write_text('{"operation": "port", "extra": {"a": ' + "[" * 100_000 + "]" * 100_000 + "}}")
     code, data = run_json(setup, "port", "--continue", "--repo", str(repo.path))

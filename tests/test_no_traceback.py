@@ -61,7 +61,7 @@ def test_unreadable_manifests_exit_2_with_a_message(tmp_path: Path, content: byt
 
 def test_corrupt_state_file_then_abort_cleans_up(setup: SeriesSetup, tmp_path: Path) -> None:
     repo = clone(setup.upstream, tmp_path / "r", bare=True)
-    state = repo.path / "forkctl" / "apply-state.json"
+    state = repo.path / "forkctl" / "build-state.json"
     state.parent.mkdir()
     state.write_text('{"operation": "apply", "steps": [1, 2')
     code, data = run_json(setup, "apply", "--base", setup.base, "--repo", str(repo.path))
@@ -82,7 +82,7 @@ def test_a_state_field_of_the_wrong_type_is_unreadable_not_a_crash(
     """Well-formed JSON with every key, edited by hand: a field of the wrong type is refused when the
     state is read (exit 2, the way out named), not where the field is first used (exit 3)."""
     repo = clone(setup.upstream, tmp_path / "r", bare=True)
-    state = repo.path / "forkctl" / "apply-state.json"
+    state = repo.path / "forkctl" / "build-state.json"
     state.parent.mkdir()
     fields = {
         "operation": "apply",

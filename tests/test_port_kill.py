@@ -88,7 +88,7 @@ def test_sigkill_anywhere_leaves_old_or_new_and_continue_or_abort_recovers(
     new = snapshot(setup, fork)
     assert new != old
     assert len(new["files"]) == len(old["files"]) - 1  # type: ignore[arg-type]
-    state_file = fork.path / "forkctl" / "apply-state.json"
+    state_file = fork.path / "forkctl" / "build-state.json"
     events = full["events"]
     # Kill points in the finishing phase count from its first side effect, the first backup written:
     # a run that first sweeps what a killed one left in the git dir does more before it.

@@ -72,7 +72,7 @@ def test_a_hand_edited_port_state_is_refused_and_abort_still_works(
     )
     patches = {path: path.read_bytes() for path in (setup.root / "patches").rglob("*.patch")}
     manifest = setup.manifest.read_bytes()
-    state_file = fork.path / "forkctl" / "apply-state.json"
+    state_file = fork.path / "forkctl" / "build-state.json"
     state = json.loads(state_file.read_text())
     EDITS[label](state)
     state_file.write_text(json.dumps(state, indent=2))
@@ -97,7 +97,7 @@ def test_a_port_state_written_before_the_typed_fields_is_refused_with_the_way_ou
     fork = prepared_fork(setup, tmp_path)
     code, data = run_json(setup, "port", "--onto", new_base, "--repo", str(fork.path))
     assert code == 1, data
-    state_file = fork.path / "forkctl" / "apply-state.json"
+    state_file = fork.path / "forkctl" / "build-state.json"
     state = json.loads(state_file.read_text())
     state["extra"] = state.pop("port")  # how forkctl wrote a port's data before
     state_file.write_text(json.dumps(state))

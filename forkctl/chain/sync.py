@@ -26,7 +26,8 @@ from forkctl.git.sha import Sha
 from forkctl.manifest import Manifest
 from forkctl.ops import export, replay
 from forkctl.ops.port.bisect import FirstBreak, FirstBreaks
-from forkctl.ops.port.preview import PreviewEntry, port_objects, preview
+from forkctl.ops.port.preview import port_objects, preview
+from forkctl.ops.port.walk import Judged
 from forkctl.series import Patch, Series, parse_patches
 
 
@@ -44,7 +45,7 @@ class TipPreview(msgspec.Struct, frozen=True):
 
     tip: str
     ahead: int  # upstream commits target..tip
-    entries: list[PreviewEntry]
+    entries: list[Judged]
     warnings: list[TipBreak]
 
 
@@ -52,7 +53,7 @@ class SyncPlan(msgspec.Struct):
     target: SyncTarget
     base: str
     old_head: str
-    entries: list[PreviewEntry]
+    entries: list[Judged]
     breaks: dict[int, FirstBreak] = msgspec.field(default_factory=dict)  # conflicting position -> culprit
     head: Sha | None = None  # apply(ported series, target); None on a conflict
     ported: list[Patch] = msgspec.field(default_factory=list)
@@ -67,11 +68,11 @@ class SyncPlan(msgspec.Struct):
     ways: dict[str, str] = msgspec.field(default_factory=dict)
 
     @property
-    def conflicts(self) -> list[PreviewEntry]:
+    def conflicts(self) -> list[Judged]:
         return [entry for entry in self.entries if entry.verdict.kind == "conflict"]
 
     @property
-    def absorbed(self) -> list[PreviewEntry]:
+    def absorbed(self) -> list[Judged]:
         return [entry for entry in self.entries if entry.verdict.kind == "absorbed"]
 
 
@@ -161,7 +162,7 @@ def preview_tip(
 
 
 def _breaks_on(
-    upstream_repo: GitRepo, series: Series, base: str, target: str, entries: list[PreviewEntry]
+    upstream_repo: GitRepo, series: Series, base: str, target: str, entries: list[Judged]
 ) -> FirstBreaks:
     """One bisection of base..target for every conflicting patch, seeded with the merges already made
     on the target (as `status --onto --first-break` does): no candidate is merged twice."""

@@ -5,6 +5,7 @@ from __future__ import annotations
 from pathlib import Path
 
 import click
+import msgspec
 
 from forkctl import report
 from forkctl.cli import options, verbs
@@ -12,6 +13,7 @@ from forkctl.cli.kit import Context, forkctl_command, output_options, toolkit_lo
 from forkctl.errors import BadInput
 from forkctl.git.repo import GitRepo, repo_holding
 from forkctl.ops import port, progress
+from forkctl.ops.port.transaction import drop_fields
 from forkctl.ops.state import SPARSE_NOTE, ConflictReport, MarkersRemain, State, Step
 from forkctl.report import Problem, Report, Table
 from forkctl.series import load_series
@@ -22,17 +24,32 @@ def _step_row(step: Step) -> list[str]:
     name = Path(step.file).name
     if step.absorbed:
         evidence = step.absorbed
-        upstream = (evidence.get("upstream_commit") or "")[:12]
-        label = "skipped" if evidence["reason"] == "skipped" else "absorbed"
-        proved = f", proved by {evidence['proof'].split(':')[0]}" if evidence.get("proof") else ""
-        return [name, label, f"{evidence['reason']} {upstream}".strip() + proved]
+        upstream = (evidence.upstream_commit or "")[:12]
+        label = "skipped" if evidence.reason == "skipped" else "absorbed"
+        proved = f", proved by {evidence.proof.split(':')[0]}" if evidence.proof else ""
+        return [name, label, f"{evidence.reason} {upstream}".strip() + proved]
     if step.partial:
-        needed, total = step.partial["still_needed"], step.partial["changed_lines"]
+        needed, total = step.partial.still_needed, step.partial.changed_lines
         return [name, "applied (partial)", f"{step.commit} ({needed} of {total} lines still needed)"]
     if step.reapplied:
-        reverted = f"upstream reverted {step.reapplied['upstream_commit'][:12]} in"
-        return [name, "re-applied", f"{step.commit} ({reverted} {step.reapplied['reverted_by'][:12]})"]
+        reverted = f"upstream reverted {step.reapplied.upstream_commit[:12]} in"
+        return [name, "re-applied", f"{step.commit} ({reverted} {step.reapplied.reverted_by[:12]})"]
     return [name, "resolved" if step.resolved else "applied", step.commit or ""]
+
+
+def _step_json(step: Step) -> dict[str, object]:
+    reapplied = msgspec.to_builtins(step.reapplied)
+    partial = msgspec.to_builtins(step.partial)
+    if partial is not None and reapplied is not None:
+        partial["reapplied"] = reapplied  # as the verdict's detail carried it before it was typed
+    return {
+        "file": step.file,
+        "commit": step.commit,
+        "resolved": step.resolved,
+        "absorbed": drop_fields(step.absorbed) if step.absorbed else None,
+        "partial": partial,
+        "reapplied": reapplied,
+    }
 
 
 def _stopped(
@@ -112,17 +129,7 @@ def _report(outcome: port.PortOutcome, ways: dict[str, str], reverted_ways: dict
         "old_base": state.port_data.old_base,
         "new_base": state.base,
         "branch": state.branch,
-        "steps": [
-            {
-                "file": s.file,
-                "commit": s.commit,
-                "resolved": s.resolved,
-                "absorbed": s.absorbed,
-                "partial": s.partial,
-                "reapplied": s.reapplied,
-            }
-            for s in state.steps
-        ],
+        "steps": [_step_json(step) for step in state.steps],
         "backport": state.port_data.backport,
     }
     if outcome.conflict is not None and outcome.conflict.reverted_by:
@@ -160,9 +167,20 @@ def _who(repo: GitRepo) -> str:
 )
 @options.repo("A clone with both bases (default: forkctl's cache clone of upstream.url).")
 @options.branch("Branch to move to the ported series (default: manifest fork.branch).")
-@click.option("--continue", "resume", is_flag=True, help="Go on after resolving a conflict in the worktree.")
-@click.option("--skip", is_flag=True, help="Drop the conflicting patch (recorded under dropped: as skipped).")
-@click.option("--abort", is_flag=True, help="Give up a stopped port: no ref, file or manifest changes.")
+@click.option(
+    "--continue",
+    "resume",
+    is_flag=True,
+    help="Go on after resolving a conflict in the worktree, or finish a port interrupted while writing.",
+)
+@click.option(
+    "--skip", is_flag=True, help="Drop the patch the port stopped at (recorded under dropped: as skipped)."
+)
+@click.option(
+    "--abort",
+    is_flag=True,
+    help="Give up a stopped or interrupted port: the branch, manifest and patch files as they were.",
+)
 @click.option(
     "--backport",
     is_flag=True,
@@ -191,13 +209,15 @@ def command(
     """Move the series to a new upstream base.
 
     \b
-    Each patch is applied, or dropped as absorbed upstream (its merge changes nothing, or it is a pick
-    proved to be the upstream commit its provenance names: same patch-id, or empty interdiff) with the
-    evidence recorded under `dropped:`, or stops on a conflict (resume with --continue, undo with
-    --abort), or stops at a pick of an upstream commit that upstream reverted (--skip or
-    --reapply-reverted). At the end the
-    branch is moved (compare-and-swap; never a checked-out branch), the manifest's base is updated,
-    the patch files are re-exported and a range-diff of old vs new series is shown.
+    Each patch is picked onto the new base and the patches ported before it, as git rebase would, and
+    is applied (partially when upstream already has some of its lines), or dropped as absorbed upstream
+    (its merge changes nothing, or it is a pick proved to be the upstream commit its provenance names:
+    same patch-id, or empty interdiff) with the evidence recorded under `dropped:`. A conflict stops
+    the port in a scratch worktree inside the git dir: resolve it there and --continue, drop the patch
+    with --skip, or --abort; so does a pick of an upstream commit that upstream reverted (apply it
+    again with --reapply-reverted, or --skip). At the end the patch files are re-exported, the
+    manifest's base and `dropped:` are updated, the branch is moved last (compare-and-swap; never a
+    checked-out branch) and a range-diff of old vs new series is shown.
     """
     ctx.require_local("port writes the patch files and manifest.yaml")
     manifest = ctx.manifest()

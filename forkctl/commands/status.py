@@ -17,7 +17,7 @@ from forkctl.series import Patch, Series, load_series
 
 if TYPE_CHECKING:
     from forkctl.ops.port.bisect import FirstBreak, FirstBreaks
-    from forkctl.ops.port.preview import PreviewEntry
+    from forkctl.ops.port.walk import Judged
 
 
 @click.command("status", short_help=verbs.summary("status"))
@@ -168,7 +168,7 @@ def _series_report(manifest: Manifest, series: Series, verdicts: list[str | None
     return result
 
 
-def _skip_hint(entry: PreviewEntry) -> str:
+def _skip_hint(entry: Judged) -> str:
     from forkctl.ops.port.judge import upstream_hint
 
     named = upstream_hint(entry.verdict.reason, entry.verdict.upstream_commit)
@@ -213,7 +213,7 @@ def _merge_words(found: FirstBreak) -> str:
 def _preview_item(
     result: Report,
     manifest: Manifest,
-    entry: PreviewEntry,
+    entry: Judged,
     target: str,
     found: FirstBreak | str | None,
     where: str = "",
@@ -230,11 +230,16 @@ def _preview_item(
         "reason": entry.verdict.reason or None,
         "upstream_commit": entry.verdict.upstream_commit,
     }
-    if entry.verdict.kind == "applied" and entry.verdict.detail:
-        item["partial"] = entry.verdict.detail
-    for key in ("proof", "own_lines", "reverted_by"):
-        if key in entry.verdict.detail:
-            item[key] = entry.verdict.detail[key]
+    verdict = entry.verdict
+    if verdict.partial is not None:
+        item["partial"] = plain(verdict.partial)
+    for key, value in (
+        ("proof", verdict.proof),
+        ("own_lines", verdict.own_lines),
+        ("reverted_by", verdict.reverted_by),
+    ):
+        if value is not None:
+            item[key] = value
     if entry.verdict.reason == "reverted":
         _reverted(result, item, entry, target, where)
     elif entry.verdict.kind == "conflict":
@@ -265,7 +270,7 @@ def _preview_item(
     return item, [f"{entry.position + 1:04d}", entry.patch.subject, verdict_name, evidence]
 
 
-def _reverted(result: Report, item: dict, entry: PreviewEntry, target: str, where: str) -> None:
+def _reverted(result: Report, item: dict, entry: Judged, target: str, where: str) -> None:
     """A pick of an upstream commit that upstream reverted on the way to the target: port stops there
     (`where`: the --repo the commands need)."""
     picked, reverted_by = item["upstream_commit"], item["reverted_by"]

@@ -22,7 +22,19 @@ from forkctl.errors import BadInput
 from forkctl.files import atomic_write_text, cache_root
 from forkctl.ops.markers import CONFLICT_MARKER_RE
 
-STATE_RELPATH = Path("forkctl") / "apply-state.json"
+STATE_DIR = "forkctl"  # under the git dir
+# A stopped series build (a port, or the legacy apply --continue): its state, and its scratch worktree.
+STATE_FILE, WORKTREE_DIR = "build-state.json", "build-worktree"
+# The names the previous version gave them: a stop it left is still found, resumed and aborted.
+OLD_STATE_FILE, OLD_WORKTREE_DIR = "apply-state.json", "apply-worktree"
+
+
+def state_file(git_dir: Path) -> Path:
+    """The state of the build stopped in `git_dir`: `build-state.json`, or the previous version's
+    `apply-state.json` while only that one exists (the stop it left goes on under its own names)."""
+    folder = git_dir / STATE_DIR
+    new, old = folder / STATE_FILE, folder / OLD_STATE_FILE
+    return old if old.is_file() and not new.is_file() else new
 
 
 class Pointer(msgspec.Struct, frozen=True):
@@ -71,7 +83,7 @@ def forget(manifest: str, git_dir: Path) -> None:
 
 def _read_state(git_dir: Path) -> dict[str, Any] | None:
     try:
-        data = msgspec.json.decode((git_dir / STATE_RELPATH).read_bytes())
+        data = msgspec.json.decode(state_file(git_dir).read_bytes())
     except (OSError, msgspec.DecodeError, RecursionError):
         return None
     return data if isinstance(data, dict) else None

@@ -3,18 +3,19 @@
 The fast path (replay.build_series) needs no state at all. Only when a patch does not apply cleanly does
 forkctl keep something on disk, all of it inside the repository's git dir and owned by forkctl:
 
-- `<git-dir>/forkctl/apply-state.json`: what was being built (base, series digest, the patches done
+- `<git-dir>/forkctl/build-state.json`: what was being built (base, series digest, the patches done
   and their commits, the conflicting patch, the branch to set and its tip when we started);
-- `<git-dir>/forkctl/apply-worktree`: a detached scratch worktree where `git apply --3way` left the
-  conflict for a person to resolve. It is never the user's checkout.
+- `<git-dir>/forkctl/build-worktree`: a detached scratch worktree where the merge left the conflict
+  for a person to resolve. It is never the user's checkout.
 
 No ref is created or moved until the whole series is built, so `--abort` only has to delete these two.
+A stop the previous version left (`apply-state.json`, `apply-worktree`) goes on under those names.
 """
 
 from __future__ import annotations
 
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Literal
+from typing import TYPE_CHECKING, Literal
 
 import msgspec
 
@@ -23,31 +24,43 @@ from forkctl.files import atomic_write_text, remove_temporaries
 from forkctl.git.repo import GitRepo
 from forkctl.git.sha import FULL_SHA_WORDS, FullShaText, Sha, TreeSha, is_full_sha
 from forkctl.git.worktree import Worktree
+from forkctl.manifest.schema import DroppedEntry
 from forkctl.ops import markers, progress
-from forkctl.ops.markers import CONFLICT_MARKER_RE
 from forkctl.ops.replay import identity_of
 from forkctl.series import Patch
 
 if TYPE_CHECKING:
     from forkctl.git.merge import MergeResult  # a port's stop carries it; apply never imports merges
 
-STATE_DIR = "forkctl"
-STATE_FILE = "apply-state.json"
-WORKTREE_DIR = "apply-worktree"
+
+class Partial(msgspec.Struct, frozen=True, omit_defaults=True):
+    """Applied, but upstream already had part of it: the lines changed on the old base, those still
+    needed; the upstream commit a rule names (`named_by`); an amended pick's own lines, if only merged."""
+
+    changed_lines: int
+    still_needed: int
+    upstream_commit: str | None = None
+    named_by: str | None = None
+    own_lines: str | None = None
+
+
+class Reapplied(msgspec.Struct, frozen=True):
+    """Applied although upstream reverted the commit it picks (by `reverted_by`), as the person asked."""
+
+    upstream_commit: str
+    reverted_by: str
 
 
 class Step(msgspec.Struct):
-    """One patch handled: its commit, or why it has none (port: absorbed upstream)."""
+    """One patch handled: its commit, or why it has none (port: absorbed upstream, or skipped)."""
 
     file: str
     commit: FullShaText | None
     # A commit made from a person's conflict resolution is not a pure function of (base, series).
     resolved: bool = False
-    absorbed: dict[str, Any] | None = None
-    # Applied, but upstream already had part of it: {"changed_lines": n, "still_needed": m}.
-    partial: dict[str, Any] | None = None
-    # Applied although upstream reverted the commit it picks, as asked: {upstream_commit, reverted_by}.
-    reapplied: dict[str, str] | None = None
+    absorbed: DroppedEntry | None = None  # what goes under the manifest's `dropped:`
+    partial: Partial | None = None
+    reapplied: Reapplied | None = None
 
 
 class PortData(msgspec.Struct, forbid_unknown_fields=True):
@@ -62,7 +75,7 @@ class PortData(msgspec.Struct, forbid_unknown_fields=True):
     # Set together once the files may be half written (transaction.finish): the manifest's `dropped:`
     # as it was, and {original path: its backup copy, None for a file the port creates}.
     finishing: bool = False
-    dropped_before: list[dict[str, Any]] = msgspec.field(default_factory=list)
+    dropped_before: list[DroppedEntry] = msgspec.field(default_factory=list)
     backup: dict[str, str | None] = msgspec.field(default_factory=dict)
     # `--reapply-reverted` given at the start: picks of reverted upstream commits are merged, not stopped.
     reapply_reverted: bool = False
@@ -110,11 +123,12 @@ class State(msgspec.Struct):
 
 
 def state_path(repo: GitRepo) -> Path:
-    return repo.git_dir / STATE_DIR / STATE_FILE
+    return progress.state_file(repo.git_dir)
 
 
 def worktree_path(repo: GitRepo) -> Path:
-    return repo.git_dir / STATE_DIR / WORKTREE_DIR
+    """Where a new build's scratch worktree goes (a state names the one it uses: `State.worktree`)."""
+    return repo.git_dir / progress.STATE_DIR / progress.WORKTREE_DIR
 
 
 def load(repo: GitRepo) -> State | None:
@@ -141,15 +155,11 @@ def discard(repo: GitRepo) -> None:
     clear(repo)
 
 
-def _same_file(a: str | Path, b: str | Path) -> bool:
-    return Path(a).resolve() == Path(b).resolve()
-
-
 def require_owner(state: State, repo: GitRepo, manifest_path: Path) -> None:
     """The state belongs to the checkout (manifest) that started it: another checkout sharing the
     repository (the same cache clone or --repo) must not continue, skip or abort it, or the first
     checkout's resolution in the scratch worktree is lost."""
-    if not _same_file(state.manifest, manifest_path):
+    if Path(state.manifest).resolve() != manifest_path.resolve():
         raise BadInput(
             f"the forkctl {state.operation} in progress in {repo.git_dir} was started from {state.manifest}, "
             f"not from {manifest_path}",
@@ -183,14 +193,10 @@ def require(repo: GitRepo, operation: str, manifest_path: Path | None = None) ->
 def refuse_if_in_progress(repo: GitRepo) -> None:
     state = load(repo)
     if state is not None:
+        at = Path(state.files[state.conflict_index]).name if state.conflict_index >= 0 else ""
         raise BadInput(
             f"a forkctl {state.operation} (started from {state.manifest}) is already in progress in "
-            f"{repo.git_dir} "
-            + (
-                f"(stopped at {Path(state.files[state.conflict_index]).name})"
-                if state.conflict_index >= 0
-                else "(interrupted while writing its results)"
-            ),
+            f"{repo.git_dir} " + (f"(stopped at {at})" if at else "(interrupted while writing its results)"),
             hint=f"finish it with forkctl {state.operation} --continue, or undo it with --abort",
         )
 
@@ -234,7 +240,7 @@ def open_conflict(
     Only the conflicted files and the patch's own files are checked out (`Worktree.show_sparse`): the
     rest of the tree is in the worktree's index, skip-worktree, and `--continue` commits all of it.
     """
-    scratch = _scratch_at(repo, parent)
+    scratch = _scratch_at(repo, Path(state.worktree), parent)
     if merged is not None and merged.stages:
         shown = scratch.show_sparse(merged.tree, [*merged.conflicted, *patch.paths])
         scratch.set_unmerged(merged.stages)
@@ -255,7 +261,6 @@ def open_conflict(
     state.conflict_index = index
     state.conflict_parent = parent
     state.conflict_paths = paths
-    state.worktree = str(scratch.path)
     save(repo, state)
     return ConflictReport(
         patch=patch, parent=parent, paths=paths, message=message, worktree=scratch.path, checked_out=shown
@@ -269,9 +274,8 @@ SPARSE_NOTE = (
 )
 
 
-def _scratch_at(repo: GitRepo, parent: str) -> Worktree:
+def _scratch_at(repo: GitRepo, worktree: Path, parent: str) -> Worktree:
     """The scratch worktree, emptied, its HEAD at `parent` (made without a checkout the first time)."""
-    worktree = worktree_path(repo)
     scratch = Worktree(worktree)
     if worktree.exists():
         scratch.empty_at(parent)
@@ -291,7 +295,7 @@ def _name_sides(
     last_done = done[-1] if done and parent != state.base else None
     ours = markers.ours_label(state.base, repo.commit_info(state.base).subject, last_done)
     theirs = markers.theirs_label(state.files[index], patch.subject)
-    markers.relabel(worktree_path(repo), paths, {sides[0]: ours, sides[1]: theirs})
+    markers.relabel(Path(state.worktree), paths, {sides[0]: ours, sides[1]: theirs})
 
 
 class MarkersRemain(BadInput):
@@ -308,7 +312,7 @@ def unresolved_paths(state: State) -> list[str]:
     left = []
     for rel in state.conflict_paths:
         target = worktree / rel
-        if target.is_file() and CONFLICT_MARKER_RE.search(target.read_bytes()):
+        if target.is_file() and markers.CONFLICT_MARKER_RE.search(target.read_bytes()):
             left.append(rel)
     return left
 
@@ -382,19 +386,15 @@ def _manifest_of(path: Path) -> str | None:
 
 def remove_leftovers(repo: GitRepo) -> None:
     """Remove forkctl's scratch in the git dir (no operation is in progress: the caller checked)."""
-    path = state_path(repo)
-    worktree = worktree_path(repo)
-    if worktree.exists() or (repo.git_dir / "worktrees" / WORKTREE_DIR).exists():
-        repo.remove_worktree(worktree)
-    backup = path.parent / "backup"
-    if worktree.exists() or backup.is_dir():
+    folder = repo.git_dir / progress.STATE_DIR
+    scratch = [folder / progress.WORKTREE_DIR, folder / progress.OLD_WORKTREE_DIR]  # the previous version's
+    for worktree in scratch:
+        if worktree.exists() or (repo.git_dir / "worktrees" / worktree.name).exists():
+            repo.remove_worktree(worktree)
+    for left in [path for path in (*scratch, folder / "backup") if path.is_dir()]:
         import shutil  # only the leftovers of a killed run need it
 
-        if worktree.exists():
-            shutil.rmtree(worktree)
-        if backup.is_dir():
-            shutil.rmtree(backup)
-    remove_temporaries([path])
-    folder = path.parent
+        shutil.rmtree(left)
+    remove_temporaries([folder / progress.STATE_FILE, folder / progress.OLD_STATE_FILE])
     if folder.is_dir() and not any(folder.iterdir()):
         folder.rmdir()

@@ -5,21 +5,20 @@ from __future__ import annotations
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
-    from forkctl.ops.port.preview import PreviewEntry
+    from forkctl.ops.port.walk import Judged
 
 
-def verdict_words(entry: PreviewEntry) -> tuple[str, str]:
+def verdict_words(entry: Judged) -> tuple[str, str]:
     """(result, evidence) columns for one previewed patch on a target. A partial absorption's figures
     are data (the JSON's `partial`), not table text."""
     verdict = entry.verdict
     upstream = (verdict.upstream_commit or "")[:12]
     if verdict.kind == "absorbed":
-        proof = verdict.detail.get("proof")
         return "absorbed", f"{verdict.reason} {upstream}".strip() + (
-            f", proved by {proof.split(':')[0]}" if proof else ""
+            f", proved by {verdict.proof.split(':')[0]}" if verdict.proof else ""
         )
     if verdict.kind == "conflict" and verdict.reason == "reverted":
-        return "reverted", f"picks {upstream}, reverted upstream in {verdict.detail['reverted_by'][:12]}"
+        return "reverted", f"picks {upstream}, reverted upstream in {(verdict.reverted_by or '')[:12]}"
     if verdict.kind == "applied":
         result = "applies" if entry.plain else "applies with 3-way"
         if verdict.reason == "partial":

@@ -181,7 +181,7 @@ def _breaks(manifest: Manifest, plan: SyncPlan) -> list[str]:
         found = plan.breaks.get(entry.position)
         name = f"{entry.position + 1:04d} {code(entry.patch.subject)}"
         if entry.verdict.reason == "reverted":
-            picked, reverted_by = entry.verdict.upstream_commit or "", entry.verdict.detail["reverted_by"]
+            picked, reverted_by = entry.verdict.upstream_commit or "", entry.verdict.reverted_by or ""
             lines.append(
                 f"- {name} picks upstream {code(picked)}, which upstream reverted in {code(reverted_by)}: "
                 "`forkctl port --skip` drops it, `forkctl port --reapply-reverted` applies it again"

@@ -11,13 +11,13 @@ A target that does not descend from the base (a backport) is bisected from its m
 which is judged first: a patch that conflicts there already has no first break in that range.
 
 A step asks one question of a candidate commit: does the series, up to this patch, still port there?
-The answer is the series' merges on that candidate, patch by patch as `preview` judges them (a
-conflicting patch left out of the head the later ones meet). Nothing else decides it: patch-ids and
-provenance only name the upstream commit a verdict cites, so a step computes none (they used to be
-recomputed for base..candidate on every step, the most of a step's time on real history). Each
-candidate's merges are kept: a later step, or the bisection of a later patch, that meets the candidate
-again reuses them and only merges the patches not merged there yet. The candidates and their trees are
-read once, in two processes.
+The answer is the series' merges on that candidate, patch by patch on the port's walk (`walk.py`) with
+a judge of merges alone (`MergesOnly`; a conflicting patch left out of the head the later ones meet).
+Nothing else decides it: patch-ids and provenance only name the upstream commit a verdict cites, so a
+step computes none (they used to be recomputed for base..candidate on every step, the most of a step's
+time on real history). Each candidate's merges are kept: a later step, or the bisection of a later
+patch, that meets the candidate again reuses them and only merges the patches not merged there yet.
+The candidates and their trees are read once, in two processes.
 """
 
 from __future__ import annotations
@@ -29,9 +29,9 @@ import msgspec
 from forkctl.git.commits import CommitInfo
 from forkctl.git.repo import GitRepo
 from forkctl.git.sha import TreeSha
-from forkctl.ops.port.judge import fate, merge_patch, old_series
-from forkctl.ops.port.preview import PreviewEntry
-from forkctl.series import Series
+from forkctl.ops.port.judge import PatchVerdict, fate, merge_patch
+from forkctl.ops.port.walk import Judged, QuickPicks, old_series, walk
+from forkctl.series import Patch, Series
 
 Tell = Callable[[str], None]  # told each commit a bisection judges (progress)
 
@@ -49,28 +49,38 @@ class FirstBreak(msgspec.Struct, frozen=True):
     merged: list[str] = []  # a merge's other parents: the side that came in with it
 
 
+class MergesOnly:
+    """A judge (`walk.Judging`) of a patch by its merge alone: the fate a bisection step asks, no
+    upstream commit named (no patch-id, no provenance) and no pick made in this process."""
+
+    quick: QuickPicks | None = None  # every patch merged by git
+
+    def __init__(self, repo: GitRepo, old_base: str, old_commits: list[str | None]) -> None:
+        self.repo, self.old_base, self.old_commits = repo, old_base, old_commits
+
+    def judge(self, position: int, patch: Patch, head: str, head_tree: TreeSha) -> PatchVerdict:
+        merged = merge_patch(self.repo, self.old_base, self.old_commits, position, patch, head, head_tree)
+        kind = fate(merged, head_tree)
+        return PatchVerdict(kind, tree=merged.tree if kind == "applied" else None, merged=merged)
+
+
 class FirstBreaks:
     """The bisections of one (old base, target, series), sharing their work across steps and patches."""
 
     def __init__(self, repo: GitRepo, series: Series, old_base: str, target: str) -> None:
         self.repo, self.series, self.old_base, self.target = repo, series, old_base, target
         self.old_commits, _ = old_series(repo, old_base, series)  # the same for every candidate
+        self._merges = MergesOnly(repo, old_base, self.old_commits)
         # the anchor (None: none), the candidates after it, each candidate's parent on the line
         self._line: tuple[CommitInfo | None, list[CommitInfo], list[str]] | None = None
         # candidate commit -> the fate of each patch merged there so far, and the head tree after it
         self._merged: dict[str, list[tuple[str, TreeSha]]] = {}
 
-    def know_target(self, entries: list[PreviewEntry]) -> None:
+    def know_target(self, entries: list[Judged]) -> None:
         """What `preview` judged on the target (every patch, in order): those merges are not made again."""
         candidates = self.candidates()
-        if not candidates or candidates[-1].sha != self.target:
-            return
-        tree, done = candidates[-1].tree, []
-        for entry in entries:
-            if entry.verdict.kind == "applied" and entry.verdict.tree is not None:
-                tree = entry.verdict.tree
-            done.append((entry.verdict.kind, tree))
-        self._merged[self.target] = done
+        if candidates and candidates[-1].sha == self.target:
+            self._merged[self.target] = [(entry.verdict.kind, entry.head_tree) for entry in entries]
 
     @property
     def anchor(self) -> str:
@@ -104,20 +114,10 @@ class FirstBreaks:
     def fate_on(self, candidate: CommitInfo, position: int) -> str:
         """The fate of patch `position` on `candidate` with the patches before it ported there."""
         done = self._merged.setdefault(candidate.sha, [])
-        while len(done) <= position:
-            index = len(done)
-            head_tree = done[-1][1] if done else candidate.tree
-            merged = merge_patch(
-                self.repo,
-                self.old_base,
-                self.old_commits,
-                index,
-                self.series.patches[index],
-                candidate.sha,
-                head_tree,
-            )
-            kind = fate(merged, head_tree)
-            done.append((kind, merged.tree if kind == "applied" else head_tree))
+        if len(done) <= position:  # the patches not merged there yet, on the head the others made
+            head = (candidate.sha, done[-1][1] if done else candidate.tree)
+            steps = walk(self._merges, self.series.patches[: position + 1], len(done), head)
+            done += [(step.verdict.kind, step.head_tree) for step in steps]
         return done[position][0]
 
     def find(self, position: int, tell: Tell | None = None) -> FirstBreak | None:

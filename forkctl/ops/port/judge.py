@@ -1,22 +1,23 @@
 """The per-patch judge of a port: absorbed (by which rule and upstream commit), applied (clean or
-partial), or conflict; and the old series every judgement starts from.
+partial), or conflict; and the port's walk with it (`walk_series`).
 """
 
 from __future__ import annotations
 
+from collections.abc import Iterator
 from pathlib import Path
-from typing import Any
 
 import msgspec
 
 from forkctl.errors import BadInput
 from forkctl.git.merge import MergeMessage, MergeResult, cherry_pick, pick_change
 from forkctl.git.repo import GitRepo, repo_holding
-from forkctl.git.sha import Sha, TreeSha
+from forkctl.git.sha import TreeSha
 from forkctl.ops import replay
 from forkctl.ops.port.provenance import PickProof, prove_pick
-from forkctl.ops.port.quick import Aligned, QuickPicks
-from forkctl.series import Patch, Series
+from forkctl.ops.port.walk import Aligned, Judged, QuickPicks, Tell, walk
+from forkctl.ops.state import Partial, Reapplied
+from forkctl.series import Patch
 
 
 class PatchVerdict(msgspec.Struct, frozen=True):
@@ -30,7 +31,12 @@ class PatchVerdict(msgspec.Struct, frozen=True):
     upstream_commit: str | None = None
     tree: TreeSha | None = None  # applied: the new tree
     merged: MergeResult | None = None
-    detail: dict[str, Any] = msgspec.field(default_factory=dict)
+    proof: str | None = None  # absorbed as a pick proved to be `upstream_commit`: how it was proved
+    partial: Partial | None = None  # applied "partial": the lines upstream already had
+    # An amended pick of `upstream_commit`: its own lines, the only ones merged (a partial, or the stop).
+    own_lines: str | None = None
+    reverted_by: str | None = None  # "reverted": the commit of the range that reverted `upstream_commit`
+    reapplied: Reapplied | None = None  # applied although upstream reverted what it picks, as asked
 
 
 class Judge:
@@ -62,7 +68,7 @@ class Judge:
         self._provenance: dict[str, str | None] = {}
         self._ancestry: dict[str, bool] = {}
         self.proofs: dict[int, PickProof | None] = {}  # `pick_proof`'s answers, by position
-        self.quick: QuickPicks | None = None  # the in-process picks of the run (`start_quick`)
+        self.quick: QuickPicks | None = None  # the in-process picks of the walk (`start_quick`)
 
     def upstream_ids(self, zero_context: bool, patch: Patch) -> dict[str, str]:
         """{patch-id: upstream commit} for old_base..target: of the commits touching the series' files
@@ -165,7 +171,7 @@ class Judge:
 
     def merged(self, position: int, patch: Patch, head: str, head_tree: TreeSha) -> PatchVerdict:
         """The verdict of the patch's merge on `head` (made here when git has nothing to decide,
-        `quick.py`); the upstream commit a hash or provenance names is asked only for a verdict that
+        `walk.py`); the upstream commit a hash or provenance names is asked only for a verdict that
         shows it (absorbed, partial, conflict): a clean pick asks nothing more."""
         old, parent = self.old_commits[position], self.parent_of(position, self.old_base)
         merged = (self.quick.pick(position, head_tree) if self.quick else None) or merge_patch(
@@ -192,8 +198,24 @@ class Judge:
         return f"{self.old_base}..{self.target}"
 
 
+def walk_series(
+    judge: Judge,
+    patches: list[Patch],
+    start: int,
+    head: str,
+    batch: replay.CommitBatch | None = None,
+    plain: bool = False,
+    tell: Tell | None = None,
+) -> Iterator[Judged]:
+    """The port's walk (`walk.walk`) of `patches[start:]` from the commit `head`: what can be asked for
+    them at once asked first, the in-process picks started."""
+    judge.know_series(patches[start:])
+    start_quick(judge, start, head)
+    return walk(judge, patches, start, (head, judge.repo.commit_tree_id(head)), batch, plain, tell)
+
+
 def start_quick(judge: Judge, start: int, head: str) -> None:
-    """In-process picks from the patch at `start` on, picked onto `head` (`quick.py`): from the paths
+    """In-process picks from the patch at `start` on, picked onto `head` (`walk.py`): from the paths
     that differ between that patch's old parent and `head` (upstream's, on a fresh port)."""
     parent = judge.parent_of(start, judge.old_base) if start < len(judge.old_commits) else None
     if parent is None:
@@ -227,18 +249,20 @@ def by_provenance(
     commit, tree = head
     if proof.reverted_by and not judge.reapply_reverted:
         merged = merge_patch(judge.repo, judge.old_base, judge.old_commits, position, patch, commit, tree)
-        detail = {"reverted_by": proof.reverted_by}
-        return PatchVerdict("conflict", "reverted", proof.upstream_commit, merged=merged, detail=detail)
+        return PatchVerdict(
+            "conflict", "reverted", proof.upstream_commit, merged=merged, reverted_by=proof.reverted_by
+        )
     if proof.proof and not proof.reverted_by:
-        return PatchVerdict("absorbed", "provenance", proof.upstream_commit, detail={"proof": proof.proof})
+        return PatchVerdict("absorbed", "provenance", proof.upstream_commit, proof=proof.proof)
     verdict = judge.merged(position, patch, commit, tree)
     if proof.own is not None and verdict.kind == "conflict":
         verdict = own_lines_verdict(judge, position, patch, head, proof)
-    elif proof.own is not None and verdict.reason == "partial":
-        verdict = msgspec.structs.replace(verdict, detail={**verdict.detail, "own_lines": proof.own_lines})
+    elif proof.own is not None and verdict.partial is not None:
+        partial = msgspec.structs.replace(verdict.partial, own_lines=proof.own_lines)
+        verdict = msgspec.structs.replace(verdict, partial=partial, own_lines=proof.own_lines)
     if proof.reverted_by:  # re-applied, as the person asked
-        reapplied = {"upstream_commit": proof.upstream_commit, "reverted_by": proof.reverted_by}
-        return msgspec.structs.replace(verdict, detail={**verdict.detail, "reapplied": reapplied})
+        reapplied = Reapplied(upstream_commit=proof.upstream_commit, reverted_by=proof.reverted_by)
+        return msgspec.structs.replace(verdict, reapplied=reapplied)
     return verdict
 
 
@@ -260,11 +284,10 @@ def applied_verdict(
     before = judge.old_changed_lines(old)
     after = judge.repo.changed_line_count(head_tree, merged.tree)
     if after < before:
-        detail: dict[str, Any] = {"changed_lines": before, "still_needed": after}
         named = judge.named_upstream(position, patch)
-        if named is not None:
-            detail["upstream_commit"], detail["named_by"] = named[1], named[0]
-        return PatchVerdict("applied", "partial", tree=merged.tree, merged=merged, detail=detail)
+        rule, commit = named or (None, None)
+        partial = Partial(changed_lines=before, still_needed=after, upstream_commit=commit, named_by=rule)
+        return PatchVerdict("applied", "partial", tree=merged.tree, merged=merged, partial=partial)
     return PatchVerdict("applied", "clean", tree=merged.tree, merged=merged)
 
 
@@ -281,18 +304,20 @@ def own_lines_verdict(
     kind = fate(merged, tree)
     if kind == "absorbed":
         words = f"interdiff: beyond {proof.upstream_commit}, the patch's own lines are on the new base too"
-        return PatchVerdict("absorbed", "provenance", proof.upstream_commit, detail={"proof": words})
+        return PatchVerdict("absorbed", "provenance", proof.upstream_commit, proof=words)
+    own = proof.own_lines
     if kind == "applied":
-        detail = {
-            "changed_lines": judge.old_changed_lines(old),
-            "still_needed": judge.repo.changed_line_count(tree, merged.tree),
-            "upstream_commit": proof.upstream_commit,
-            "named_by": "provenance",
-            "own_lines": proof.own_lines,
-        }
-        return PatchVerdict("applied", "partial", tree=merged.tree, merged=merged, detail=detail)
-    detail = {"own_lines": proof.own_lines}
-    return PatchVerdict("conflict", "provenance", proof.upstream_commit, merged=merged, detail=detail)
+        partial = Partial(
+            changed_lines=judge.old_changed_lines(old),
+            still_needed=judge.repo.changed_line_count(tree, merged.tree),
+            upstream_commit=proof.upstream_commit,
+            named_by="provenance",
+            own_lines=own,
+        )
+        return PatchVerdict(
+            "applied", "partial", tree=merged.tree, merged=merged, partial=partial, own_lines=own
+        )
+    return PatchVerdict("conflict", "provenance", proof.upstream_commit, merged=merged, own_lines=own)
 
 
 def merge_patch(
@@ -350,20 +375,6 @@ def upstream_hint(rule: str, commit: str | None) -> str:
         f"upstream {commit[:12]} {_NAMED_BY[rule]}: if it already holds this change, "
         "forkctl port --skip drops the patch (recorded under dropped:)"
     )
-
-
-def old_series(
-    repo: GitRepo, old_base: str, series: Series, branch_tip: str | None = None
-) -> tuple[list[str | None], str | None]:
-    """apply(old base, series): the old commit of each patch (None past a failure) and the old head.
-    When `branch_tip` already is that (the usual case: the branch forkctl built), it is taken as is."""
-    reused = replay.existing_build(repo, old_base, series.patches, branch_tip) if branch_tip else None
-    if reused is not None:
-        return [a.commit for a in reused], reused[-1].commit if reused else old_base
-    old = replay.build_series(repo, Sha(old_base), series.patches)  # State.old_base: checked on load
-    commits: list[str | None] = [a.commit for a in old.applied]
-    commits += [None] * (len(series.patches) - len(commits))
-    return commits, (old.head if old.complete else None)
 
 
 def resolve_endpoints(

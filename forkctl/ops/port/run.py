@@ -8,7 +8,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from datetime import datetime, timezone
 from pathlib import Path
-from typing import Any
+from typing import cast
 
 import msgspec
 
@@ -17,10 +17,12 @@ from forkctl.errors import BadInput
 from forkctl.git.refs import check_branch_name
 from forkctl.git.repo import GitRepo
 from forkctl.manifest import Manifest
+from forkctl.manifest.schema import DroppedEntry, DropReason
 from forkctl.ops import export, replay
 from forkctl.ops import state as session
 from forkctl.ops.port import transaction
-from forkctl.ops.port.judge import Judge, PatchVerdict, old_series, start_quick
+from forkctl.ops.port.judge import Judge, PatchVerdict, walk_series
+from forkctl.ops.port.walk import Judged, old_series
 from forkctl.series import Patch, Series
 
 Tell = Callable[[str], None]  # told what the port does, a line per patch and per phase (progress)
@@ -39,17 +41,27 @@ def _message(patch: Patch) -> str:
     return patch.message
 
 
-def _absorbed(state: session.State, position: int, patch: Patch, verdict: PatchVerdict, **extra: Any) -> None:
-    evidence: dict[str, Any] = {
-        "subject": patch.subject,
-        "file": state.files[position],
-        "reason": verdict.reason,
-        "upstream_commit": verdict.upstream_commit,
-        "proof": verdict.detail.get("proof"),
-        "base": state.base,
-        "provenance": patch.provenance,
-        **extra,
-    }
+Skipped = tuple[str, str, str | None]  # skipped by hand: (by whom, when, the revert of what it picks)
+
+
+def _absorbed(
+    state: session.State, position: int, patch: Patch, verdict: PatchVerdict, skipped: Skipped | None = None
+) -> None:
+    """Record the drop of the patch at `position` as it will go under `dropped:`: the verdict's evidence,
+    and for a patch skipped by hand who skipped it, when, and the revert of the commit it picks."""
+    by, at, reverted_by = skipped or (None, None, None)
+    evidence = DroppedEntry(
+        subject=patch.subject,
+        file=state.files[position],
+        reason=cast(DropReason, verdict.reason),  # an absorbed verdict's reason is a drop rule
+        upstream_commit=verdict.upstream_commit,
+        proof=verdict.proof,
+        base=state.base,
+        provenance=list(patch.provenance),
+        skipped_by=by,
+        skipped_at=at,
+        reverted_by=reverted_by,
+    )
     state.steps.append(session.Step(file=state.files[position], commit=None, absorbed=evidence))
 
 
@@ -65,47 +77,43 @@ def _quiet(_: str) -> None:
 def _run(
     repo: GitRepo, series: Series, state: session.State, start: int, tell: Tell = _quiet
 ) -> session.ConflictReport | None:
-    judge = _judge(repo, state)
-    judge.know_series(series.patches[start:])
-    head = state.head
-    head_tree = repo.commit_tree_id(head)
-    start_quick(judge, start, head)
-    batch = replay.CommitBatch(repo)  # written together, before anything names them
-    for position in range(start, len(series.patches)):
-        patch = series.patches[position]
+    """Walk the series from the patch at `start` on the head so far, recording each step; stop at the
+    first conflict (or pick of a reverted upstream commit) in the scratch worktree."""
+
+    def told(position: int, patch: Patch) -> None:
         tell(f"patch {position + 1}/{len(series.patches)}: {patch.subject}")
-        verdict = judge.judge(position, patch, head, head_tree)
-        if verdict.kind in ("absorbed", "applied") and judge.quick is not None:
-            moved = verdict.tree if verdict.kind == "applied" and verdict.tree is not None else head_tree
-            if not judge.quick.advance(position, head_tree, moved):
-                judge.quick = None
+
+    batch = replay.CommitBatch(repo)  # written together, before anything names them
+    for step in walk_series(_judge(repo, state), series.patches, start, state.head, batch, tell=told):
+        verdict = step.verdict
         if verdict.kind == "absorbed":
-            _absorbed(state, position, patch, verdict)
-            continue
-        if verdict.kind == "applied":
-            assert verdict.tree is not None
-            message = _message(patch)
-            head, head_tree = batch.make(head, verdict.tree, patch, message), verdict.tree
-            partial = verdict.detail if verdict.reason == "partial" else None
-            reapplied = verdict.detail.get("reapplied")
+            _absorbed(state, step.position, step.patch, verdict)
+        elif verdict.kind == "applied":
+            partial, reapplied = verdict.partial, verdict.reapplied
+            file = state.files[step.position]
             state.steps.append(
-                session.Step(file=state.files[position], commit=head, partial=partial, reapplied=reapplied)
+                session.Step(file=file, commit=step.head, partial=partial, reapplied=reapplied)
             )
-            continue
-        batch.flush()
-        reverted_by = verdict.detail.get("reverted_by")
-        if reverted_by is not None and verdict.upstream_commit is not None:
-            state.port_data.reverted = (verdict.upstream_commit, reverted_by)
-        stopped = session.open_conflict(repo, state, position, patch, head, verdict.merged)
-        return msgspec.structs.replace(
-            stopped,
-            upstream_commit=verdict.upstream_commit,
-            named_by=verdict.reason,
-            own_lines=verdict.detail.get("own_lines", ""),
-            reverted_by=reverted_by,
-        )
+        else:
+            batch.flush()
+            return _stop(repo, state, step)
     batch.flush()
     return None
+
+
+def _stop(repo: GitRepo, state: session.State, step: Judged) -> session.ConflictReport:
+    """Stop at a conflict, or at a pick of an upstream commit upstream reverted (a decision)."""
+    verdict = step.verdict
+    if verdict.reverted_by is not None and verdict.upstream_commit is not None:
+        state.port_data.reverted = (verdict.upstream_commit, verdict.reverted_by)
+    stopped = session.open_conflict(repo, state, step.position, step.patch, step.head, verdict.merged)
+    return msgspec.structs.replace(
+        stopped,
+        upstream_commit=verdict.upstream_commit,
+        named_by=verdict.reason,
+        own_lines=verdict.own_lines or "",
+        reverted_by=verdict.reverted_by,
+    )
 
 
 def _finish(repo: GitRepo, manifest: Manifest, state: session.State, tell: Tell = _quiet) -> PortOutcome:
@@ -193,7 +201,7 @@ def resume(
     message = _message(patch)
     commit = session.commit_resolution(repo, state, patch, message)
     reverted = state.port_data.reverted
-    reapplied = {"upstream_commit": reverted[0], "reverted_by": reverted[1]} if reverted else None
+    reapplied = session.Reapplied(upstream_commit=reverted[0], reverted_by=reverted[1]) if reverted else None
     state.steps.append(
         session.Step(file=state.files[index], commit=commit, resolved=True, reapplied=reapplied)
     )
@@ -229,15 +237,8 @@ def skip(
     index = state.conflict_index
     when = datetime.now(timezone.utc).replace(microsecond=0).isoformat()
     reverted = state.port_data.reverted
-    _absorbed(
-        state,
-        index,
-        series.patches[index],
-        PatchVerdict("absorbed", "skipped", reverted[0] if reverted else None),
-        skipped_by=who,
-        skipped_at=when,
-        **({"reverted_by": reverted[1]} if reverted else {}),
-    )
+    verdict = PatchVerdict("absorbed", "skipped", reverted[0] if reverted else None)
+    _absorbed(state, index, series.patches[index], verdict, (who, when, reverted[1] if reverted else None))
     return _go_on(repo, manifest, series, state, index, tell)
 
 

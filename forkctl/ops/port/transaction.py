@@ -8,11 +8,11 @@ from __future__ import annotations
 
 import os
 from pathlib import Path
-from typing import Any
 
 from forkctl.files import atomic_write, remove_temporaries
 from forkctl.git.repo import GitRepo
 from forkctl.manifest import Manifest, plain
+from forkctl.manifest.schema import DroppedEntry
 from forkctl.ops import export
 from forkctl.ops import state as session
 
@@ -21,12 +21,29 @@ def is_finishing(state: session.State) -> bool:
     return state.port_data.finishing
 
 
-def _dropped_entries(state: session.State) -> list[dict[str, Any]]:
+# A drop this port records, as ports have always written it, under `dropped:` and in --json: these keys
+# in this order (the manifest's bytes do not depend on the version that ported), the first ones always
+# (null when empty, in --json), the last ones only a skip has. The drops the manifest held already keep
+# its own order (DroppedEntry's).
+_ALWAYS = ("subject", "file", "reason", "upstream_commit", "proof", "base", "provenance")
+_WHEN_SKIPPED = ("skipped_by", "skipped_at", "reverted_by")
+
+
+def drop_fields(entry: DroppedEntry) -> dict[str, object]:
+    """A drop of this port in the order and shape port writes it (--json: None kept where it is)."""
+    fields: dict[str, object] = {key: getattr(entry, key) for key in _ALWAYS}
+    fields.update({key: value for key in _WHEN_SKIPPED if (value := getattr(entry, key)) is not None})
+    return fields
+
+
+def _dropped_entries(state: session.State) -> list[dict[str, object]]:
     """The manifest's `dropped:` as it was when the port started, plus this port's drops."""
-    dropped = list(state.port_data.dropped_before)
-    dropped += [
-        {k: v for k, v in step.absorbed.items() if v is not None} for step in state.steps if step.absorbed
-    ]
+    dropped = [plain(entry, drop_none=True) for entry in state.port_data.dropped_before]
+    for step in state.steps:
+        if step.absorbed is not None:
+            dropped.append(
+                {key: value for key, value in drop_fields(step.absorbed).items() if value is not None}
+            )
     return dropped
 
 
@@ -84,7 +101,7 @@ def finish(repo: GitRepo, manifest: Manifest, state: session.State) -> tuple[lis
     resumed = is_finishing(state)
     if not resumed:
         state.port_data.finishing = True
-        state.port_data.dropped_before = [plain(d, drop_none=True) for d in manifest.model.dropped]
+        state.port_data.dropped_before = list(manifest.model.dropped)
         _backup(repo, manifest, state, [patch.file for patch in exported])
         session.save(repo, state)
     else:

@@ -1,4 +1,10 @@
-"""The clean path of a port without a git process per patch: a pick that git's merge has nothing to
+"""The walk over a series that the port's run, its preview (`status --onto`, `sync`) and the bisection
+of a first break share: each patch judged on the head the patches before it made, what applies
+committed there, a drop or a conflict leaving the head as it was (`walk`, one `Judged` per patch; the
+run stops at the first conflict, the preview goes on past it); and the old series it picks from
+(`old_series`: each patch's commit on the old base).
+
+Along the walk, the clean path without a git process per patch: a pick that git's merge has nothing to
 decide in is made in this process.
 
 Picking the patch's old commit C (parent P) onto the head H is the 3-way merge of H and C with base P.
@@ -20,10 +26,35 @@ here changes the head exactly at the patch's files, where head and parent then a
 
 from __future__ import annotations
 
+from collections.abc import Callable, Iterator
+from typing import TYPE_CHECKING, Protocol
+
+import msgspec
+
 from forkctl.git.merge import MergeResult
 from forkctl.git.repo import GitRepo
-from forkctl.git.sha import TreeSha
+from forkctl.git.sha import Sha, TreeSha
 from forkctl.git.treeedit import GITLINK_MODE, Change
+from forkctl.ops import replay
+from forkctl.ops.replay import CommitBatch
+from forkctl.series import Patch, Series
+
+if TYPE_CHECKING:  # the judge uses the picks made here: it imports this module, not the other way
+    from forkctl.ops.port.judge import PatchVerdict
+
+
+def old_series(
+    repo: GitRepo, old_base: str, series: Series, branch_tip: str | None = None
+) -> tuple[list[str | None], str | None]:
+    """apply(old base, series): the old commit of each patch (None past a failure) and the old head.
+    When `branch_tip` already is that (the usual case: the branch forkctl built), it is taken as is."""
+    reused = replay.existing_build(repo, old_base, series.patches, branch_tip) if branch_tip else None
+    if reused is not None:
+        return [a.commit for a in reused], reused[-1].commit if reused else old_base
+    old = replay.build_series(repo, Sha(old_base), series.patches)  # State.old_base: checked on load
+    commits: list[str | None] = [a.commit for a in old.applied]
+    commits += [None] * (len(series.patches) - len(commits))
+    return commits, (old.head if old.complete else None)
 
 
 class Aligned:
@@ -107,3 +138,63 @@ class QuickPicks:
         quick = self._picked.get(position) == new_head_tree != head_tree
         self.aligned.advance(changes, head_tree, new_head_tree, quick)
         return True
+
+
+class Judging(Protocol):
+    """What the walk asks of a judge (`judge.Judge`, started by `judge.walk_series`; or the bisection's
+    merges alone, `bisect.MergesOnly`)."""
+
+    repo: GitRepo
+    quick: QuickPicks | None  # the in-process picks along this walk, None when git merges every patch
+
+    def judge(self, position: int, patch: Patch, head: str, head_tree: TreeSha) -> PatchVerdict: ...
+
+
+class Judged(msgspec.Struct, frozen=True):
+    """One patch of a walk: its verdict on the head the patches before it made, and the head after it."""
+
+    position: int
+    patch: Patch
+    verdict: PatchVerdict
+    head: str  # the commit the next patch meets: this one's when it applied (and the walk commits)
+    head_tree: TreeSha  # that head's tree: the patch's when it applied, else the one it was judged on
+    plain: bool = False  # applied, and applies as written there too (plain `git apply`; asked: `walk`)
+
+
+Tell = Callable[[int, Patch], None]  # told each patch (its position) before it is judged
+
+
+def walk(
+    judge: Judging,
+    patches: list[Patch],
+    start: int,
+    head: tuple[str, TreeSha],
+    batch: CommitBatch | None = None,
+    plain: bool = False,
+    tell: Tell | None = None,
+) -> Iterator[Judged]:
+    """Judge `patches[start:]` in order on `head` (commit, tree) and what the ones before made of it.
+
+    What applies is committed on the head with the patch's own message and identity, in `batch`
+    (written when the caller flushes it, before anything names them); without a batch only the tree
+    moves and every patch is merged onto the same commit (the bisection's questions). A drop or a
+    conflict leaves the head as it was: the conflicting patch is left out of what the later ones meet.
+    `plain`: also ask whether each applied patch applies as written (one `git apply --check` where the
+    pick was not made in this process)."""
+    commit, tree = head
+    for position in range(start, len(patches)):
+        patch = patches[position]
+        if tell is not None:
+            tell(position, patch)
+        verdict = judge.judge(position, patch, commit, tree)
+        moved = verdict.tree if verdict.kind == "applied" and verdict.tree is not None else tree
+        applies = plain and judge.quick is not None and judge.quick.picked(position, verdict.tree)
+        if judge.quick is not None and not judge.quick.advance(position, tree, moved):
+            judge.quick = None  # a patch with no old commit: git merges every patch from here on
+        if verdict.kind == "applied":
+            if plain and not applies:
+                with judge.repo.private_index(tree) as index:
+                    applies = index.apply_check(patch.diff)
+            commit = batch.make(commit, moved, patch) if batch is not None else commit
+        tree = moved
+        yield Judged(position, patch, verdict, commit, tree, plain=applies)
