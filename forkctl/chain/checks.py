@@ -122,7 +122,7 @@ class Checker:
             repo = objects.holding(commit)
             if repo is None:
                 continue
-            entries = repo.tree_entries(commit, _paths_read(consumer))
+            entries = repo.objects.tree_entries(commit, _paths_read(consumer))
             entry = entries.get(consumer.gitlink)
             if entry is not None and entry.kind == "commit":
                 found.append(entry.sha)
@@ -141,7 +141,7 @@ class Checker:
         link = LinkResult(consumer.name, index, commit, role, consumer.gitlink, target.name)
         self._results[key] = link
         self.progress(f"checking {consumer.name}@{commit[:12]} ({role})")
-        entries = repo.tree_entries(commit, _paths_read(consumer))
+        entries = repo.objects.tree_entries(commit, _paths_read(consumer))
         files = {path: e.sha for path, e in entries.items() if e.kind == "blob"}
         objects = self.objects(index)
         objects.ensure_blobs(repo, [sha for path, sha in files.items() if path != ".gitmodules"])
@@ -151,7 +151,7 @@ class Checker:
         gitlink_path, module = locate_gitlink(repo, commit, consumer, modules, target, link, entries)
         if gitlink_path is None:
             return link
-        entry = entries.get(gitlink_path) or repo.tree_entry(commit, gitlink_path)
+        entry = entries.get(gitlink_path) or repo.objects.tree_entry(commit, gitlink_path)
         assert entry is not None
         link.pinned = entry.sha
         url = check_url(module, consumer, target, link)
@@ -232,7 +232,7 @@ def check_fork_base(
     """Add the `fork-base` finding when the commit carries a .fork-base.json: it agrees with the manifest."""
     if blob is None:
         return
-    raw = repo.blob_bytes(blob)
+    raw = repo.objects.blob_bytes(blob)
     try:
         recorded = forkbase.parse(raw, f"{link.consumer}@{commit[:12]}:{forkbase.FORK_BASE_FILE}")
     except BadInput as exc:

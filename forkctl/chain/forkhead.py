@@ -53,7 +53,7 @@ class ForkContext(msgspec.Struct):
             listed = remote.listed_refs(self.upstream_url).refs
             clonecache.fetch_history(self.upstream_repo, self.upstream_url, listed)
             self._history_fetched = True
-        self._upstream_tip = self.upstream_repo.ref_sha(f"refs/forkctl/heads/{branch}")
+        self._upstream_tip = self.upstream_repo.refs.ref_sha(f"refs/forkctl/heads/{branch}")
         return self._upstream_tip
 
     @property
@@ -62,7 +62,7 @@ class ForkContext(msgspec.Struct):
 
     def head_tree(self) -> TreeSha:
         """The tree of the fork head (read in the repository it was built in)."""
-        return self.upstream_repo.commit_info(self.head).tree
+        return self.upstream_repo.commits.commit_info(self.head).tree
 
 
 def _base_and_built_head(
@@ -75,7 +75,7 @@ def _base_and_built_head(
     base_query = f"{given}^{{commit}}"
     built = BUILT_REFS + Series(base=given, patches=series.patches).digest if series else None
     queries = [base_query, *([built] if built and is_full_sha(given) else [])]
-    found = repo.resolve_commits(queries)
+    found = repo.objects.resolve_commits(queries)
     base = found[base_query]
     asked = len(queries) == 2 and base == given
     return base, (found[queries[-1]] if asked else None), asked
@@ -117,20 +117,20 @@ def fork_context(
     # this repository for the same inputs is reused (one ref read instead of ~6 git processes per patch).
     built_ref = BUILT_REFS + Series(base=base, patches=patches).digest
     if not asked:
-        head = repo.ref_sha(built_ref)
-        head = head if head is not None and not repo.missing_objects([head]) else None
+        head = repo.refs.ref_sha(built_ref)
+        head = head if head is not None and not repo.objects.missing_objects([head]) else None
     if head is not None:
         return ForkContext(
             repo, url, upstream_local, base, head, patches, checked_own(manifest, repo, base, head, patches)
         )
     if upstream_local is None:
         touched = list(dict.fromkeys(path for patch in patches for path in patch.paths))
-        at_base = repo.tree_entries(base, touched)
+        at_base = repo.objects.tree_entries(base, touched)
         clonecache.fetch_objects(repo, url, [e.sha for e in at_base.values() if e.kind == "blob"])
     progress(f"building the fork head: {manifest.upstream.repo}@{base[:12]} + {len(patches)} patches")
     result = replay.build_series(repo, base, patches)
     if result.conflict is None:
-        repo.set_ref(built_ref, result.head, "apply(series, base)")
+        repo.refs.set_ref(built_ref, result.head, "apply(series, base)")
     if result.conflict is not None:
         # No 3-way head: the fork head is apply(series, base) or nothing, in every repository alike.
         raise BadInput(
@@ -174,7 +174,9 @@ def relation(repo: GitRepo, commit: str, base: str) -> Relation:
     """Where `commit` lies relative to `base` (`repo` holds the history of both; commits are enough)."""
     if commit == base:
         return Relation("base", 0, base)
-    counts = repo.ahead_behind(base, commit)  # one rev-list where asking ancestry, then counting, took two
+    counts = repo.history.ahead_behind(
+        base, commit
+    )  # one rev-list where asking ancestry, then counting, took two
     if counts is None:  # git could not walk them: asked one question at a time, as before
         return _relation_apart(repo, commit, base)
     ahead, behind = counts
@@ -188,12 +190,12 @@ def relation(repo: GitRepo, commit: str, base: str) -> Relation:
 def _relation_apart(repo: GitRepo, commit: str, base: str) -> Relation:
     """`relation` from an ancestry question each way, then a count (git's lazy fetch allowed, as
     every history question in `repo` is)."""
-    if repo.is_ancestor(base, commit):
-        return Relation("ahead", repo.count(f"{base}..{commit}"), base)
-    if repo.is_ancestor(commit, base):
-        return Relation("behind", repo.count(f"{commit}..{base}"), base)
+    if repo.history.is_ancestor(base, commit):
+        return Relation("ahead", repo.history.count(f"{base}..{commit}"), base)
+    if repo.history.is_ancestor(commit, base):
+        return Relation("behind", repo.history.count(f"{commit}..{base}"), base)
     try:
-        lacks = repo.count(f"{base}..{commit}")
+        lacks = repo.history.count(f"{base}..{commit}")
     except GitFailed:  # a commit git cannot walk: how many it has is not known
         lacks = -1
     return Relation("diverged", lacks, base)
@@ -250,7 +252,7 @@ def publish_merge_finding(
     published (OK). When only one of the two holds, the finding says which; None for a commit that is
     no merge, or a merge with neither (the usual diagnosis then says what it is). `repo` holds the
     commit object."""
-    tree, parents = repo.recorded_parents(pinned)
+    tree, parents = repo.commits.recorded_parents(pinned)
     if len(parents) < 2:
         return None
     if owned is not None:
@@ -298,10 +300,10 @@ def diagnose_fork_pin(ctx: ForkContext, pinned: str, branch: str) -> list[ChainF
         )
         return [_mismatch("unpatched-upstream", message, fix)]
     tip = ctx.upstream_tip(branch)
-    if tip is not None and repo.is_ancestor(pinned, tip):
+    if tip is not None and repo.history.is_ancestor(pinned, tip):
         return [unpatched_upstream(repo, pinned, ctx)]
-    own = repo.commits_not_in(pinned, [tip, base] if tip else [base])
-    bases = repo.merge_bases(pinned, tip or base)
+    own = repo.history.commits_not_in(pinned, [tip, base] if tip else [base])
+    bases = repo.history.merge_bases(pinned, tip or base)
     findings = _base_findings(repo, pinned, bases, base, ctx.head, fix)
     if not bases:
         return findings
@@ -373,11 +375,11 @@ def _sort_commits(
     extras: list[str] = []
     edited: list[ChainFinding] = []
     for sha in commits:
-        info = repo.commit_info(sha)
+        info = repo.commits.commit_info(sha)
         if len(info.parents) > 1:
             extras.append(f"{sha[:12]} (merge) {info.subject}")
             continue
-        position = by_id.get(repo.commit_patch_id(sha))
+        position = by_id.get(repo.patches.commit_patch_id(sha))
         if position is not None:
             matched.append(position)
             continue
@@ -389,7 +391,7 @@ def _sort_commits(
                 _mismatch(
                     "edited-patch",
                     f"commit {sha[:12]} {info.subject!r} differs from its file {patch.path.name} "
-                    f"(patch-id {repo.commit_patch_id(sha)[:12]} vs {patch.patch_id[:12]})",
+                    f"(patch-id {repo.patches.commit_patch_id(sha)[:12]} vs {patch.patch_id[:12]})",
                     "export the edit into the patch file (forkctl export) or rebuild from the file, then bump",
                 )
             )

@@ -113,8 +113,8 @@ def record_changes(
                 hint=f"fix consumers[].pin_files of {consumer.name} in the manifest (remove {pin_file.path} "
                 "if the consumer no longer keeps it there), or add the file to the consumer first",
             )
-        old = read(pin_file, repo.blob_bytes(entry.sha)).sha
-        blob = repo.write_blob(render(pin_file, new))
+        old = read(pin_file, repo.objects.blob_bytes(entry.sha)).sha
+        blob = repo.objects.write_blob(render(pin_file, new))
         changes.append(RecordChange(pin_file.path, pin_file.format, old, new, entry.mode, blob))
     return changes
 
@@ -147,7 +147,7 @@ def check_records(
         reading = (
             Reading(None, why or "")
             if why is not None or entry is None
-            else read(pin_file, repo.blob_bytes(entry.sha))
+            else read(pin_file, repo.objects.blob_bytes(entry.sha))
         )
         agrees = reading.sha == pinned
         link.records.append(PinRecord(pin_file.path, pin_file.format, reading.sha, agrees))

@@ -122,7 +122,7 @@ class DemoChain(msgspec.Struct):
 def _serve(path: Path) -> GitRepo:
     """A bare repository that answers like GitHub: partial clones and fetches of reachable SHAs."""
     repo = GitRepo.init_bare(path)
-    repo.set_head("refs/heads/main")
+    repo.refs.set_head("refs/heads/main")
     for key in ("uploadpack.allowFilter", "uploadpack.allowReachableSHA1InWant"):
         repo.set_config(key, "true")
     return repo
@@ -140,11 +140,11 @@ def _snapshot(repo: GitRepo, files: dict[str, str], scratch: Path) -> TreeSha:
         target = scratch / rel
         target.parent.mkdir(parents=True, exist_ok=True)
         target.write_text(text)
-    return repo.tree_from_directory(scratch)
+    return repo.indexes.tree_from_directory(scratch)
 
 
 def _with_gitlinks(repo: GitRepo, tree: TreeSha, gitlinks: dict[str, str]) -> TreeSha:
-    with repo.private_index(tree) as index:
+    with repo.indexes.private_index(tree) as index:
         for path, sha in gitlinks.items():
             index.set_entry("160000", sha, path)
         return index.write_tree()
@@ -159,9 +159,9 @@ def _gitmodules(sections: list[tuple[str, str, dict[str, str]]]) -> str:
 
 
 def _publish(repo: GitRepo, tree: TreeSha, message: str, identity: Identity, branches: list[str]) -> Sha:
-    commit = repo.commit_tree(tree, [], message, identity)
+    commit = repo.commits.commit_tree(tree, [], message, identity)
     for branch in branches:
-        repo.update_ref(f"refs/heads/{branch}", commit, None, "demo")
+        repo.refs.update_ref(f"refs/heads/{branch}", commit, None, "demo")
     return commit
 
 
@@ -174,7 +174,7 @@ def _make_upstream(root: Path, package: Installed, progress: Progress) -> tuple[
     )
     path = root / "upstream.git"
     repo = _serve(path)
-    tree = repo.tree_from_directory(source)
+    tree = repo.indexes.tree_from_directory(source)
     shutil.rmtree(source)
     version = package.version or "unknown version"
     message = f"{package.distribution or package.name} {version}, as installed (forkctl demo base)\n"

@@ -84,9 +84,9 @@ def stand_in(repo: GitRepo, tree: TreeSha, parent: str, date: str) -> str:
         tree, [parent], message, SYNTHETIC_NAME, SYNTHETIC_EMAIL, datetime.fromisoformat(date)
     )
     if made is not None:
-        return repo.write_loose_commit(made)
+        return repo.commits.write_loose_commit(made)
     identity = Identity(name=SYNTHETIC_NAME, email=SYNTHETIC_EMAIL, date=date)
-    return repo.commit_tree(tree, [parent], message, identity)
+    return repo.commits.commit_tree(tree, [parent], message, identity)
 
 
 def cherry_pick(
@@ -100,7 +100,7 @@ def cherry_pick(
     """The tree `git cherry-pick <commit>` (whose parent is `parent`) gives on top of commit `onto`.
     `onto_tree` and `date` (the commit's committer date), when the caller knows them, save a process."""
     if onto_tree is None or date is None:
-        onto_tree, date = repo.tree_and_date(onto, commit)
+        onto_tree, date = repo.commits.tree_and_date(onto, commit)
     ours = stand_in(repo, onto_tree, parent, date)
     status, out, err = repo.git(
         ["merge-tree", "--write-tree", "-z", "--messages", ours, commit], check=False

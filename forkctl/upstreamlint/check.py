@@ -63,21 +63,21 @@ def _named_by(runnable: list[hooks.Hook]) -> set[str]:
 
 def materialise(repo: GitRepo, commit: str, touched: list[str], dest: Path, named: set[str]) -> list[str]:
     """Write the files of `commit` a hook run needs into `dest`; the touched files it has, sorted."""
-    entries = repo.all_entries(commit)
+    entries = repo.objects.all_entries(commit)
     for path in _wanted(entries, touched, named):
         entry = entries[path]
         if entry.kind != "blob" or entry.mode not in _FILE_MODES:
             continue  # links and gitlinks: no linter reads them as files
         target = dest / path
         target.parent.mkdir(parents=True, exist_ok=True)
-        target.write_bytes(repo.blob_bytes(entry.sha))
+        target.write_bytes(repo.objects.blob_bytes(entry.sha))
         if entry.mode == "100755":
             target.chmod(0o755)
     return sorted(path for path in touched if path in entries and (dest / path).is_file())
 
 
 def _config(repo: GitRepo, base: str) -> hooks.PreCommitConfig:
-    text = repo.read_blob(base, hooks.CONFIG_FILE)
+    text = repo.objects.read_blob(base, hooks.CONFIG_FILE)
     if text is None:
         raise BadInput(
             f"upstream has no {hooks.CONFIG_FILE} at the base {base[:12]}: there is no upstream lint to run",
@@ -88,7 +88,7 @@ def _config(repo: GitRepo, base: str) -> hooks.PreCommitConfig:
 
 def fork_head(repo: GitRepo, base: str, patches: list[Patch]) -> str:
     """apply(series, base), as forkctl apply builds it; a stale series has none."""
-    full = repo.resolve_commit(base)
+    full = repo.objects.resolve_commit(base)
     if full is None:
         raise BadInput(f"the base {base} is not in {repo.git_dir}", hint="fetch upstream into that clone")
     built = replay.build_series(repo, full, patches)

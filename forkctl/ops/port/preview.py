@@ -65,7 +65,7 @@ def _walk(
     if old_commits is None:
         old_commits, _ = old_series(repo, old_base, series)
     judge = Judge(repo, old_base, target, old_commits)
-    head, head_tree = target, repo.commit_tree_id(target)
+    head, head_tree = target, repo.trees.commit_tree_id(target)
     entries: list[PreviewEntry] = []
     made: list[str] = []
     last = len(series.patches) if upto is None else upto + 1
@@ -82,7 +82,7 @@ def _walk(
                 judge.quick = None
         if verdict.kind == "applied":
             if not plain:
-                with repo.private_index(head_tree) as index:
+                with repo.indexes.private_index(head_tree) as index:
                     plain = index.apply_check(patch.diff)
             assert verdict.tree is not None
             head, head_tree = batch.make(head, verdict.tree, patch), verdict.tree  # port's message too

@@ -102,12 +102,14 @@ def finish(repo: GitRepo, manifest: Manifest, state: session.State) -> tuple[lis
         for original in _backed_up(state):
             if original not in kept:
                 Path(original).unlink(missing_ok=True)
-    if repo.branch_sha(state.branch) != state.head:
+    if repo.refs.branch_sha(state.branch) != state.head:
         session.set_branch(repo, state.branch, state.head, state.old_tip)
     old_head = state.port_data.old_head
     shown = ""
     if old_head:
-        shown = repo.range_diff(f"{state.port_data.old_base}..{old_head}", f"{state.base}..{state.head}")
+        shown = repo.patches.range_diff(
+            f"{state.port_data.old_base}..{old_head}", f"{state.base}..{state.head}"
+        )
     session.clear(repo)
     return exported, shown
 
@@ -115,9 +117,9 @@ def finish(repo: GitRepo, manifest: Manifest, state: session.State) -> tuple[lis
 def undo(repo: GitRepo, state: session.State) -> None:
     """Restore the files and put the branch back where it was, if the port had moved it."""
     _restore_backup(state)
-    current = repo.branch_sha(state.branch)
+    current = repo.refs.branch_sha(state.branch)
     if current == state.head and current != state.old_tip:
         if state.old_tip is None:
-            repo.delete_ref(f"refs/heads/{state.branch}", current)
+            repo.refs.delete_ref(f"refs/heads/{state.branch}", current)
         else:
-            repo.update_ref(f"refs/heads/{state.branch}", state.old_tip, current, "port --abort")
+            repo.refs.update_ref(f"refs/heads/{state.branch}", state.old_tip, current, "port --abort")
