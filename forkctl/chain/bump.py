@@ -40,7 +40,7 @@ from forkctl.chain.reachable import CommitGraphs
 from forkctl.chain.sources import Remotes, Source, branch_to_bump
 from forkctl.errors import BadInput
 from forkctl.git import clonecache, remote
-from forkctl.git.commits import Identity
+from forkctl.git.commits import Commits, Identity
 from forkctl.git.objects import TreeEntry
 from forkctl.git.repo import GitRepo
 from forkctl.git.sha import TreeSha
@@ -136,7 +136,7 @@ def _moved(
 ) -> _Moved:
     consumer = source.consumer
     entry, modules_entry, module, entries = _gitlink_and_module(source, repo, commit)
-    records = pinrecords.record_changes(repo, commit, consumer, entries, new)
+    records = pinrecords.record_changes(repo.objects, commit, consumer, entries, new)
     url_changed = None
     before = repo.commits.commit_info(commit).tree
     with repo.indexes.private_index(before) as index:
@@ -158,8 +158,8 @@ def _moved(
     return _Moved(tree, before, entry.sha, url_changed, module.name, old_url, records)
 
 
-def _commit_date(repo: GitRepo, commit: str) -> str:
-    info = repo.commits.commit_info(commit)
+def _commit_date(commits: Commits, commit: str) -> str:
+    info = commits.commit_info(commit)
     return (info.committer or info.author).date
 
 
@@ -199,7 +199,7 @@ def bump_step(
         in_cache=start.in_cache,
     )
     if at_head.tree == at_head.before:  # merged already (squash, rebase or merge): never an empty commit
-        step.done, step.date = True, _commit_date(repo, head)
+        step.done, step.date = True, _commit_date(repo.commits, head)
         return step
     moved = at_head
     if start.builds_on_existing and start.existing is not None:
@@ -207,7 +207,7 @@ def bump_step(
         moved = _moved(source, repo, start.existing, new, *target)
         step.url_changed = moved.url_changed
         if moved.tree == moved.before:  # the branch pins `new` already: it is the step's commit
-            step.commit, step.date = start.existing, _commit_date(repo, start.existing)
+            step.commit, step.date = start.existing, _commit_date(repo.commits, start.existing)
             return step
         step.replaces = moved.old if moved.old != at_head.old else None
     step.records = moved.records
@@ -218,7 +218,7 @@ def bump_step(
     message = "\n".join(lines) + message_body
     if signer is not None:
         message = f"{message.rstrip()}\n\nSigned-off-by: {signer[0]} <{signer[1]}>\n"
-    step.date = later(_commit_date(repo, step.parent), new_date)
+    step.date = later(_commit_date(repo.commits, step.parent), new_date)
     name, email = signer or (BUMP_NAME, BUMP_EMAIL)
     step.commit = repo.commits.commit_tree(
         moved.tree, [step.parent], message, Identity(name, email, step.date)
@@ -266,7 +266,7 @@ def plan_bump(
     steps: list[BumpStep] = []
     sources: list[Source] = []
     target: tuple[str, str | None] = (manifest.fork.url, manifest.upstream.url)
-    new_date = _commit_date(fork.upstream_repo, new_pin)
+    new_date = _commit_date(fork.upstream_repo.commits, new_pin)
     graphs = CommitGraphs(manifest, fork.upstream_url, Remotes(progress), fork.upstream_repo, fork.base)
     signer = mail.address(signoff or manifest.fork.bump_signoff or "")
     for index in range(last + 1):

@@ -13,7 +13,7 @@ import msgspec
 from forkctl.chain.model import LinkResult, Status
 from forkctl.chain.sources import CloneOrCache, Source
 from forkctl.git import remote
-from forkctl.git.objects import TreeEntry
+from forkctl.git.objects import Objects, TreeEntry
 from forkctl.git.repo import GitRepo
 from forkctl.git.submodules import GitmodulesSyntax, SubmoduleEntry, gitmodules_key_lines
 from forkctl.manifest import Consumer, Manifest
@@ -77,7 +77,7 @@ def _absolute(url: str, consumer: Consumer) -> str:
 
 
 def locate_gitlink(
-    repo: GitRepo,
+    objects: Objects,
     commit: str,
     consumer: Consumer,
     modules: list[SubmoduleEntry],
@@ -92,7 +92,7 @@ def locate_gitlink(
     entry = entries.get(path)
     if entry is not None and entry.kind == "commit":
         return path, next((m for m in modules if m.path == path), None)
-    elsewhere = _gitlink_by_url(repo, commit, consumer, modules, target)
+    elsewhere = _gitlink_by_url(objects, commit, consumer, modules, target)
     also = f"; the submodule whose URL is {target.url} is at {elsewhere}, not there" if elsewhere else ""
     if entry is None:
         link.add(
@@ -115,7 +115,7 @@ def locate_gitlink(
 
 
 def _gitlink_by_url(
-    repo: GitRepo, commit: str, consumer: Consumer, modules: list[SubmoduleEntry], target: PinTarget
+    objects: Objects, commit: str, consumer: Consumer, modules: list[SubmoduleEntry], target: PinTarget
 ) -> str | None:
     """The path of a gitlink whose `.gitmodules` URL is the target's (told in the finding, never used
     as the pin: the manifest's path is authoritative)."""
@@ -124,7 +124,7 @@ def _gitlink_by_url(
         if not module.url or not module.path or module.path == consumer.gitlink:
             continue
         if any(remote.same_repo(_absolute(module.url, consumer), u) for u in wanted):
-            found = repo.objects.tree_entry(commit, module.path)
+            found = objects.tree_entry(commit, module.path)
             if found is not None and found.kind == "commit":
                 return module.path
     return None

@@ -8,6 +8,8 @@ consumer that does not answer, a previous pin that is not a fork head) stays Non
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 import msgspec
 
 from forkctl.chain.bump import BumpPlan, plan_bump
@@ -20,6 +22,9 @@ from forkctl.git.repo import GitRepo
 from forkctl.manifest import Manifest
 from forkctl.manifest.schema import DroppedEntry
 from forkctl.series import Patch, listed_provenance, load_series
+
+if TYPE_CHECKING:
+    from forkctl.git.history import History
 
 
 class SeriesRow(msgspec.Struct, frozen=True):
@@ -137,7 +142,7 @@ def _previous_series(
             f"{manifest.fork.url}"
         )
         return
-    previous_base = _own_base(upstream_repo, previous, fork.base, tip)
+    previous_base = _own_base(upstream_repo.history, previous, fork.base, tip)
     if previous_base is None:
         facts.missing.append(f"the range-diff is skipped: {previous[:12]} shares no history with upstream")
         return
@@ -163,20 +168,20 @@ def _previous_series(
         facts.missing.append("the range-diff is not available: git range-diff failed")
 
 
-def _own_base(upstream_repo: GitRepo, previous: str, base: str, tip: str | None) -> str | None:
+def _own_base(history: History, previous: str, base: str, tip: str | None) -> str | None:
     """The upstream commit the previous pin stands on: the newest of its merge-bases with the manifest
     base and with upstream's branch tip. Its merge-base with the manifest base alone would count the
     upstream commits between the two bases as the previous series' patches (removed in the range-diff)."""
     found = [
         b
         for upstream in dict.fromkeys([base, *([tip] if tip else [])])
-        for b in upstream_repo.history.merge_bases(previous, upstream)[:1]
+        for b in history.merge_bases(previous, upstream)[:1]
     ]
     if not found:
         return None
     newest = found[0]
     for candidate in found[1:]:
-        if upstream_repo.history.is_ancestor(newest, candidate):
+        if history.is_ancestor(newest, candidate):
             newest = candidate
     return newest
 

@@ -16,6 +16,8 @@ from forkctl.chain.reachable import base_unfetched
 from forkctl.chain.sources import local_branch_tip, parse_location
 from forkctl.errors import BadInput
 from forkctl.git import clonecache, remote
+from forkctl.git.history import History
+from forkctl.git.objects import Objects
 from forkctl.git.repo import GitRepo
 from forkctl.git.runner import GitFailed
 from forkctl.git.sha import Sha, TreeSha, is_full_sha
@@ -47,7 +49,7 @@ class ForkContext(msgspec.Struct):
         if self._upstream_tip is not None:
             return self._upstream_tip
         if self.upstream_local is not None:
-            self._upstream_tip = local_branch_tip(self.upstream_local, branch, ("origin", "upstream"))
+            self._upstream_tip = local_branch_tip(self.upstream_local.refs, branch, ("origin", "upstream"))
             return self._upstream_tip
         if not self._history_fetched:
             listed = remote.listed_refs(self.upstream_url).refs
@@ -66,16 +68,16 @@ class ForkContext(msgspec.Struct):
 
 
 def _base_and_built_head(
-    repo: GitRepo, given: str, series: Series | None
+    objects: Objects, given: str, series: Series | None
 ) -> tuple[Sha | None, Sha | None, bool]:
     """(the commit the manifest base names, the fork head built before for it and the series when
-    `repo` holds it, whether that was asked) in one `cat-file --batch-check`: a full base SHA names
+    `objects` holds it, whether that was asked) in one `cat-file --batch-check`: a full base SHA names
     the built ref before it is resolved. An abbreviated base, or a series that does not read, is asked
     alone (and the built ref later, from the resolved base)."""
     base_query = f"{given}^{{commit}}"
     built = BUILT_REFS + Series(base=given, patches=series.patches).digest if series else None
     queries = [base_query, *([built] if built and is_full_sha(given) else [])]
-    found = repo.objects.resolve_commits(queries)
+    found = objects.resolve_commits(queries)
     base = found[base_query]
     asked = len(queries) == 2 and base == given
     return base, (found[queries[-1]] if asked else None), asked
@@ -103,7 +105,7 @@ def fork_context(
         series: Series | None = load_series(manifest)
     except BadInput:
         series = None  # told after the base, as ever: a missing base is the first thing to fix
-    base, head, asked = _base_and_built_head(repo, manifest.upstream.base, series)
+    base, head, asked = _base_and_built_head(repo.objects, manifest.upstream.base, series)
     why = ""
     if base is None:
         progress(f"fetching the base {manifest.upstream.base[:12]} from {url}")
@@ -120,9 +122,8 @@ def fork_context(
         head = repo.refs.ref_sha(built_ref)
         head = head if head is not None and not repo.objects.missing_objects([head]) else None
     if head is not None:
-        return ForkContext(
-            repo, url, upstream_local, base, head, patches, checked_own(manifest, repo, base, head, patches)
-        )
+        owned = checked_own(manifest, repo.objects, base, head, patches)
+        return ForkContext(repo, url, upstream_local, base, head, patches, owned)
     if upstream_local is None:
         touched = list(dict.fromkeys(path for patch in patches for path in patch.paths))
         at_base = repo.objects.tree_entries(base, touched)
@@ -139,7 +140,7 @@ def fork_context(
             f"{result.conflict.message.strip()}",
             hint=replay.stale_fix(base),
         )
-    owned = checked_own(manifest, repo, base, result.head, patches)
+    owned = checked_own(manifest, repo.objects, base, result.head, patches)
     return ForkContext(repo, url, upstream_local, base, result.head, patches, owned)
 
 
@@ -170,15 +171,13 @@ class Relation(msgspec.Struct, frozen=True):
         return WantedBase(commit, self.count, descends=self.where == "ahead")
 
 
-def relation(repo: GitRepo, commit: str, base: str) -> Relation:
-    """Where `commit` lies relative to `base` (`repo` holds the history of both; commits are enough)."""
+def relation(history: History, commit: str, base: str) -> Relation:
+    """Where `commit` lies relative to `base` (`history` holds the history of both; commits are enough)."""
     if commit == base:
         return Relation("base", 0, base)
-    counts = repo.history.ahead_behind(
-        base, commit
-    )  # one rev-list where asking ancestry, then counting, took two
+    counts = history.ahead_behind(base, commit)  # one rev-list where asking ancestry, then counting, took two
     if counts is None:  # git could not walk them: asked one question at a time, as before
-        return _relation_apart(repo, commit, base)
+        return _relation_apart(history, commit, base)
     ahead, behind = counts
     if behind == 0:
         return Relation("ahead", ahead, base)
@@ -187,26 +186,26 @@ def relation(repo: GitRepo, commit: str, base: str) -> Relation:
     return Relation("diverged", ahead, base)
 
 
-def _relation_apart(repo: GitRepo, commit: str, base: str) -> Relation:
+def _relation_apart(history: History, commit: str, base: str) -> Relation:
     """`relation` from an ancestry question each way, then a count (git's lazy fetch allowed, as
-    every history question in `repo` is)."""
-    if repo.history.is_ancestor(base, commit):
-        return Relation("ahead", repo.history.count(f"{base}..{commit}"), base)
-    if repo.history.is_ancestor(commit, base):
-        return Relation("behind", repo.history.count(f"{commit}..{base}"), base)
+    every history question in `history` is)."""
+    if history.is_ancestor(base, commit):
+        return Relation("ahead", history.count(f"{base}..{commit}"), base)
+    if history.is_ancestor(commit, base):
+        return Relation("behind", history.count(f"{commit}..{base}"), base)
     try:
-        lacks = repo.history.count(f"{base}..{commit}")
+        lacks = history.count(f"{base}..{commit}")
     except GitFailed:  # a commit git cannot walk: how many it has is not known
         lacks = -1
     return Relation("diverged", lacks, base)
 
 
-def _relation(repo: GitRepo, commit: str, base: str) -> str:
-    return relation(repo, commit, base).text
+def _relation(history: History, commit: str, base: str) -> str:
+    return relation(history, commit, base).text
 
 
-def _relation_asked_apart(repo: GitRepo, commit: str, base: str) -> str:
-    return _relation_apart(repo, commit, base).text
+def _relation_asked_apart(history: History, commit: str, base: str) -> str:
+    return _relation_apart(history, commit, base).text
 
 
 def _mismatch(kind: str, message: str, fix: str, wants: WantedBase | None = None) -> ChainFinding:
@@ -227,11 +226,11 @@ def follow_the_consumer(wants: WantedBase, head: str) -> tuple[str, str]:
     return said, f"move the fork onto that base: {wants.port_command}, then forkctl bump-bridge"
 
 
-def unpatched_upstream(repo: GitRepo, pinned: str, ctx: ForkContext) -> ChainFinding:
-    """The finding for a pin on upstream's branch: where it is relative to the base (`repo` holds the
+def unpatched_upstream(history: History, pinned: str, ctx: ForkContext) -> ChainFinding:
+    """The finding for a pin on upstream's branch: where it is relative to the base (`history` holds the
     history of both; commits are enough). A pin the base lacks commits of says where the chain wants
     the fork (`forkctl port --onto` it), not a bump that would go back."""
-    where = relation(repo, pinned, ctx.base)
+    where = relation(history, pinned, ctx.base)
     message = (
         f"pins an unpatched upstream commit {pinned[:12]}, {where.text}, "
         f"with none of the {len(ctx.patches)} patches"
@@ -256,7 +255,7 @@ def publish_merge_finding(
     if len(parents) < 2:
         return None
     if owned is not None:
-        off = unpublished_paths(repo, tree, parents[0], head_tree, owned)
+        off = unpublished_paths(repo.objects, tree, parents[0], head_tree, owned)
     else:
         off = [] if tree == head_tree else [f"tree {tree[:12]} vs {head_tree[:12]}"]
     has_head, same_tree = head in parents, not off
@@ -301,10 +300,10 @@ def diagnose_fork_pin(ctx: ForkContext, pinned: str, branch: str) -> list[ChainF
         return [_mismatch("unpatched-upstream", message, fix)]
     tip = ctx.upstream_tip(branch)
     if tip is not None and repo.history.is_ancestor(pinned, tip):
-        return [unpatched_upstream(repo, pinned, ctx)]
+        return [unpatched_upstream(repo.history, pinned, ctx)]
     own = repo.history.commits_not_in(pinned, [tip, base] if tip else [base])
     bases = repo.history.merge_bases(pinned, tip or base)
-    findings = _base_findings(repo, pinned, bases, base, ctx.head, fix)
+    findings = _base_findings(repo.history, pinned, bases, base, ctx.head, fix)
     if not bases:
         return findings
     findings += _match_patches(repo, own, ctx.patches, fix)
@@ -318,7 +317,7 @@ def diagnose_fork_pin(ctx: ForkContext, pinned: str, branch: str) -> list[ChainF
 
 
 def _base_findings(
-    repo: GitRepo, pinned: str, bases: list[str], base: str, head: str, fix: str
+    history: History, pinned: str, bases: list[str], base: str, head: str, fix: str
 ) -> list[ChainFinding]:
     """What the pin's merge-bases with upstream say: criss-cross history, no shared history, another base."""
     findings: list[ChainFinding] = []
@@ -328,7 +327,7 @@ def _base_findings(
     if not bases:
         findings.append(_mismatch("unrelated", f"{pinned[:12]} shares no history with upstream", fix))
     elif bases[0] != base:
-        where = relation(repo, bases[0], base)
+        where = relation(history, bases[0], base)
         message = f"is built on another base {bases[0][:12]}, {where.text}"
         wants = where.wants(bases[0])
         if wants is not None:

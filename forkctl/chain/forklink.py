@@ -102,7 +102,7 @@ def _upstream_finding(pinned: str, fork: ForkContext, graphs: CommitGraphs) -> C
     # The base is usually on the branch already; a base elsewhere (a release branch) is fetched.
     if not clonecache.fetch_graph_of(graph, fork.upstream_url, fork.base):
         return None
-    return unpatched_upstream(graph, pinned, fork)
+    return unpatched_upstream(graph.history, pinned, fork)
 
 
 def _fork_cache_with(pinned: str, url: str | None, fork: ForkContext, manifest: Manifest) -> GitRepo | None:
@@ -174,7 +174,7 @@ def _fork_branch(
     branch = manifest.fork.branch
     if local is not None:
         repo = GitRepo(local)
-        return repo, local_branch_tip(repo, branch)
+        return repo, local_branch_tip(repo.refs, branch)
     head = remotes.refs(url).get(f"refs/heads/{branch}")
     # The reproducible head is already in the upstream repository (built there): nothing to fetch.
     objects = (

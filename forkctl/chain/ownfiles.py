@@ -27,7 +27,7 @@ import msgspec
 
 from forkctl.chain import forkbase
 from forkctl.errors import BadInput
-from forkctl.git.objects import TreeEntry
+from forkctl.git.objects import Objects, TreeEntry
 from forkctl.git.repo import GitRepo
 from forkctl.git.sha import TreeSha
 from forkctl.manifest import Manifest
@@ -117,23 +117,23 @@ def refuse_own_path_conflicts(
         )
 
 
-def checked_own(manifest: Manifest, repo: GitRepo, base: str, head: str, patches: list[Patch]) -> OwnFiles:
+def checked_own(manifest: Manifest, objects: Objects, base: str, head: str, patches: list[Patch]) -> OwnFiles:
     """The fork's own files, once `fork.own_paths` is known to touch neither the series nor the package
-    tree of the fork head `head` (in `repo`): what a published merge carries beside it is the fork's."""
-    refuse_own_path_conflicts(manifest, patches, lambda: repo.objects.all_entries(head))
+    tree of the fork head `head` (in `objects`): what a published merge carries beside it is the fork's."""
+    refuse_own_path_conflicts(manifest, patches, lambda: objects.all_entries(head))
     return own_files(manifest, base)
 
 
-def _own_entries(repo: GitRepo, tip: str, head_tree: TreeSha, own: OwnFiles, write: bool) -> OwnEntries:
+def _own_entries(objects: Objects, tip: str, head_tree: TreeSha, own: OwnFiles, write: bool) -> OwnEntries:
     """({fork-owned path: the tip's entry}, fork-owned paths of R the tip lacks), with the tip's
     `.fork-base.json` carried over as `forkbase.carried` rewrites it (its blob written when `write`)."""
-    at_tip = {path: e for path, e in repo.objects.all_entries(tip).items() if own.owns(path)}
+    at_tip = {path: e for path, e in objects.all_entries(tip).items() if own.owns(path)}
     record = at_tip.get(FORK_BASE_FILE)
     if record is not None and record.kind == "blob":
-        wanted = forkbase.carried(repo.objects.blob_bytes(record.sha), own.manifest, own.base)
-        sha = repo.objects.write_blob(wanted) if write else repo.objects.blob_id(wanted)
+        wanted = forkbase.carried(objects.blob_bytes(record.sha), own.manifest, own.base)
+        sha = objects.write_blob(wanted) if write else objects.blob_id(wanted)
         at_tip[FORK_BASE_FILE] = msgspec.structs.replace(record, sha=sha)
-    removed = [path for path in repo.objects.all_entries(head_tree) if own.owns(path) and path not in at_tip]
+    removed = [path for path in objects.all_entries(head_tree) if own.owns(path) and path not in at_tip]
     return at_tip, removed
 
 
@@ -152,9 +152,9 @@ def not_regular(entries: dict[str, TreeEntry], own: OwnFiles) -> list[str]:
     ]
 
 
-def refuse_not_regular(repo: GitRepo, tip: str, own: OwnFiles) -> None:
+def refuse_not_regular(objects: Objects, tip: str, own: OwnFiles) -> None:
     """BadInput naming each fork-owned path of `tip` that is not a regular file."""
-    found = not_regular(repo.objects.all_entries(tip), own)
+    found = not_regular(objects.all_entries(tip), own)
     if found:
         raise BadInput(
             f"the fork branch's tip {tip[:12]} holds fork-owned paths that are not regular files: "
@@ -169,8 +169,8 @@ def published_tree(repo: GitRepo, tip: str, head_tree: TreeSha, own: OwnFiles) -
     written in `repo` (objects only, a private index): the same tip, R and manifest give the same tree.
     Trees only are listed; the one blob read is the tip's `.fork-base.json`. A fork-owned path that is
     not a regular file on the tip is refused (`refuse_not_regular`)."""
-    refuse_not_regular(repo, tip, own)
-    at_tip, removed = _own_entries(repo, tip, head_tree, own, write=True)
+    refuse_not_regular(repo.objects, tip, own)
+    at_tip, removed = _own_entries(repo.objects, tip, head_tree, own, write=True)
     if not removed and not at_tip:
         return head_tree
     with repo.indexes.private_index(head_tree) as index:
@@ -178,16 +178,18 @@ def published_tree(repo: GitRepo, tip: str, head_tree: TreeSha, own: OwnFiles) -
         return index.write_tree()
 
 
-def unpublished_paths(repo: GitRepo, tree: TreeSha, tip: str, head_tree: TreeSha, own: OwnFiles) -> list[str]:
+def unpublished_paths(
+    objects: Objects, tree: TreeSha, tip: str, head_tree: TreeSha, own: OwnFiles
+) -> list[str]:
     """Where `tree` differs from `published_tree(tip, R)`, sorted, then each fork-owned path of `tree`
     that is not a regular file (publish refuses those); read only (nothing is written, so a check may
     ask it of a user's clone): the whole trees' entries compared."""
-    at_tip, removed = _own_entries(repo, tip, head_tree, own, write=False)
-    expected = {path: (e.mode, e.sha) for path, e in repo.objects.all_entries(head_tree).items()}
+    at_tip, removed = _own_entries(objects, tip, head_tree, own, write=False)
+    expected = {path: (e.mode, e.sha) for path, e in objects.all_entries(head_tree).items()}
     for path in removed:
         expected.pop(path, None)
     expected.update({path: (e.mode, e.sha) for path, e in at_tip.items()})
-    entries = repo.objects.all_entries(tree)
+    entries = objects.all_entries(tree)
     actual = {path: (e.mode, e.sha) for path, e in entries.items()}
     off = sorted(path for path in expected.keys() | actual.keys() if expected.get(path) != actual.get(path))
     return off + not_regular(entries, own)  # what publish refuses to carry is never the published tree

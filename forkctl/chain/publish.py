@@ -24,6 +24,7 @@ from __future__ import annotations
 import shlex
 from datetime import datetime, timezone
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import msgspec
 
@@ -38,12 +39,15 @@ from forkctl.chain.ownfiles import (
 )
 from forkctl.errors import BadInput
 from forkctl.git import clonecache, remote
-from forkctl.git.commits import Identity
+from forkctl.git.commits import Commits, Identity
 from forkctl.git.merge import SYNTHETIC_EMAIL, SYNTHETIC_NAME
 from forkctl.git.repo import GitRepo, toplevel
 from forkctl.git.worktree import Worktree
 from forkctl.manifest import Manifest
 from forkctl.series import Patch, Series
+
+if TYPE_CHECKING:
+    from forkctl.git.history import History
 
 # What a plan does: push nothing (up-to-date, already-published, already-synced), push R (create,
 # fast-forward), push a merge of R onto the tip (merge; sync: to a new sync branch, in rebuild mode),
@@ -86,10 +90,10 @@ def _published(upstream_repo: GitRepo, tip: str, fork: ForkContext) -> bool:
     return found is not None and found.status == Status.OK
 
 
-def sync_branch(upstream_repo: GitRepo, base: str) -> str:
+def sync_branch(commits: Commits, base: str) -> str:
     """`sync/upstream-<YYYY-MM-DD>-<sha12>` of the base: its committer date in UTC, so every run (and
     machine) names the same branch for the same base."""
-    date = upstream_repo.commits.commit_info(base).committer
+    date = commits.commit_info(base).committer
     day = (
         datetime.fromisoformat(date.date).astimezone(timezone.utc).strftime("%Y-%m-%d") if date else "undated"
     )
@@ -158,7 +162,7 @@ def plan_publish(
     if upstream_repo.history.is_ancestor(tip, fork.head):
         plan.action = "fast-forward"
         return _to_sync_branch(plan, upstream_repo, refs, fork.head) if sync else plan
-    plan.tip_base, plan.backwards = tip_base(upstream_repo, tip, upstream, fork.base)
+    plan.tip_base, plan.backwards = tip_base(upstream_repo.history, tip, upstream, fork.base)
     if plan.backwards is not None and not allow_backwards:
         plan.action, plan.new = "backwards", None
         return plan
@@ -176,17 +180,17 @@ def plan_publish(
 
 
 def tip_base(
-    upstream_repo: GitRepo, tip: str, upstream: str | None, base: str
+    history: History, tip: str, upstream: str | None, base: str
 ) -> tuple[str | None, WantedBase | None]:
     """(the upstream commit `tip` builds on, that commit as the base the chain wants when it has
     upstream commits `base` lacks): the tip's merge-base with upstream's branch `upstream`, from the
-    history `upstream_repo` holds. Of several merge-bases (criss-cross) the first that `base` lacks commits of
+    history in `history`. Of several merge-bases (criss-cross) the first that `base` lacks commits of
     is named. (None, None) when upstream's branch is not known or the tip shares no history with it."""
     if upstream is None:
         return None, None
-    bases = upstream_repo.history.merge_bases(tip, upstream)
+    bases = history.merge_bases(tip, upstream)
     for found in bases:
-        wants = relation(upstream_repo, found, base).wants(found)
+        wants = relation(history, found, base).wants(found)
         if wants is not None:
             return found, wants
     return (bases[0] if bases else None), None
@@ -207,7 +211,7 @@ def _to_sync_branch(plan: PublishPlan, upstream_repo: GitRepo, refs: dict[str, s
     """The plan with `new` going to the base's sync branch instead of the branch itself: pushed when the
     sync branch is new, nothing to do when it already holds `new`, refused when it holds another."""
     plan.new = new
-    plan.target = sync_branch(upstream_repo, plan.base)
+    plan.target = sync_branch(upstream_repo.commits, plan.base)
     plan.target_before = refs.get(f"refs/heads/{plan.target}")
     if plan.target_before not in (None, new) and _same_merge(
         upstream_repo, plan.url, plan.target_before, new

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import shlex
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import msgspec
 
@@ -21,6 +22,9 @@ from forkctl.git.repo import GitRepo
 from forkctl.git.sha import is_full_sha
 from forkctl.git.submodules import SubmoduleEntry
 from forkctl.manifest import Consumer, Manifest
+
+if TYPE_CHECKING:
+    from forkctl.git.refs import Refs
 
 
 class CloneOrCache(msgspec.Struct):
@@ -150,10 +154,10 @@ def parse_location(value: str) -> tuple[Path | None, str | None, str | None]:
 # --- the commit a check or a bump starts from ---------------------------------------------------------
 
 
-def local_branch_tip(repo: GitRepo, branch: str, remotes: tuple[str, ...] = ("origin",)) -> str | None:
+def local_branch_tip(refs: Refs, branch: str, remotes: tuple[str, ...] = ("origin",)) -> str | None:
     """`branch` in a local clone: its own branch, else its remote-tracking copy (first remote first)."""
     for ref in (f"refs/heads/{branch}", *(f"refs/remotes/{name}/{branch}" for name in remotes)):
-        sha = repo.refs.ref_sha(ref)
+        sha = refs.ref_sha(ref)
         if sha:
             return sha
     return None
@@ -206,7 +210,7 @@ def branch_to_bump(source: Source, progress: Progress) -> tuple[GitRepo, str]:
     branch = source.consumer.branch
     objects = source.objects()
     if objects.local is not None:
-        head = local_branch_tip(objects.local, branch)
+        head = local_branch_tip(objects.local.refs, branch)
         if head is None:
             raise BadInput(
                 f"{source.local} has no branch {branch!r} (nor origin/{branch})",

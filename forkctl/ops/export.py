@@ -16,7 +16,7 @@ from __future__ import annotations
 import re
 from collections.abc import Callable, Mapping
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import msgspec
 
@@ -29,6 +29,9 @@ from forkctl.manifest import Manifest
 from forkctl.manifest.loader import MAX_SERIES_ENTRIES
 from forkctl.ops import record
 from forkctl.series import PROVENANCE_RE, Patch, listed_provenance, parse_patches
+
+if TYPE_CHECKING:
+    from forkctl.git.objects import Objects
 
 SLUG_MAX = 52  # like git format-patch: names stay short enough for every file system and terminal
 
@@ -103,7 +106,7 @@ def bytes_by_file(manifest: Manifest, patches: list[Patch] | None) -> dict[str, 
 
 
 def recorded(
-    repo: GitRepo, manifest: Manifest, base: str, branch: str, patches: list[Patch] | None
+    objects: Objects, manifest: Manifest, base: str, branch: str, patches: list[Patch] | None
 ) -> list[ExportedPatch] | None:
     """What `render` gives for base..branch, from the export record (`ops.record`): when it holds for
     the files as they are (`patches`, from `series_on_disk`) and ends at the branch's tip, each commit
@@ -111,7 +114,7 @@ def recorded(
     hold (then `render` decides)."""
     if patches is None:
         return None
-    tip = repo.objects.resolve_commit(branch)
+    tip = objects.resolve_commit(branch)
     recalled = record.recall(base, patches, tip, record.EXPORTED) if tip else None
     if recalled is None:
         return None

@@ -58,7 +58,7 @@ def unkept_in_clone(clone: Path, base_rev: str, patches: list[Patch]) -> list[re
                 new = index.write_tree()
                 steps.append((tree, new, patch))
                 tree = new
-    return replay.unkept_promises(repo, steps)
+    return replay.unkept_promises(repo.objects, steps)
 
 
 def rebuild(repo: GitRepo, base: str, patches: list[Patch]) -> list[str]:

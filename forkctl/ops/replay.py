@@ -16,6 +16,7 @@ import codecs
 import re
 from collections.abc import Callable
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import msgspec
 
@@ -25,6 +26,10 @@ from forkctl.git.repo import GitRepo
 from forkctl.git.sha import FULL_NAME_PATTERN, Sha, TreeSha, printed_tree
 from forkctl.ops import record
 from forkctl.series import Patch
+
+if TYPE_CHECKING:
+    from forkctl.git.index import Indexes
+    from forkctl.git.objects import Objects
 
 
 class AppliedPatch(msgspec.Struct, frozen=True):
@@ -138,14 +143,14 @@ class Unkept(msgspec.Struct, frozen=True):
     got: str
 
 
-def unkept_promises(repo: GitRepo, steps: list[tuple[str, str, Patch]]) -> list[Unkept]:
+def unkept_promises(objects: Objects, steps: list[tuple[str, str, Patch]]) -> list[Unkept]:
     """The patches' `index <old>..<new>` lines say what each file must become. When a file started as
     <old>, it must end as <new>: otherwise the patch was truncated or edited after it was made.
     `steps` are (parent tree, new tree, patch); every blob of every step is looked up in one process."""
     promises = [(parent, new, patch, promised_blobs(patch.diff)) for parent, new, patch in steps]
     specs = [f"{parent}:{old}" for parent, _, _, found in promises for old, _, _, _ in found if old]
     specs += [f"{new}:{path}" for _, new, _, found in promises for _, path, _, _ in found if path]
-    blobs = repo.objects.object_ids(specs) if specs else {}
+    blobs = objects.object_ids(specs) if specs else {}
     unkept = []
     for parent, new, patch, found in promises:
         for old_path, new_path, old_blob, new_blob in found:
@@ -171,9 +176,9 @@ def unkept_text(unkept: Unkept) -> str:
     )
 
 
-def verify_results(repo: GitRepo, steps: list[tuple[str, str, Patch]]) -> None:
+def verify_results(objects: Objects, steps: list[tuple[str, str, Patch]]) -> None:
     """Refuse a build in which a patch does not keep its index lines (`unkept_promises`)."""
-    for unkept in unkept_promises(repo, steps)[:1]:
+    for unkept in unkept_promises(objects, steps)[:1]:
         raise BadInput(
             f"{unkept.patch.path.name}: {unkept_text(unkept)}",
             hint=f"if the edit is meant, {refresh_fix(unkept.patch)} (pass the same --repo) rewrites the "
@@ -236,7 +241,7 @@ def build_series(
             result.applied.append(AppliedPatch(patch=patch, commit=head, tree=tree))
             if on_patch:
                 on_patch(patch.subject)
-    verify_results(repo, steps)
+    verify_results(repo.objects, steps)
     batch.flush()
     if result.complete and start == 0 and head_parent_is_base(parent, base):
         record.remember(base, [p.raw for p in patches], [(a.commit, a.tree) for a in result.applied])
@@ -288,13 +293,13 @@ def built_by_apply(repo: GitRepo, base: str, patches: list[Patch], tip: str) -> 
     return applied
 
 
-def check_series(repo: GitRepo, base: str, patches: list[Patch]) -> list[tuple[Patch, str | None]]:
+def check_series(indexes: Indexes, base: str, patches: list[Patch]) -> list[tuple[Patch, str | None]]:
     """For each patch in order: None if it applies on the base plus the earlier ones, else git's message.
 
     A patch that fails is skipped, so later patches are still judged (as far as they can be alone).
     """
     verdicts: list[tuple[Patch, str | None]] = []
-    with repo.indexes.private_index(base) as index:
+    with indexes.private_index(base) as index:
         for patch in patches:
             ok, message = index.apply(patch.diff)
             verdicts.append((patch, None if ok else message.strip()))
@@ -316,7 +321,7 @@ def base_in_clone(clone: Path, base_rev: str) -> tuple[GitRepo, str]:
 def check_in_clone(clone: Path, base_rev: str, patches: list[Patch]) -> list[str | None]:
     """check_series in a clone of upstream that must have the base: per patch None or git's message."""
     repo, base = base_in_clone(clone, base_rev)
-    return [message for _, message in check_series(repo, base, patches)]
+    return [message for _, message in check_series(repo.indexes, base, patches)]
 
 
 def fork_head_tree(repo: GitRepo, base: str, patches: list[Patch], path: str) -> TreeSha | None:

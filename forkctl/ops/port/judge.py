@@ -5,7 +5,7 @@ partial), or conflict; and the old series every judgement starts from.
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import msgspec
 
@@ -17,6 +17,9 @@ from forkctl.ops import replay
 from forkctl.ops.port.provenance import PickProof, prove_pick
 from forkctl.ops.port.quick import Aligned, QuickPicks
 from forkctl.series import Patch, Series
+
+if TYPE_CHECKING:
+    from forkctl.git.index import Indexes
 
 
 class PatchVerdict(msgspec.Struct, frozen=True):
@@ -313,7 +316,7 @@ def merge_patch(
     if old is not None and parent is not None:
         # The old commits were built by forkctl: committer date = the patch's date.
         return cherry_pick(repo, old, parent, head, onto_tree=head_tree, date=patch.date.isoformat())
-    return _apply_3way(repo, patch, head_tree)
+    return _apply_3way(repo.indexes, patch, head_tree)
 
 
 def fate(merged: MergeResult, head_tree: TreeSha) -> str:
@@ -323,9 +326,9 @@ def fate(merged: MergeResult, head_tree: TreeSha) -> str:
     return "absorbed" if merged.tree == head_tree else "applied"
 
 
-def _apply_3way(repo: GitRepo, patch: Patch, head_tree: TreeSha) -> MergeResult:
+def _apply_3way(repo: Indexes, patch: Patch, head_tree: TreeSha) -> MergeResult:
     """No old commit to cherry-pick (the series does not build on its base): apply with --3way."""
-    with repo.indexes.private_index(head_tree) as index:
+    with repo.private_index(head_tree) as index:
         ok, message = index.apply(patch.diff)
         if not ok:
             ok, message = index.apply_3way(patch.diff, head_tree)

@@ -266,6 +266,6 @@ def abort(repo: GitRepo, manifest_path: Path) -> session.State | None:
         session.discard(repo)
         return None
     if transaction.is_finishing(state):
-        transaction.undo(repo, state)
+        transaction.undo(repo.refs, state)
     session.clear(repo)
     return state

@@ -8,13 +8,16 @@ from __future__ import annotations
 
 import os
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from forkctl.files import atomic_write, remove_temporaries
 from forkctl.git.repo import GitRepo
 from forkctl.manifest import Manifest, plain
 from forkctl.ops import export
 from forkctl.ops import state as session
+
+if TYPE_CHECKING:
+    from forkctl.git.refs import Refs
 
 
 def is_finishing(state: session.State) -> bool:
@@ -114,12 +117,12 @@ def finish(repo: GitRepo, manifest: Manifest, state: session.State) -> tuple[lis
     return exported, shown
 
 
-def undo(repo: GitRepo, state: session.State) -> None:
+def undo(repo: Refs, state: session.State) -> None:
     """Restore the files and put the branch back where it was, if the port had moved it."""
     _restore_backup(state)
-    current = repo.refs.branch_sha(state.branch)
+    current = repo.branch_sha(state.branch)
     if current == state.head and current != state.old_tip:
         if state.old_tip is None:
-            repo.refs.delete_ref(f"refs/heads/{state.branch}", current)
+            repo.delete_ref(f"refs/heads/{state.branch}", current)
         else:
-            repo.refs.update_ref(f"refs/heads/{state.branch}", state.old_tip, current, "port --abort")
+            repo.update_ref(f"refs/heads/{state.branch}", state.old_tip, current, "port --abort")
