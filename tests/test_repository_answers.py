@@ -8,6 +8,7 @@ import ast
 import gc
 import json
 import subprocess
+import weakref
 from pathlib import Path
 
 import pytest
@@ -159,3 +160,23 @@ def test_the_reader_sees_objects_an_alternate_added_after_it_started(tmp_path: P
     info.mkdir(exist_ok=True)
     (info / "alternates").write_text(f"{tmp_path / 'b' / '.git' / 'objects'}\n")
     assert repo.objects.blob_bytes(blob) == b"only in b\n"
+
+
+def test_a_dropped_repository_closes_its_reader_without_waiting_for_the_collector(tmp_path: Path) -> None:
+    """A part (`repo.objects`, `repo.trees`, ...) holds its repository and the repository holds no part
+    (each is made on access): no reference cycle keeps a dropped repository, and its `cat-file --batch`,
+    alive until the garbage collector runs."""
+    init_repo(tmp_path / "repo", {"a.txt": "1\n"})
+    repo = GitRepo(tmp_path / "repo")
+    assert repo.objects.read_blob("HEAD", "a.txt") == b"1\n"
+    assert repo.trees.commit_tree_id("HEAD")  # a part built on sibling parts
+    reader = repo.reader
+    assert reader is not None and reader._proc is not None
+    held = weakref.ref(repo)
+    gc.disable()
+    try:
+        del repo
+        assert held() is None
+        assert reader._proc is None  # closed by the repository's finaliser
+    finally:
+        gc.enable()
