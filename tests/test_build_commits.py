@@ -42,9 +42,9 @@ def test_commits_made_in_memory_equal_commit_tree(tmp_path: Path) -> None:
         made = commit_object(tree, [parent], message, name, email, when)
         assert made is not None, (name, email)
         sha, _ = made
-        expected = repo.commit_tree(tree, [parent], message, Identity(name, email, when.isoformat()))
+        expected = repo.commits.commit_tree(tree, [parent], message, Identity(name, email, when.isoformat()))
         assert sha == expected, (name, email, zone, message)
-        repo.write_commits([made])  # git agrees, and accepts the object
+        repo.commits.write_commits([made])  # git agrees, and accepts the object
         assert git(upstream.path, "cat-file", "-t", sha) == "commit"
         checked += 1
     assert checked == 12
@@ -84,9 +84,9 @@ def test_a_series_with_an_odd_author_builds_the_same_commits_as_commit_tree(tmp_
     assert result.complete and len(result.applied) == 3
     parent = base
     for applied in result.applied:
-        info = repo.commit_info(applied.commit)
+        info = repo.commits.commit_info(applied.commit)
         assert info.parents == [parent]
-        expected = repo.commit_tree(
+        expected = repo.commits.commit_tree(
             info.tree, [parent], applied.patch.message, build.identity_of(applied.patch)
         )
         assert applied.commit == expected
@@ -103,10 +103,10 @@ def test_a_loose_commit_written_without_git_is_what_commit_tree_stores(tmp_path:
     assert made is not None
     loose = upstream.path / ".git" / "objects" / made[0][:2] / made[0][2:]
     assert not loose.exists()
-    assert repo.write_loose_commit(made) == made[0]
-    assert repo.write_loose_commit(made) == made[0]  # again: already there, nothing to do
+    assert repo.commits.write_loose_commit(made) == made[0]
+    assert repo.commits.write_loose_commit(made) == made[0]  # again: already there, nothing to do
     assert git(upstream.path, "cat-file", "-t", made[0]) == "commit"
-    expected = repo.commit_tree(
+    expected = repo.commits.commit_tree(
         tree, [parent], "stand-in ü\n", Identity("forkctl", "forkctl@localhost", when.isoformat())
     )
     assert expected == made[0]

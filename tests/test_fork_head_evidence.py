@@ -100,7 +100,7 @@ def test_the_tested_tree_is_the_fork_heads_tree(tmp_path: Path) -> None:
     upstream = GitRepo(toolkit.upstream.path)
 
     def base_entries(names: list[str]) -> dict[str, str]:  # the base commit's own entries, from upstream
-        return {name: entry.sha for name, entry in upstream.tree_entries(toolkit.base, names).items()}
+        return {name: entry.sha for name, entry in upstream.objects.tree_entries(toolkit.base, names).items()}
 
     prepared = source.from_base_archive(
         archive, series, installed_with_helper(tmp_path), tmp_path / "scratch", "megatron", base_entries

@@ -265,8 +265,8 @@ def test_cache_entries_differ_by_scheme_port_and_path_not_by_credentials() -> No
 @pytest.mark.parametrize(
     "ask",
     [
-        lambda repo, spec: repo.count(spec),
-        lambda repo, spec: repo.rev_list(spec),
+        lambda repo, spec: repo.history.count(spec),
+        lambda repo, spec: repo.history.rev_list(spec),
     ],
     ids=["count", "rev_list"],
 )

@@ -131,7 +131,7 @@ def scenario(root: Path, monkeypatch: pytest.MonkeyPatch, enable) -> dict[str, o
     assert code == 0, str(data)
     found["continued_head"] = data["head"]
     found["continued_patches"] = {f.name: f.read_bytes() for f in sorted(stopped.root.rglob("*.patch"))}
-    found["snapshot"] = GitRepo.init_bare(root / "snapshot.git").tree_from_directory(package)
+    found["snapshot"] = GitRepo.init_bare(root / "snapshot.git").indexes.tree_from_directory(package)
     return found
 
 

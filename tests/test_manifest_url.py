@@ -363,6 +363,6 @@ def test_a_fetch_waits_for_another_into_the_same_cache_repository_past_the_lock_
     other.start()
     taken.wait(10)
     try:
-        assert snapshot.fetch_commit(url, sha).has_object(f"{sha}^{{commit}}")
+        assert snapshot.fetch_commit(url, sha).objects.has_object(f"{sha}^{{commit}}")
     finally:
         other.join()

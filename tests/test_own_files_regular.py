@@ -67,7 +67,7 @@ def _merge_with_link(bare: Path, head: str, parents: list[str], path: str, text:
     blob = git(bare, "hash-object", "-w", "--stdin", input=text.encode())
     git(bare, "update-index", "--add", "--cacheinfo", f"120000,{blob},{path}", env=index)
     tree = git(bare, "write-tree", env=index)
-    return GitRepo(bare).commit_tree(tree, parents, "a merge made by hand\n", WHO)
+    return GitRepo(bare).commits.commit_tree(tree, parents, "a merge made by hand\n", WHO)
 
 
 @pytest.mark.slow

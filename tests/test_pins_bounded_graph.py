@@ -161,5 +161,5 @@ def test_a_count_the_bound_cuts_is_not_recorded_when_the_graph_cannot_deepen(tmp
         assert fetch_graph(graph, url(chain.upstream), {"refs/heads/main": merge}, since=since)
         assert graph.bounded()
         chain.upstream.rename(tmp_path / "server-gone")
-        assert graph.ahead_behind(base, merge) is None
+        assert graph.history.ahead_behind(base, merge) is None
     assert graph.facts is not None and graph.facts.get(f"ahead-behind {base} {merge}") is None

@@ -21,8 +21,11 @@ def test_ahead_behind_and_diverged_read_as_when_asked_apart(tmp_path: Path) -> N
     repo = GitRepo(work.path)
     cases = {ahead[-1]: "3 commits ahead", root: "1 commits behind", side: "diverged from"}
     for commit, said in cases.items():
-        assert repo.ahead_behind(base, commit) is not None
-        assert _relation(repo, commit, base) == _relation_asked_apart(repo, commit, base)
-        assert _relation(repo, commit, base).startswith(said), (commit, _relation(repo, commit, base))
-    assert repo.ahead_behind(base, "0" * 40) is None  # not here: the old questions answer
-    assert _relation(repo, "0" * 40, base) == _relation_asked_apart(repo, "0" * 40, base)
+        assert repo.history.ahead_behind(base, commit) is not None
+        assert _relation(repo.history, commit, base) == _relation_asked_apart(repo.history, commit, base)
+        assert _relation(repo.history, commit, base).startswith(said), (
+            commit,
+            _relation(repo.history, commit, base),
+        )
+    assert repo.history.ahead_behind(base, "0" * 40) is None  # not here: the old questions answer
+    assert _relation(repo.history, "0" * 40, base) == _relation_asked_apart(repo.history, "0" * 40, base)

@@ -219,7 +219,7 @@ def test_compare_and_swap_refuses_a_rewound_or_deleted_branch(tmp_path: Path) ->
     ):  # called directly: the test is the user who names the fork
         store = GitRepo(chain.fork)
         tree = commit(chain.fork, chain.head)[0]
-        child = store.commit_tree(tree, [chain.head], "child\n", WHO)
+        child = store.commits.commit_tree(tree, [chain.head], "child\n", WHO)
         # Rewound behind the expected tip: a plain push would fast-forward it; the swap must not.
         git(chain.fork, "update-ref", "refs/heads/farai/main", chain.base)
         with pytest.raises(BadInput, match="moved"):

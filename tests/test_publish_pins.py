@@ -56,8 +56,10 @@ def test_check_pins_refuses_a_merge_with_another_tree_or_without_the_head(tmp_pa
     fork = GitRepo(chain.fork)
     git(chain.fork, "fetch", "-q", url(chain.upstream), f"{head}:refs/heads/farai/new")
     old_tree, head_tree = commit(chain.fork, chain.head)[0], commit(chain.fork, head)[0]
-    other_tree = fork.commit_tree(old_tree, [chain.head, head], "a merge that keeps the old tree\n", WHO)
-    no_head = fork.commit_tree(head_tree, [chain.head, chain.upstream_tip], "R's tree, not R\n", WHO)
+    other_tree = fork.commits.commit_tree(
+        old_tree, [chain.head, head], "a merge that keeps the old tree\n", WHO
+    )
+    no_head = fork.commits.commit_tree(head_tree, [chain.head, chain.upstream_tip], "R's tree, not R\n", WHO)
     for name, sha in (("other-tree", other_tree), ("no-head", no_head)):
         git(chain.fork, "update-ref", f"refs/heads/{name}", sha)
     _pin_chain(chain, other_tree)
@@ -99,7 +101,7 @@ def _with_files(bare: Path, commit_sha: str, files: dict[str, str], parents: lis
         blob = git(bare, "hash-object", "-w", "--stdin", input=text.encode())
         git(bare, "update-index", "--add", "--cacheinfo", f"100644,{blob},{path}", env=index)
     tree = git(bare, "write-tree", env=index)
-    return GitRepo(bare).commit_tree(tree, parents, "a merge made by hand\n", WHO)
+    return GitRepo(bare).commits.commit_tree(tree, parents, "a merge made by hand\n", WHO)
 
 
 @pytest.mark.slow

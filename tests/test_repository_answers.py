@@ -8,6 +8,7 @@ import ast
 import gc
 import json
 import subprocess
+import weakref
 from pathlib import Path
 
 import pytest
@@ -76,7 +77,7 @@ def test_a_cache_repository_writes_its_facts_when_dropped_outside_the_cli(
         cache = clonecache.cache_repo_for(url)
         clonecache.fetch_history(cache, url)
         head = upstream.head()
-        assert set(cache.tree_entries(head, ["a.txt"])) == {"a.txt"}
+        assert set(cache.objects.tree_entries(head, ["a.txt"])) == {"a.txt"}
         facts_file = cache.git_dir / FILE
         assert not facts_file.exists()
         del cache
@@ -99,7 +100,7 @@ def test_object_reads_of_one_repository_start_one_git_process(
     monkeypatch.setenv("PATH", shim.env()["PATH"])
     repo = GitRepo(repo_dir)
     shim.reset()
-    read = {name: repo.blob_bytes(blob).decode() for name, blob in blobs.items()}
+    read = {name: repo.objects.blob_bytes(blob).decode() for name, blob in blobs.items()}
     assert read == files
     assert shim.calls() == ["cat-file"]
 
@@ -139,11 +140,11 @@ def test_a_blob_that_is_not_here_is_a_git_failure(tmp_path: Path) -> None:
     init_repo(tmp_path / "repo", {"a.txt": "1\n"})
     repo = GitRepo(tmp_path / "repo")
     with pytest.raises(GitFailed, match="no blob"):
-        repo.blob_bytes("1" * 40)
+        repo.objects.blob_bytes("1" * 40)
     tree = git(tmp_path / "repo", "rev-parse", "HEAD^{tree}")
     with pytest.raises(GitFailed, match="no blob"):  # a tree is no blob
-        repo.blob_bytes(tree)
-    assert repo.read_blob("HEAD", "a.txt") == b"1\n"
+        repo.objects.blob_bytes(tree)
+    assert repo.objects.read_blob("HEAD", "a.txt") == b"1\n"
 
 
 def test_the_reader_sees_objects_an_alternate_added_after_it_started(tmp_path: Path) -> None:
@@ -154,8 +155,28 @@ def test_the_reader_sees_objects_an_alternate_added_after_it_started(tmp_path: P
     init_repo(tmp_path / "b", {"b.txt": "only in b\n"})
     blob = git(tmp_path / "b", "rev-parse", "HEAD:b.txt")
     repo = GitRepo(tmp_path / "a")
-    assert repo.read_blob("HEAD", "a.txt") == b"1\n"  # the reader runs now
+    assert repo.objects.read_blob("HEAD", "a.txt") == b"1\n"  # the reader runs now
     info = tmp_path / "a" / ".git" / "objects" / "info"
     info.mkdir(exist_ok=True)
     (info / "alternates").write_text(f"{tmp_path / 'b' / '.git' / 'objects'}\n")
-    assert repo.blob_bytes(blob) == b"only in b\n"
+    assert repo.objects.blob_bytes(blob) == b"only in b\n"
+
+
+def test_a_dropped_repository_closes_its_reader_without_waiting_for_the_collector(tmp_path: Path) -> None:
+    """A part (`repo.objects`, `repo.trees`, ...) holds its repository and the repository holds no part
+    (each is made on access): no reference cycle keeps a dropped repository, and its `cat-file --batch`,
+    alive until the garbage collector runs."""
+    init_repo(tmp_path / "repo", {"a.txt": "1\n"})
+    repo = GitRepo(tmp_path / "repo")
+    assert repo.objects.read_blob("HEAD", "a.txt") == b"1\n"
+    assert repo.trees.commit_tree_id("HEAD")  # a part built on sibling parts
+    reader = repo.reader
+    assert reader is not None and reader._proc is not None
+    held = weakref.ref(repo)
+    gc.disable()
+    try:
+        del repo
+        assert held() is None
+        assert reader._proc is None  # closed by the repository's finaliser
+    finally:
+        gc.enable()

@@ -220,7 +220,9 @@ def test_a_token_with_padding_authenticates_and_is_written_nowhere(
         )
         refs = ls_remote(location)
         assert refs["refs/heads/main"] == tip  # the server answers only an authorised request
-        assert fetch_commit(location, tip).has_object(f"{tip}^{{commit}}")  # a fetch, through the cache
+        assert fetch_commit(location, tip).objects.has_object(
+            f"{tip}^{{commit}}"
+        )  # a fetch, through the cache
         assert server.authorised > 0
     finally:
         server.close()

@@ -40,7 +40,7 @@ from forkctl.chain.reachable import CommitGraphs
 from forkctl.chain.sources import Remotes, Source, branch_to_bump
 from forkctl.errors import BadInput
 from forkctl.git import clonecache, remote
-from forkctl.git.commits import Identity
+from forkctl.git.commits import Commits, Identity
 from forkctl.git.objects import TreeEntry
 from forkctl.git.repo import GitRepo
 from forkctl.git.sha import TreeSha
@@ -93,7 +93,9 @@ def _gitlink_and_module(
     """(gitlink entry, .gitmodules entry, its submodule for the gitlink, the tree entries read) at the
     consumer's `parent`; the entries include the consumer's pin files (manifest `pin_files`)."""
     consumer = source.consumer
-    entries = repo.tree_entries(parent, [consumer.gitlink, ".gitmodules", *pinrecords.paths(consumer)])
+    entries = repo.objects.tree_entries(
+        parent, [consumer.gitlink, ".gitmodules", *pinrecords.paths(consumer)]
+    )
     entry = entries.get(consumer.gitlink)
     if entry is None or entry.kind != "commit":
         raise BadInput(
@@ -109,7 +111,7 @@ def _gitlink_and_module(
         small = [e.sha for e in entries.values() if e.kind == "blob" and e.path != consumer.gitlink]
         if small:
             clonecache.fetch_objects(repo, source.fetch_url, small)
-    modules = repo.parse_gitmodules(modules_entry.sha) if modules_entry else []
+    modules = repo.submodules.parse_gitmodules(modules_entry.sha) if modules_entry else []
     module = next((m for m in modules if m.path == consumer.gitlink), None)
     if module is None or modules_entry is None:
         raise BadInput(f"{consumer.name}@{parent[:12]}: .gitmodules has no entry for {consumer.gitlink}")
@@ -134,10 +136,10 @@ def _moved(
 ) -> _Moved:
     consumer = source.consumer
     entry, modules_entry, module, entries = _gitlink_and_module(source, repo, commit)
-    records = pinrecords.record_changes(repo, commit, consumer, entries, new)
+    records = pinrecords.record_changes(repo.objects, commit, consumer, entries, new)
     url_changed = None
-    before = repo.commit_info(commit).tree
-    with repo.private_index(before) as index:
+    before = repo.commits.commit_info(commit).tree
+    with repo.indexes.private_index(before) as index:
         index.set_entry("160000", new, consumer.gitlink)
         for record in records:  # the consumer's other records of the pin, in the same commit
             index.set_entry(record.mode, record.blob, record.path)
@@ -148,7 +150,7 @@ def _moved(
         ):
             # Credentials in a manifest URL are for fetching; they never go into a consumer's history.
             public_url = without_credentials(target_url)
-            blob = repo.gitmodules_with(modules_entry.sha, module.name, "url", public_url)
+            blob = repo.submodules.gitmodules_with(modules_entry.sha, module.name, "url", public_url)
             index.set_entry(modules_entry.mode, blob, ".gitmodules")
             url_changed = (without_credentials(module.url), public_url)
         tree = index.write_tree()
@@ -156,8 +158,8 @@ def _moved(
     return _Moved(tree, before, entry.sha, url_changed, module.name, old_url, records)
 
 
-def _commit_date(repo: GitRepo, commit: str) -> str:
-    info = repo.commit_info(commit)
+def _commit_date(commits: Commits, commit: str) -> str:
+    info = commits.commit_info(commit)
     return (info.committer or info.author).date
 
 
@@ -197,7 +199,7 @@ def bump_step(
         in_cache=start.in_cache,
     )
     if at_head.tree == at_head.before:  # merged already (squash, rebase or merge): never an empty commit
-        step.done, step.date = True, _commit_date(repo, head)
+        step.done, step.date = True, _commit_date(repo.commits, head)
         return step
     moved = at_head
     if start.builds_on_existing and start.existing is not None:
@@ -205,7 +207,7 @@ def bump_step(
         moved = _moved(source, repo, start.existing, new, *target)
         step.url_changed = moved.url_changed
         if moved.tree == moved.before:  # the branch pins `new` already: it is the step's commit
-            step.commit, step.date = start.existing, _commit_date(repo, start.existing)
+            step.commit, step.date = start.existing, _commit_date(repo.commits, start.existing)
             return step
         step.replaces = moved.old if moved.old != at_head.old else None
     step.records = moved.records
@@ -216,9 +218,11 @@ def bump_step(
     message = "\n".join(lines) + message_body
     if signer is not None:
         message = f"{message.rstrip()}\n\nSigned-off-by: {signer[0]} <{signer[1]}>\n"
-    step.date = later(_commit_date(repo, step.parent), new_date)
+    step.date = later(_commit_date(repo.commits, step.parent), new_date)
     name, email = signer or (BUMP_NAME, BUMP_EMAIL)
-    step.commit = repo.commit_tree(moved.tree, [step.parent], message, Identity(name, email, step.date))
+    step.commit = repo.commits.commit_tree(
+        moved.tree, [step.parent], message, Identity(name, email, step.date)
+    )
     return step
 
 
@@ -262,7 +266,7 @@ def plan_bump(
     steps: list[BumpStep] = []
     sources: list[Source] = []
     target: tuple[str, str | None] = (manifest.fork.url, manifest.upstream.url)
-    new_date = _commit_date(fork.upstream_repo, new_pin)
+    new_date = _commit_date(fork.upstream_repo.commits, new_pin)
     graphs = CommitGraphs(manifest, fork.upstream_url, Remotes(progress), fork.upstream_repo, fork.base)
     signer = mail.address(signoff or manifest.fork.bump_signoff or "")
     for index in range(last + 1):
@@ -327,9 +331,9 @@ def apply_step(step: BumpStep) -> None:
         raise _stale_branch(step)
     ref = f"refs/heads/{step.branch}"
     if step.in_cache:
-        step.repo.set_ref(ref, step.commit, f"bump {step.gitlink}")
+        step.repo.refs.set_ref(ref, step.commit, f"bump {step.gitlink}")
     elif step.existing != step.commit:
-        step.repo.update_ref(ref, step.commit, step.existing, f"bump {step.gitlink}")
+        step.repo.refs.update_ref(ref, step.commit, step.existing, f"bump {step.gitlink}")
 
 
 def _stale_branch(step: BumpStep) -> BadInput:

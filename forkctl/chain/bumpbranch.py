@@ -42,7 +42,7 @@ def bump_branch_now(
     ref = f"refs/heads/{branch}"
     existing: str | None
     if source.local is not None:
-        existing = repo.ref_sha(ref)
+        existing = repo.refs.ref_sha(ref)
         contained = existing is not None and forward.contains(
             repo, source.fetch_url, branch, existing, head, graphs
         )
@@ -64,15 +64,15 @@ def merged_bump(
     history, it changes nothing but the gitlink (and `.gitmodules`), and the branch pins what it pins:
     then moving on from it to the branch loses nothing, although no branch reaches it. False when
     that cannot be read (the forward rule then judges it as any other pin)."""
-    if repo.missing_commits([pinned]):
+    if repo.objects.missing_commits([pinned]):
         return False
-    parents = repo.commit_info(pinned).parents
-    if len(parents) != 1 or repo.missing_commits(parents):
+    parents = repo.commits.commit_info(pinned).parents
+    if len(parents) != 1 or repo.objects.missing_commits(parents):
         return False
     gitlink = previous.gitlink
-    pins = [repo.tree_entries(commit, [gitlink]).get(gitlink) for commit in (pinned, head)]
+    pins = [repo.objects.tree_entries(commit, [gitlink]).get(gitlink) for commit in (pinned, head)]
     if pins[0] is None or pins[1] is None or pins[0].sha != pins[1].sha:
         return False
-    if not repo.changed_paths(parents[0], pinned) <= {gitlink, ".gitmodules"}:
+    if not repo.diffs.changed_paths(parents[0], pinned) <= {gitlink, ".gitmodules"}:
         return False
     return bool(forward.contains(repo, url, previous.branch, head, parents[0], graphs))

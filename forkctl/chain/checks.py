@@ -9,6 +9,8 @@ commit of the previous consumer that itself passes (checked as a link of its own
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 from forkctl.chain import forkbase, pinrecords
 from forkctl.chain.declared import (
     check_update,
@@ -33,8 +35,10 @@ from forkctl.chain.sources import (
 from forkctl.chain.wayforward import one_way_forward, pin_bases, point_at, upstream_ancestry
 from forkctl.errors import BadInput
 from forkctl.git import remote
-from forkctl.git.repo import GitRepo
 from forkctl.manifest import Consumer, Manifest
+
+if TYPE_CHECKING:
+    from forkctl.git.objects import Objects
 
 
 class Checker:
@@ -122,7 +126,7 @@ class Checker:
             repo = objects.holding(commit)
             if repo is None:
                 continue
-            entries = repo.tree_entries(commit, _paths_read(consumer))
+            entries = repo.objects.tree_entries(commit, _paths_read(consumer))
             entry = entries.get(consumer.gitlink)
             if entry is not None and entry.kind == "commit":
                 found.append(entry.sha)
@@ -141,17 +145,17 @@ class Checker:
         link = LinkResult(consumer.name, index, commit, role, consumer.gitlink, target.name)
         self._results[key] = link
         self.progress(f"checking {consumer.name}@{commit[:12]} ({role})")
-        entries = repo.tree_entries(commit, _paths_read(consumer))
+        entries = repo.objects.tree_entries(commit, _paths_read(consumer))
         files = {path: e.sha for path, e in entries.items() if e.kind == "blob"}
         objects = self.objects(index)
         objects.ensure_blobs(repo, [sha for path, sha in files.items() if path != ".gitmodules"])
         modules = declared_modules(objects, repo, entries.get(".gitmodules"), link)
         if modules is None:
             return link
-        gitlink_path, module = locate_gitlink(repo, commit, consumer, modules, target, link, entries)
+        gitlink_path, module = locate_gitlink(repo.objects, commit, consumer, modules, target, link, entries)
         if gitlink_path is None:
             return link
-        entry = entries.get(gitlink_path) or repo.tree_entry(commit, gitlink_path)
+        entry = entries.get(gitlink_path) or repo.objects.tree_entry(commit, gitlink_path)
         assert entry is not None
         link.pinned = entry.sha
         url = check_url(module, consumer, target, link)
@@ -159,13 +163,13 @@ class Checker:
         if url is not None:
             merged = merged_fix(self.sources[index - 1].consumer.name, consumer.name) if index else ""
             check_reachable(link, url, entry.sha, target.likely, self.graphs, self.pending, merged)
-        check_fork_base(repo, files.get(forkbase.FORK_BASE_FILE), commit, link, self.manifest)
+        check_fork_base(repo.objects, files.get(forkbase.FORK_BASE_FILE), commit, link, self.manifest)
         if index == 0:
             check_fork_pin(link, entry.sha, url, self.fork, self.graphs)
         else:
             self._check_consumer_pin(index, entry.sha, url, link)
         bump = "forkctl bump-bridge" + (f" --through {consumer.name}" if index else "")
-        pinrecords.check_records(link, repo, consumer, entries, entry.sha, bump, self.start == index)
+        pinrecords.check_records(link, repo.objects, consumer, entries, entry.sha, bump, self.start == index)
         return link
 
     def _check_consumer_pin(self, index: int, pinned: str, url: str | None, link: LinkResult) -> None:
@@ -227,12 +231,12 @@ def _fork_branch_notes(checker: Checker) -> list[ChainFinding]:
 
 
 def check_fork_base(
-    repo: GitRepo, blob: str | None, commit: str, link: LinkResult, manifest: Manifest
+    objects: Objects, blob: str | None, commit: str, link: LinkResult, manifest: Manifest
 ) -> None:
     """Add the `fork-base` finding when the commit carries a .fork-base.json: it agrees with the manifest."""
     if blob is None:
         return
-    raw = repo.blob_bytes(blob)
+    raw = objects.blob_bytes(blob)
     try:
         recorded = forkbase.parse(raw, f"{link.consumer}@{commit[:12]}:{forkbase.FORK_BASE_FILE}")
     except BadInput as exc:

@@ -13,7 +13,7 @@ import msgspec
 from forkctl.chain.model import LinkResult, Status
 from forkctl.chain.sources import CloneOrCache, Source
 from forkctl.git import remote
-from forkctl.git.objects import TreeEntry
+from forkctl.git.objects import Objects, TreeEntry
 from forkctl.git.repo import GitRepo
 from forkctl.git.submodules import GitmodulesSyntax, SubmoduleEntry, gitmodules_key_lines
 from forkctl.manifest import Consumer, Manifest
@@ -77,7 +77,7 @@ def _absolute(url: str, consumer: Consumer) -> str:
 
 
 def locate_gitlink(
-    repo: GitRepo,
+    objects: Objects,
     commit: str,
     consumer: Consumer,
     modules: list[SubmoduleEntry],
@@ -92,7 +92,7 @@ def locate_gitlink(
     entry = entries.get(path)
     if entry is not None and entry.kind == "commit":
         return path, next((m for m in modules if m.path == path), None)
-    elsewhere = _gitlink_by_url(repo, commit, consumer, modules, target)
+    elsewhere = _gitlink_by_url(objects, commit, consumer, modules, target)
     also = f"; the submodule whose URL is {target.url} is at {elsewhere}, not there" if elsewhere else ""
     if entry is None:
         link.add(
@@ -115,7 +115,7 @@ def locate_gitlink(
 
 
 def _gitlink_by_url(
-    repo: GitRepo, commit: str, consumer: Consumer, modules: list[SubmoduleEntry], target: PinTarget
+    objects: Objects, commit: str, consumer: Consumer, modules: list[SubmoduleEntry], target: PinTarget
 ) -> str | None:
     """The path of a gitlink whose `.gitmodules` URL is the target's (told in the finding, never used
     as the pin: the manifest's path is authoritative)."""
@@ -124,7 +124,7 @@ def _gitlink_by_url(
         if not module.url or not module.path or module.path == consumer.gitlink:
             continue
         if any(remote.same_repo(_absolute(module.url, consumer), u) for u in wanted):
-            found = repo.tree_entry(commit, module.path)
+            found = objects.tree_entry(commit, module.path)
             if found is not None and found.kind == "commit":
                 return module.path
     return None
@@ -197,17 +197,17 @@ def point_at_gitmodules(repo: GitRepo | None, commit: str, link: LinkResult) -> 
     """Give the link's `url` and `gitlink` findings the place to edit: `.gitmodules` of `commit`, at the
     line of the submodule's `url =` (for `url`), `update =` (for `update`) or `path =` (for `gitlink`)
     when the section exists."""
-    entry = repo.tree_entry(commit, ".gitmodules") if repo is not None else None
+    entry = repo.objects.tree_entry(commit, ".gitmodules") if repo is not None else None
     if repo is None or entry is None or entry.kind != "blob" or entry.mode == SYMLINK_MODE:
         return
     try:
-        modules = repo.parse_gitmodules(entry.sha)
+        modules = repo.submodules.parse_gitmodules(entry.sha)
     except GitmodulesSyntax as exc:  # the finding names git's line: point there
         number = re.search(r"line (\d+)", exc.reason)
         lines = {"syntax": int(number.group(1))} if number else {}
     else:
         module = next((m for m in modules if m.path == link.gitlink), None)
-        lines = gitmodules_key_lines(repo.blob_bytes(entry.sha), module.name) if module else {}
+        lines = gitmodules_key_lines(repo.objects.blob_bytes(entry.sha), module.name) if module else {}
     key = {"url": "url", "gitlink": "path", "update": "update", "gitmodules": "syntax"}
     link.findings = [
         msgspec.structs.replace(f, file=".gitmodules", line=lines.get(key[f.check]))

@@ -8,6 +8,8 @@ consumer that does not answer, a previous pin that is not a fork head) stays Non
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 import msgspec
 
 from forkctl.chain.bump import BumpPlan, plan_bump
@@ -20,6 +22,9 @@ from forkctl.git.repo import GitRepo
 from forkctl.manifest import Manifest
 from forkctl.manifest.schema import DroppedEntry
 from forkctl.series import Patch, listed_provenance, load_series
+
+if TYPE_CHECKING:
+    from forkctl.git.history import History
 
 
 class SeriesRow(msgspec.Struct, frozen=True):
@@ -88,7 +93,7 @@ def complete(
     first consumer holds now and, when that is a fork head, the range-diff and the dropped cut."""
     facts.fork_head, facts.plan = fork.head, plan
     try:
-        info = fork.upstream_repo.commit_info(fork.base)
+        info = fork.upstream_repo.commits.commit_info(fork.base)
         facts.base_subject, facts.base_date = info.subject, info.author.date
     except ForkctlError:
         facts.missing.append(f"the base commit's subject and date are not available ({fork.base[:12]})")
@@ -137,11 +142,11 @@ def _previous_series(
             f"{manifest.fork.url}"
         )
         return
-    previous_base = _own_base(upstream_repo, previous, fork.base, tip)
+    previous_base = _own_base(upstream_repo.history, previous, fork.base, tip)
     if previous_base is None:
         facts.missing.append(f"the range-diff is skipped: {previous[:12]} shares no history with upstream")
         return
-    if previous_base == previous or upstream_repo.is_ancestor(previous, fork.base):
+    if previous_base == previous or upstream_repo.history.is_ancestor(previous, fork.base):
         facts.missing.append(
             f"the range-diff is skipped: no previous fork head (the pin {previous[:12]} is a plain upstream "
             "commit)"
@@ -152,29 +157,31 @@ def _previous_series(
         _dropped_since(upstream_repo, facts.dropped, previous_base),
         previous_base,
     )
-    blobs = upstream_repo.blobs_in_range(previous_base, previous) + upstream_repo.blobs_in_range(
+    blobs = upstream_repo.diffs.blobs_in_range(previous_base, previous) + upstream_repo.diffs.blobs_in_range(
         fork.base, fork.head
     )
     clonecache.fetch_objects(upstream_repo, manifest.fork.url, blobs)
-    facts.range_diff = upstream_repo.series_range_diff((previous_base, previous), (fork.base, fork.head))
+    facts.range_diff = upstream_repo.patches.series_range_diff(
+        (previous_base, previous), (fork.base, fork.head)
+    )
     if facts.range_diff is None:
         facts.missing.append("the range-diff is not available: git range-diff failed")
 
 
-def _own_base(upstream_repo: GitRepo, previous: str, base: str, tip: str | None) -> str | None:
+def _own_base(history: History, previous: str, base: str, tip: str | None) -> str | None:
     """The upstream commit the previous pin stands on: the newest of its merge-bases with the manifest
     base and with upstream's branch tip. Its merge-base with the manifest base alone would count the
     upstream commits between the two bases as the previous series' patches (removed in the range-diff)."""
     found = [
         b
         for upstream in dict.fromkeys([base, *([tip] if tip else [])])
-        for b in upstream_repo.merge_bases(previous, upstream)[:1]
+        for b in history.merge_bases(previous, upstream)[:1]
     ]
     if not found:
         return None
     newest = found[0]
     for candidate in found[1:]:
-        if upstream_repo.is_ancestor(newest, candidate):
+        if history.is_ancestor(newest, candidate):
             newest = candidate
     return newest
 
@@ -186,7 +193,7 @@ def _dropped_since(
     entry whose base this repository does not know is kept)."""
     kept = []
     for entry in dropped:
-        at = upstream_repo.resolve_commit(entry.base)
-        if at is None or not (at == previous_base or upstream_repo.is_ancestor(at, previous_base)):
+        at = upstream_repo.objects.resolve_commit(entry.base)
+        if at is None or not (at == previous_base or upstream_repo.history.is_ancestor(at, previous_base)):
             kept.append(entry)
     return kept

@@ -16,6 +16,8 @@ from forkctl.chain.reachable import base_unfetched
 from forkctl.chain.sources import local_branch_tip, parse_location
 from forkctl.errors import BadInput
 from forkctl.git import clonecache, remote
+from forkctl.git.history import History
+from forkctl.git.objects import Objects
 from forkctl.git.repo import GitRepo
 from forkctl.git.runner import GitFailed
 from forkctl.git.sha import Sha, TreeSha, is_full_sha
@@ -47,13 +49,13 @@ class ForkContext(msgspec.Struct):
         if self._upstream_tip is not None:
             return self._upstream_tip
         if self.upstream_local is not None:
-            self._upstream_tip = local_branch_tip(self.upstream_local, branch, ("origin", "upstream"))
+            self._upstream_tip = local_branch_tip(self.upstream_local.refs, branch, ("origin", "upstream"))
             return self._upstream_tip
         if not self._history_fetched:
             listed = remote.listed_refs(self.upstream_url).refs
             clonecache.fetch_history(self.upstream_repo, self.upstream_url, listed)
             self._history_fetched = True
-        self._upstream_tip = self.upstream_repo.ref_sha(f"refs/forkctl/heads/{branch}")
+        self._upstream_tip = self.upstream_repo.refs.ref_sha(f"refs/forkctl/heads/{branch}")
         return self._upstream_tip
 
     @property
@@ -62,20 +64,20 @@ class ForkContext(msgspec.Struct):
 
     def head_tree(self) -> TreeSha:
         """The tree of the fork head (read in the repository it was built in)."""
-        return self.upstream_repo.commit_info(self.head).tree
+        return self.upstream_repo.commits.commit_info(self.head).tree
 
 
 def _base_and_built_head(
-    repo: GitRepo, given: str, series: Series | None
+    objects: Objects, given: str, series: Series | None
 ) -> tuple[Sha | None, Sha | None, bool]:
     """(the commit the manifest base names, the fork head built before for it and the series when
-    `repo` holds it, whether that was asked) in one `cat-file --batch-check`: a full base SHA names
+    `objects` holds it, whether that was asked) in one `cat-file --batch-check`: a full base SHA names
     the built ref before it is resolved. An abbreviated base, or a series that does not read, is asked
     alone (and the built ref later, from the resolved base)."""
     base_query = f"{given}^{{commit}}"
     built = BUILT_REFS + Series(base=given, patches=series.patches).digest if series else None
     queries = [base_query, *([built] if built and is_full_sha(given) else [])]
-    found = repo.resolve_commits(queries)
+    found = objects.resolve_commits(queries)
     base = found[base_query]
     asked = len(queries) == 2 and base == given
     return base, (found[queries[-1]] if asked else None), asked
@@ -103,7 +105,7 @@ def fork_context(
         series: Series | None = load_series(manifest)
     except BadInput:
         series = None  # told after the base, as ever: a missing base is the first thing to fix
-    base, head, asked = _base_and_built_head(repo, manifest.upstream.base, series)
+    base, head, asked = _base_and_built_head(repo.objects, manifest.upstream.base, series)
     why = ""
     if base is None:
         progress(f"fetching the base {manifest.upstream.base[:12]} from {url}")
@@ -117,20 +119,19 @@ def fork_context(
     # this repository for the same inputs is reused (one ref read instead of ~6 git processes per patch).
     built_ref = BUILT_REFS + Series(base=base, patches=patches).digest
     if not asked:
-        head = repo.ref_sha(built_ref)
-        head = head if head is not None and not repo.missing_objects([head]) else None
+        head = repo.refs.ref_sha(built_ref)
+        head = head if head is not None and not repo.objects.missing_objects([head]) else None
     if head is not None:
-        return ForkContext(
-            repo, url, upstream_local, base, head, patches, checked_own(manifest, repo, base, head, patches)
-        )
+        owned = checked_own(manifest, repo.objects, base, head, patches)
+        return ForkContext(repo, url, upstream_local, base, head, patches, owned)
     if upstream_local is None:
         touched = list(dict.fromkeys(path for patch in patches for path in patch.paths))
-        at_base = repo.tree_entries(base, touched)
+        at_base = repo.objects.tree_entries(base, touched)
         clonecache.fetch_objects(repo, url, [e.sha for e in at_base.values() if e.kind == "blob"])
     progress(f"building the fork head: {manifest.upstream.repo}@{base[:12]} + {len(patches)} patches")
     result = replay.build_series(repo, base, patches)
     if result.conflict is None:
-        repo.set_ref(built_ref, result.head, "apply(series, base)")
+        repo.refs.set_ref(built_ref, result.head, "apply(series, base)")
     if result.conflict is not None:
         # No 3-way head: the fork head is apply(series, base) or nothing, in every repository alike.
         raise BadInput(
@@ -139,7 +140,7 @@ def fork_context(
             f"{result.conflict.message.strip()}",
             hint=replay.stale_fix(base),
         )
-    owned = checked_own(manifest, repo, base, result.head, patches)
+    owned = checked_own(manifest, repo.objects, base, result.head, patches)
     return ForkContext(repo, url, upstream_local, base, result.head, patches, owned)
 
 
@@ -170,13 +171,13 @@ class Relation(msgspec.Struct, frozen=True):
         return WantedBase(commit, self.count, descends=self.where == "ahead")
 
 
-def relation(repo: GitRepo, commit: str, base: str) -> Relation:
-    """Where `commit` lies relative to `base` (`repo` holds the history of both; commits are enough)."""
+def relation(history: History, commit: str, base: str) -> Relation:
+    """Where `commit` lies relative to `base` (`history` holds the history of both; commits are enough)."""
     if commit == base:
         return Relation("base", 0, base)
-    counts = repo.ahead_behind(base, commit)  # one rev-list where asking ancestry, then counting, took two
+    counts = history.ahead_behind(base, commit)  # one rev-list where asking ancestry, then counting, took two
     if counts is None:  # git could not walk them: asked one question at a time, as before
-        return _relation_apart(repo, commit, base)
+        return _relation_apart(history, commit, base)
     ahead, behind = counts
     if behind == 0:
         return Relation("ahead", ahead, base)
@@ -185,26 +186,26 @@ def relation(repo: GitRepo, commit: str, base: str) -> Relation:
     return Relation("diverged", ahead, base)
 
 
-def _relation_apart(repo: GitRepo, commit: str, base: str) -> Relation:
+def _relation_apart(history: History, commit: str, base: str) -> Relation:
     """`relation` from an ancestry question each way, then a count (git's lazy fetch allowed, as
-    every history question in `repo` is)."""
-    if repo.is_ancestor(base, commit):
-        return Relation("ahead", repo.count(f"{base}..{commit}"), base)
-    if repo.is_ancestor(commit, base):
-        return Relation("behind", repo.count(f"{commit}..{base}"), base)
+    every history question in `history` is)."""
+    if history.is_ancestor(base, commit):
+        return Relation("ahead", history.count(f"{base}..{commit}"), base)
+    if history.is_ancestor(commit, base):
+        return Relation("behind", history.count(f"{commit}..{base}"), base)
     try:
-        lacks = repo.count(f"{base}..{commit}")
+        lacks = history.count(f"{base}..{commit}")
     except GitFailed:  # a commit git cannot walk: how many it has is not known
         lacks = -1
     return Relation("diverged", lacks, base)
 
 
-def _relation(repo: GitRepo, commit: str, base: str) -> str:
-    return relation(repo, commit, base).text
+def _relation(history: History, commit: str, base: str) -> str:
+    return relation(history, commit, base).text
 
 
-def _relation_asked_apart(repo: GitRepo, commit: str, base: str) -> str:
-    return _relation_apart(repo, commit, base).text
+def _relation_asked_apart(history: History, commit: str, base: str) -> str:
+    return _relation_apart(history, commit, base).text
 
 
 def _mismatch(kind: str, message: str, fix: str, wants: WantedBase | None = None) -> ChainFinding:
@@ -225,11 +226,11 @@ def follow_the_consumer(wants: WantedBase, head: str) -> tuple[str, str]:
     return said, f"move the fork onto that base: {wants.port_command}, then forkctl bump-bridge"
 
 
-def unpatched_upstream(repo: GitRepo, pinned: str, ctx: ForkContext) -> ChainFinding:
-    """The finding for a pin on upstream's branch: where it is relative to the base (`repo` holds the
+def unpatched_upstream(history: History, pinned: str, ctx: ForkContext) -> ChainFinding:
+    """The finding for a pin on upstream's branch: where it is relative to the base (`history` holds the
     history of both; commits are enough). A pin the base lacks commits of says where the chain wants
     the fork (`forkctl port --onto` it), not a bump that would go back."""
-    where = relation(repo, pinned, ctx.base)
+    where = relation(history, pinned, ctx.base)
     message = (
         f"pins an unpatched upstream commit {pinned[:12]}, {where.text}, "
         f"with none of the {len(ctx.patches)} patches"
@@ -250,11 +251,11 @@ def publish_merge_finding(
     published (OK). When only one of the two holds, the finding says which; None for a commit that is
     no merge, or a merge with neither (the usual diagnosis then says what it is). `repo` holds the
     commit object."""
-    tree, parents = repo.recorded_parents(pinned)
+    tree, parents = repo.commits.recorded_parents(pinned)
     if len(parents) < 2:
         return None
     if owned is not None:
-        off = unpublished_paths(repo, tree, parents[0], head_tree, owned)
+        off = unpublished_paths(repo.objects, tree, parents[0], head_tree, owned)
     else:
         off = [] if tree == head_tree else [f"tree {tree[:12]} vs {head_tree[:12]}"]
     has_head, same_tree = head in parents, not off
@@ -298,11 +299,11 @@ def diagnose_fork_pin(ctx: ForkContext, pinned: str, branch: str) -> list[ChainF
         )
         return [_mismatch("unpatched-upstream", message, fix)]
     tip = ctx.upstream_tip(branch)
-    if tip is not None and repo.is_ancestor(pinned, tip):
-        return [unpatched_upstream(repo, pinned, ctx)]
-    own = repo.commits_not_in(pinned, [tip, base] if tip else [base])
-    bases = repo.merge_bases(pinned, tip or base)
-    findings = _base_findings(repo, pinned, bases, base, ctx.head, fix)
+    if tip is not None and repo.history.is_ancestor(pinned, tip):
+        return [unpatched_upstream(repo.history, pinned, ctx)]
+    own = repo.history.commits_not_in(pinned, [tip, base] if tip else [base])
+    bases = repo.history.merge_bases(pinned, tip or base)
+    findings = _base_findings(repo.history, pinned, bases, base, ctx.head, fix)
     if not bases:
         return findings
     findings += _match_patches(repo, own, ctx.patches, fix)
@@ -316,7 +317,7 @@ def diagnose_fork_pin(ctx: ForkContext, pinned: str, branch: str) -> list[ChainF
 
 
 def _base_findings(
-    repo: GitRepo, pinned: str, bases: list[str], base: str, head: str, fix: str
+    history: History, pinned: str, bases: list[str], base: str, head: str, fix: str
 ) -> list[ChainFinding]:
     """What the pin's merge-bases with upstream say: criss-cross history, no shared history, another base."""
     findings: list[ChainFinding] = []
@@ -326,7 +327,7 @@ def _base_findings(
     if not bases:
         findings.append(_mismatch("unrelated", f"{pinned[:12]} shares no history with upstream", fix))
     elif bases[0] != base:
-        where = relation(repo, bases[0], base)
+        where = relation(history, bases[0], base)
         message = f"is built on another base {bases[0][:12]}, {where.text}"
         wants = where.wants(bases[0])
         if wants is not None:
@@ -373,11 +374,11 @@ def _sort_commits(
     extras: list[str] = []
     edited: list[ChainFinding] = []
     for sha in commits:
-        info = repo.commit_info(sha)
+        info = repo.commits.commit_info(sha)
         if len(info.parents) > 1:
             extras.append(f"{sha[:12]} (merge) {info.subject}")
             continue
-        position = by_id.get(repo.commit_patch_id(sha))
+        position = by_id.get(repo.patches.commit_patch_id(sha))
         if position is not None:
             matched.append(position)
             continue
@@ -389,7 +390,7 @@ def _sort_commits(
                 _mismatch(
                     "edited-patch",
                     f"commit {sha[:12]} {info.subject!r} differs from its file {patch.path.name} "
-                    f"(patch-id {repo.commit_patch_id(sha)[:12]} vs {patch.patch_id[:12]})",
+                    f"(patch-id {repo.patches.commit_patch_id(sha)[:12]} vs {patch.patch_id[:12]})",
                     "export the edit into the patch file (forkctl export) or rebuild from the file, then bump",
                 )
             )

@@ -51,7 +51,10 @@ def check_fork_pin(
     upstream_repo = fork.upstream_repo
     urls = [u for u in (url, manifest.fork.url) if u]
     reasons = []
-    if not upstream_repo.has_object(f"{pinned}^{{commit}}") or (upstream_repo.git_dir / "shallow").is_file():
+    if (
+        not upstream_repo.objects.has_object(f"{pinned}^{{commit}}")
+        or (upstream_repo.git_dir / "shallow").is_file()
+    ):
         fork.upstream_tip(manifest.upstream.branch)  # unshallows the upstream repository first
         for candidate in urls:
             try:
@@ -62,7 +65,7 @@ def check_fork_pin(
             if why is None:
                 break
             reasons.append(f"{candidate}: {why}")
-    if not upstream_repo.has_object(f"{pinned}^{{commit}}"):
+    if not upstream_repo.objects.has_object(f"{pinned}^{{commit}}"):
         said = f" ({'; '.join(reasons)})" if reasons else ""
         link.add(
             "pin",
@@ -94,12 +97,12 @@ def _upstream_finding(pinned: str, fork: ForkContext, graphs: CommitGraphs) -> C
     graph = graphs.upstream()
     tip = gitgraph.held_branch_tip(graph, f"refs/heads/{branch}") if graph else None
     # `reaches` deepens a bounded graph when the bound could hide the commit or the path.
-    if graph is None or tip is None or not graph.reaches(tip, pinned):
+    if graph is None or tip is None or not graph.history.reaches(tip, pinned):
         return None
     # The base is usually on the branch already; a base elsewhere (a release branch) is fetched.
     if not clonecache.fetch_graph_of(graph, fork.upstream_url, fork.base):
         return None
-    return unpatched_upstream(graph, pinned, fork)
+    return unpatched_upstream(graph.history, pinned, fork)
 
 
 def _fork_cache_with(pinned: str, url: str | None, fork: ForkContext, manifest: Manifest) -> GitRepo | None:
@@ -111,10 +114,10 @@ def _fork_cache_with(pinned: str, url: str | None, fork: ForkContext, manifest: 
     cache = clonecache.cache_repo_for(url)
     if cache.git_dir == fork.upstream_repo.git_dir or (cache.git_dir / "shallow").is_file():
         return None
-    if cache.missing_objects([pinned]):
+    if cache.objects.missing_objects([pinned]):
         return None
     tip = fork.upstream_tip(manifest.upstream.branch)
-    return None if cache.missing_objects([fork.base, *([tip] if tip else [])]) else cache
+    return None if cache.objects.missing_objects([fork.base, *([tip] if tip else [])]) else cache
 
 
 # --- the fork branch ------------------------------------------------------------------------------
@@ -149,7 +152,7 @@ def fork_branch_notes(
                 "(consumers must pin the latter)",
             )
         ]
-    raw = repo.read_blob(head, forkbase.FORK_BASE_FILE)
+    raw = repo.objects.read_blob(head, forkbase.FORK_BASE_FILE)
     if raw is not None:
         notes.append(_fork_base_note(raw, manifest))
     return notes
@@ -171,7 +174,7 @@ def _fork_branch(
     branch = manifest.fork.branch
     if local is not None:
         repo = GitRepo(local)
-        return repo, local_branch_tip(repo, branch)
+        return repo, local_branch_tip(repo.refs, branch)
     head = remotes.refs(url).get(f"refs/heads/{branch}")
     # The reproducible head is already in the upstream repository (built there): nothing to fetch.
     objects = (
@@ -179,7 +182,7 @@ def _fork_branch(
     )
     found = objects.repo_with(head) if head else None
     if found is not None and head is not None:
-        record = found.tree_entry(head, forkbase.FORK_BASE_FILE)
+        record = found.objects.tree_entry(head, forkbase.FORK_BASE_FILE)
         objects.ensure_blobs(found, [record.sha] if record and record.kind == "blob" else [])
     return found, head
 

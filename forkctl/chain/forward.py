@@ -107,8 +107,8 @@ def judge_consumer_step(
 def contains(repo: GitRepo, url: str, branch: str, head: str, old: str, graphs: CommitGraphs) -> bool | None:
     """Is `old` an ancestor of `head`? From `repo` when it holds full history (a yes is exact anyhow),
     else from the URL's commit graph when `head` is its branch tip there; None when neither can say."""
-    if not repo.missing_objects([old]):
-        if repo.is_ancestor(old, head):
+    if not repo.objects.missing_objects([old]):
+        if repo.history.is_ancestor(old, head):
             return True  # a path in the history held here is a path in the whole one
         if not (repo.git_dir / "shallow").is_file():
             return False  # complete history holding both: a no is exact
@@ -124,4 +124,4 @@ def contains(repo: GitRepo, url: str, branch: str, head: str, old: str, graphs: 
         return None
     # `reaches` deepens a bounded graph before a no: a graph of the whole branch that lacks `old`
     # says it is not on the branch.
-    return graph.reaches(head, old)
+    return graph.history.reaches(head, old)

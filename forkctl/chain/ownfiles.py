@@ -27,7 +27,7 @@ import msgspec
 
 from forkctl.chain import forkbase
 from forkctl.errors import BadInput
-from forkctl.git.objects import TreeEntry
+from forkctl.git.objects import Objects, TreeEntry
 from forkctl.git.repo import GitRepo
 from forkctl.git.sha import TreeSha
 from forkctl.manifest import Manifest
@@ -117,23 +117,23 @@ def refuse_own_path_conflicts(
         )
 
 
-def checked_own(manifest: Manifest, repo: GitRepo, base: str, head: str, patches: list[Patch]) -> OwnFiles:
+def checked_own(manifest: Manifest, objects: Objects, base: str, head: str, patches: list[Patch]) -> OwnFiles:
     """The fork's own files, once `fork.own_paths` is known to touch neither the series nor the package
-    tree of the fork head `head` (in `repo`): what a published merge carries beside it is the fork's."""
-    refuse_own_path_conflicts(manifest, patches, lambda: repo.all_entries(head))
+    tree of the fork head `head` (in `objects`): what a published merge carries beside it is the fork's."""
+    refuse_own_path_conflicts(manifest, patches, lambda: objects.all_entries(head))
     return own_files(manifest, base)
 
 
-def _own_entries(repo: GitRepo, tip: str, head_tree: TreeSha, own: OwnFiles, write: bool) -> OwnEntries:
+def _own_entries(objects: Objects, tip: str, head_tree: TreeSha, own: OwnFiles, write: bool) -> OwnEntries:
     """({fork-owned path: the tip's entry}, fork-owned paths of R the tip lacks), with the tip's
     `.fork-base.json` carried over as `forkbase.carried` rewrites it (its blob written when `write`)."""
-    at_tip = {path: e for path, e in repo.all_entries(tip).items() if own.owns(path)}
+    at_tip = {path: e for path, e in objects.all_entries(tip).items() if own.owns(path)}
     record = at_tip.get(FORK_BASE_FILE)
     if record is not None and record.kind == "blob":
-        wanted = forkbase.carried(repo.blob_bytes(record.sha), own.manifest, own.base)
-        sha = repo.write_blob(wanted) if write else repo.blob_id(wanted)
+        wanted = forkbase.carried(objects.blob_bytes(record.sha), own.manifest, own.base)
+        sha = objects.write_blob(wanted) if write else objects.blob_id(wanted)
         at_tip[FORK_BASE_FILE] = msgspec.structs.replace(record, sha=sha)
-    removed = [path for path in repo.all_entries(head_tree) if own.owns(path) and path not in at_tip]
+    removed = [path for path in objects.all_entries(head_tree) if own.owns(path) and path not in at_tip]
     return at_tip, removed
 
 
@@ -152,9 +152,9 @@ def not_regular(entries: dict[str, TreeEntry], own: OwnFiles) -> list[str]:
     ]
 
 
-def refuse_not_regular(repo: GitRepo, tip: str, own: OwnFiles) -> None:
+def refuse_not_regular(objects: Objects, tip: str, own: OwnFiles) -> None:
     """BadInput naming each fork-owned path of `tip` that is not a regular file."""
-    found = not_regular(repo.all_entries(tip), own)
+    found = not_regular(objects.all_entries(tip), own)
     if found:
         raise BadInput(
             f"the fork branch's tip {tip[:12]} holds fork-owned paths that are not regular files: "
@@ -169,25 +169,27 @@ def published_tree(repo: GitRepo, tip: str, head_tree: TreeSha, own: OwnFiles) -
     written in `repo` (objects only, a private index): the same tip, R and manifest give the same tree.
     Trees only are listed; the one blob read is the tip's `.fork-base.json`. A fork-owned path that is
     not a regular file on the tip is refused (`refuse_not_regular`)."""
-    refuse_not_regular(repo, tip, own)
-    at_tip, removed = _own_entries(repo, tip, head_tree, own, write=True)
+    refuse_not_regular(repo.objects, tip, own)
+    at_tip, removed = _own_entries(repo.objects, tip, head_tree, own, write=True)
     if not removed and not at_tip:
         return head_tree
-    with repo.private_index(head_tree) as index:
+    with repo.indexes.private_index(head_tree) as index:
         index.replace_entries(removed, [(e.mode, e.sha, path) for path, e in at_tip.items()])
         return index.write_tree()
 
 
-def unpublished_paths(repo: GitRepo, tree: TreeSha, tip: str, head_tree: TreeSha, own: OwnFiles) -> list[str]:
+def unpublished_paths(
+    objects: Objects, tree: TreeSha, tip: str, head_tree: TreeSha, own: OwnFiles
+) -> list[str]:
     """Where `tree` differs from `published_tree(tip, R)`, sorted, then each fork-owned path of `tree`
     that is not a regular file (publish refuses those); read only (nothing is written, so a check may
     ask it of a user's clone): the whole trees' entries compared."""
-    at_tip, removed = _own_entries(repo, tip, head_tree, own, write=False)
-    expected = {path: (e.mode, e.sha) for path, e in repo.all_entries(head_tree).items()}
+    at_tip, removed = _own_entries(objects, tip, head_tree, own, write=False)
+    expected = {path: (e.mode, e.sha) for path, e in objects.all_entries(head_tree).items()}
     for path in removed:
         expected.pop(path, None)
     expected.update({path: (e.mode, e.sha) for path, e in at_tip.items()})
-    entries = repo.all_entries(tree)
+    entries = objects.all_entries(tree)
     actual = {path: (e.mode, e.sha) for path, e in entries.items()}
     off = sorted(path for path in expected.keys() | actual.keys() if expected.get(path) != actual.get(path))
     return off + not_regular(entries, own)  # what publish refuses to carry is never the published tree
@@ -201,13 +203,13 @@ def named(paths: list[str]) -> str:
 def last_publish(repo: GitRepo, tip: str, upstream: str, own: OwnFiles) -> str | None:
     """The newest merge on the tip's first-parent line (above upstream) whose tree is its second
     parent's but for fork-owned paths: where the branch last was a published fork head (None: never)."""
-    merges = repo.rev_list(f"{upstream}..{tip}", "--first-parent", "--merges")
+    merges = repo.history.rev_list(f"{upstream}..{tip}", "--first-parent", "--merges")
     for merge in reversed(merges):  # newest first
-        tree, parents = repo.recorded_parents(merge)
+        tree, parents = repo.commits.recorded_parents(merge)
         if len(parents) < 2:
             continue
-        second = repo.commit_info(parents[1]).tree
-        if all(own.owns(path) for path in repo.changed_paths(tree, second)):
+        second = repo.commits.commit_info(parents[1]).tree
+        if all(own.owns(path) for path in repo.diffs.changed_paths(tree, second)):
             return merge
     return None
 
@@ -221,16 +223,16 @@ def foreign_changes(
     commits, on an older base, so there a commit is the series' also when its subject is a patch's
     or a dropped one's (a port changes a patch's context, hence its patch-id)."""
     since = last_publish(repo, tip, upstream, own)
-    commits = repo.commits_not_in(tip, [head, upstream, *([since] if since else [])])
+    commits = repo.history.commits_not_in(tip, [head, upstream, *([since] if since else [])])
     patch_ids = {patch.patch_id for patch in patches}
     subjects = {patch.subject for patch in patches} | {d.subject for d in own.manifest.model.dropped}
     old_head_run = since is None
     found: list[Foreign] = []
-    for info in repo.commit_infos(commits):
+    for info in repo.commits.commit_infos(commits):
         if len(info.parents) != 1:
             continue  # a merge's own sides are listed as commits of their own
-        paths = [p for p in repo.changed_paths(info.parents[0], info.sha) if not own.owns(p)]
-        if not paths or repo.commit_patch_id(info.sha) in patch_ids:
+        paths = [p for p in repo.diffs.changed_paths(info.parents[0], info.sha) if not own.owns(p)]
+        if not paths or repo.patches.commit_patch_id(info.sha) in patch_ids:
             continue
         if old_head_run and info.subject in subjects:
             continue

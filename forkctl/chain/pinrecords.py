@@ -20,8 +20,7 @@ import msgspec
 
 from forkctl.chain.model import ChainFinding, LinkResult, PinRecord, Status
 from forkctl.errors import BadInput
-from forkctl.git.objects import TreeEntry
-from forkctl.git.repo import GitRepo
+from forkctl.git.objects import Objects, TreeEntry
 from forkctl.git.sha import FULL_SHA_WORDS, parse_full_sha
 from forkctl.manifest import Consumer
 from forkctl.manifest.schema import PinFile
@@ -97,7 +96,7 @@ class RecordChange(msgspec.Struct, frozen=True):
 
 
 def record_changes(
-    repo: GitRepo, parent: str, consumer: Consumer, entries: dict[str, TreeEntry], new: str
+    objects: Objects, parent: str, consumer: Consumer, entries: dict[str, TreeEntry], new: str
 ) -> list[RecordChange]:
     """The records of `consumer` rewritten to name `new` (blobs written, nothing else touched). A record
     that the parent's tree lacks, or that is not a regular file there, is refused: the consumer does not
@@ -113,8 +112,8 @@ def record_changes(
                 hint=f"fix consumers[].pin_files of {consumer.name} in the manifest (remove {pin_file.path} "
                 "if the consumer no longer keeps it there), or add the file to the consumer first",
             )
-        old = read(pin_file, repo.blob_bytes(entry.sha)).sha
-        blob = repo.write_blob(render(pin_file, new))
+        old = read(pin_file, objects.blob_bytes(entry.sha)).sha
+        blob = objects.write_blob(render(pin_file, new))
         changes.append(RecordChange(pin_file.path, pin_file.format, old, new, entry.mode, blob))
     return changes
 
@@ -129,7 +128,7 @@ def message_lines(changes: list[RecordChange]) -> list[str]:
 
 def check_records(
     link: LinkResult,
-    repo: GitRepo,
+    objects: Objects,
     consumer: Consumer,
     entries: dict[str, TreeEntry],
     pinned: str,
@@ -147,7 +146,7 @@ def check_records(
         reading = (
             Reading(None, why or "")
             if why is not None or entry is None
-            else read(pin_file, repo.blob_bytes(entry.sha))
+            else read(pin_file, objects.blob_bytes(entry.sha))
         )
         agrees = reading.sha == pinned
         link.records.append(PinRecord(pin_file.path, pin_file.format, reading.sha, agrees))

@@ -24,6 +24,7 @@ from __future__ import annotations
 import shlex
 from datetime import datetime, timezone
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import msgspec
 
@@ -38,12 +39,15 @@ from forkctl.chain.ownfiles import (
 )
 from forkctl.errors import BadInput
 from forkctl.git import clonecache, remote
-from forkctl.git.commits import Identity
+from forkctl.git.commits import Commits, Identity
 from forkctl.git.merge import SYNTHETIC_EMAIL, SYNTHETIC_NAME
 from forkctl.git.repo import GitRepo, toplevel
 from forkctl.git.worktree import Worktree
 from forkctl.manifest import Manifest
 from forkctl.series import Patch, Series
+
+if TYPE_CHECKING:
+    from forkctl.git.history import History
 
 # What a plan does: push nothing (up-to-date, already-published, already-synced), push R (create,
 # fast-forward), push a merge of R onto the tip (merge; sync: to a new sync branch, in rebuild mode),
@@ -86,10 +90,10 @@ def _published(upstream_repo: GitRepo, tip: str, fork: ForkContext) -> bool:
     return found is not None and found.status == Status.OK
 
 
-def sync_branch(upstream_repo: GitRepo, base: str) -> str:
+def sync_branch(commits: Commits, base: str) -> str:
     """`sync/upstream-<YYYY-MM-DD>-<sha12>` of the base: its committer date in UTC, so every run (and
     machine) names the same branch for the same base."""
-    date = upstream_repo.commit_info(base).committer
+    date = commits.commit_info(base).committer
     day = (
         datetime.fromisoformat(date.date).astimezone(timezone.utc).strftime("%Y-%m-%d") if date else "undated"
     )
@@ -129,7 +133,7 @@ def plan_publish(
     digest = Series(base=fork.base, patches=fork.patches).digest
     own = fork.owned or own_files(manifest, fork.base)
     refuse_own_path_conflicts(
-        manifest, fork.patches, lambda: fork.upstream_repo.all_entries(fork.head_tree())
+        manifest, fork.patches, lambda: fork.upstream_repo.objects.all_entries(fork.head_tree())
     )
     progress(f"reading {branch} at {url}")
     refs = remote.ls_remote(url)
@@ -155,10 +159,10 @@ def plan_publish(
     if _published(upstream_repo, tip, fork):
         plan.action, plan.new = "already-published", None
         return plan
-    if upstream_repo.is_ancestor(tip, fork.head):
+    if upstream_repo.history.is_ancestor(tip, fork.head):
         plan.action = "fast-forward"
         return _to_sync_branch(plan, upstream_repo, refs, fork.head) if sync else plan
-    plan.tip_base, plan.backwards = tip_base(upstream_repo, tip, upstream, fork.base)
+    plan.tip_base, plan.backwards = tip_base(upstream_repo.history, tip, upstream, fork.base)
     if plan.backwards is not None and not allow_backwards:
         plan.action, plan.new = "backwards", None
         return plan
@@ -176,17 +180,17 @@ def plan_publish(
 
 
 def tip_base(
-    upstream_repo: GitRepo, tip: str, upstream: str | None, base: str
+    history: History, tip: str, upstream: str | None, base: str
 ) -> tuple[str | None, WantedBase | None]:
     """(the upstream commit `tip` builds on, that commit as the base the chain wants when it has
     upstream commits `base` lacks): the tip's merge-base with upstream's branch `upstream`, from the
-    history `upstream_repo` holds. Of several merge-bases (criss-cross) the first that `base` lacks commits of
+    history in `history`. Of several merge-bases (criss-cross) the first that `base` lacks commits of
     is named. (None, None) when upstream's branch is not known or the tip shares no history with it."""
     if upstream is None:
         return None, None
-    bases = upstream_repo.merge_bases(tip, upstream)
+    bases = history.merge_bases(tip, upstream)
     for found in bases:
-        wants = relation(upstream_repo, found, base).wants(found)
+        wants = relation(history, found, base).wants(found)
         if wants is not None:
             return found, wants
     return (bases[0] if bases else None), None
@@ -207,7 +211,7 @@ def _to_sync_branch(plan: PublishPlan, upstream_repo: GitRepo, refs: dict[str, s
     """The plan with `new` going to the base's sync branch instead of the branch itself: pushed when the
     sync branch is new, nothing to do when it already holds `new`, refused when it holds another."""
     plan.new = new
-    plan.target = sync_branch(upstream_repo, plan.base)
+    plan.target = sync_branch(upstream_repo.commits, plan.base)
     plan.target_before = refs.get(f"refs/heads/{plan.target}")
     if plan.target_before not in (None, new) and _same_merge(
         upstream_repo, plan.url, plan.target_before, new
@@ -225,7 +229,7 @@ def _same_merge(upstream_repo: GitRepo, url: str, found: str, new: str) -> bool:
     parents and tree? Then it lands the same head onto the same tip."""
     if clonecache.fetch_sha_why(upstream_repo, url, found) is not None:
         return False
-    ours, theirs = upstream_repo.commit_infos([new, found])
+    ours, theirs = upstream_repo.commits.commit_infos([new, found])
     return len(ours.parents) == 2 and ours.parents == theirs.parents and ours.tree == theirs.tree
 
 
@@ -241,7 +245,7 @@ def _merge_commit(
     """(M, the fork-owned paths it takes from T): the published tree, parents [T, R], a message naming
     R, the base and the series, a fixed identity and the later of T's and R's committer dates (so M is
     never older than its parents)."""
-    tip_info, head_info = upstream_repo.commit_infos([tip, fork.head])
+    tip_info, head_info = upstream_repo.commits.commit_infos([tip, fork.head])
     dates = [info.committer.date for info in (tip_info, head_info) if info.committer]
     date = max(dates, key=_epoch) if dates else head_info.author.date
     lines = [
@@ -254,7 +258,7 @@ def _merge_commit(
     ]
     own = fork.owned or own_files(manifest, fork.base)
     tree = published_tree(upstream_repo, tip, head_info.tree, own)
-    carried = sorted(upstream_repo.changed_paths(tree, head_info.tree))
+    carried = sorted(upstream_repo.diffs.changed_paths(tree, head_info.tree))
     if carried:
         lines += [
             f"Previous tip of {branch}: {tip}. This merge has the fork head's tree with",
@@ -270,7 +274,9 @@ def _merge_commit(
     if note:  # only when there is one: a merge without it keeps the words it always had
         lines += ["", *note]
     identity = Identity(SYNTHETIC_NAME, SYNTHETIC_EMAIL, date)
-    return upstream_repo.commit_tree(tree, [tip, fork.head], "\n".join(lines) + "\n", identity), carried
+    return upstream_repo.commits.commit_tree(
+        tree, [tip, fork.head], "\n".join(lines) + "\n", identity
+    ), carried
 
 
 def _epoch(date: str) -> float:

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import shlex
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import msgspec
 
@@ -21,6 +22,9 @@ from forkctl.git.repo import GitRepo
 from forkctl.git.sha import is_full_sha
 from forkctl.git.submodules import SubmoduleEntry
 from forkctl.manifest import Consumer, Manifest
+
+if TYPE_CHECKING:
+    from forkctl.git.refs import Refs
 
 
 class CloneOrCache(msgspec.Struct):
@@ -46,30 +50,30 @@ class CloneOrCache(msgspec.Struct):
     def gitmodules(self, repo: GitRepo, blob: str) -> list[SubmoduleEntry]:
         """The sections of the `.gitmodules` blob `blob` of `repo`: as parsed before (this run, or
         recorded by an earlier one), else parsed, the cache's blob fetched first when it lacks it."""
-        recorded = repo.recorded_gitmodules(blob)
+        recorded = repo.submodules.recorded_gitmodules(blob)
         if recorded is not None:
             return recorded
         self.ensure_blobs(repo, [blob])
-        return repo.parse_gitmodules(blob)
+        return repo.submodules.parse_gitmodules(blob)
 
     def prefetch(self, shas: list[str]) -> None:
         """Fetch those of the commits `shas` that neither the local clone nor the cache holds, in one
         request (each arrives once, however many trees they share); `repo_with` then finds them."""
         if self.local is not None:
-            shas = self.local.missing_commits(shas)  # one process for them all
+            shas = self.local.objects.missing_commits(shas)  # one process for them all
         if shas:  # a local clone that holds them all needs no cache repository
             clonecache.fetch_commits(self.cache(), self.url, shas)
 
     def holding(self, sha: str) -> GitRepo | None:
         """The local clone or the cache when it already holds commit `sha` (nothing is fetched)."""
-        if self.local is not None and self.local.has_object(f"{sha}^{{commit}}"):
+        if self.local is not None and self.local.objects.has_object(f"{sha}^{{commit}}"):
             return self.local
         cache = self.cache()
-        return cache if cache.has_object(f"{sha}^{{commit}}") else None
+        return cache if cache.objects.has_object(f"{sha}^{{commit}}") else None
 
     def repo_with(self, sha: str, extra_urls: tuple[str, ...] = ()) -> GitRepo | None:
         """A repository that holds commit `sha`, fetching it (depth 1) when none does yet."""
-        if self.local is not None and self.local.has_object(f"{sha}^{{commit}}"):
+        if self.local is not None and self.local.objects.has_object(f"{sha}^{{commit}}"):
             return self.local
         cache = self.cache()
         reasons = []
@@ -150,10 +154,10 @@ def parse_location(value: str) -> tuple[Path | None, str | None, str | None]:
 # --- the commit a check or a bump starts from ---------------------------------------------------------
 
 
-def local_branch_tip(repo: GitRepo, branch: str, remotes: tuple[str, ...] = ("origin",)) -> str | None:
+def local_branch_tip(refs: Refs, branch: str, remotes: tuple[str, ...] = ("origin",)) -> str | None:
     """`branch` in a local clone: its own branch, else its remote-tracking copy (first remote first)."""
     for ref in (f"refs/heads/{branch}", *(f"refs/remotes/{name}/{branch}" for name in remotes)):
-        sha = repo.ref_sha(ref)
+        sha = refs.ref_sha(ref)
         if sha:
             return sha
     return None
@@ -182,7 +186,7 @@ def commit_to_check(source: Source, objects: CloneOrCache, remotes: Remotes) -> 
     checked out is what is tested; a URL's SHA or BRANCH), else the consumer branch at its URL."""
     if objects.local is not None:
         rev = source.rev or "HEAD"
-        sha = objects.local.resolve_commit(rev)
+        sha = objects.local.objects.resolve_commit(rev)
         if sha is None:
             raise BadInput(
                 f"{source.local}: {rev!r} is not a commit", hint="give PATH@REV with an existing rev"
@@ -206,7 +210,7 @@ def branch_to_bump(source: Source, progress: Progress) -> tuple[GitRepo, str]:
     branch = source.consumer.branch
     objects = source.objects()
     if objects.local is not None:
-        head = local_branch_tip(objects.local, branch)
+        head = local_branch_tip(objects.local.refs, branch)
         if head is None:
             raise BadInput(
                 f"{source.local} has no branch {branch!r} (nor origin/{branch})",

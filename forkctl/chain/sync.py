@@ -108,7 +108,7 @@ def plan_sync(manifest: Manifest, fork: ForkContext, target: SyncTarget, progres
             manifest, head_fork, manifest.fork.branch, manifest.fork.url, progress, True, fork.patches
         )
         if plan.head != fork.head and plan.ported:
-            plan.range_diff = upstream_repo.series_range_diff(
+            plan.range_diff = upstream_repo.patches.series_range_diff(
                 (fork.base, fork.head), (target.commit, plan.head)
             )
     return plan
@@ -141,7 +141,7 @@ def preview_tip(
     each patch that conflicts there but not on the target, the upstream commit that first breaks it."""
     tip = fork.upstream_tip(manifest.upstream.branch)
     upstream_repo, target = fork.upstream_repo, plan.target.commit
-    if tip is None or tip == target or not upstream_repo.is_ancestor(target, tip):
+    if tip is None or tip == target or not upstream_repo.history.is_ancestor(target, tip):
         return None
     progress(f"previewing the series on upstream's tip {tip[:12]} (early warning)")
     series = Series(base=fork.base, patches=fork.patches)
@@ -154,10 +154,10 @@ def preview_tip(
             continue
         found = search.find(entry.position)
         if found is not None:
-            ahead = upstream_repo.count(f"{target}..{found.commit}")
+            ahead = upstream_repo.history.count(f"{target}..{found.commit}")
             warnings.append(TipBreak(entry.position, entry.patch.subject, found, ahead))
     return TipPreview(
-        tip=tip, ahead=upstream_repo.count(f"{target}..{tip}"), entries=entries, warnings=warnings
+        tip=tip, ahead=upstream_repo.history.count(f"{target}..{tip}"), entries=entries, warnings=warnings
     )
 
 

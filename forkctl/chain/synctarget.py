@@ -91,11 +91,11 @@ def _by_default(manifest: Manifest, fork: ForkContext, progress: Progress) -> Sy
 def _upstream_commit(manifest: Manifest, fork: ForkContext, sha: str) -> str:
     """The full SHA of upstream commit `sha`, with upstream's history fetched first."""
     fork.upstream_tip(manifest.upstream.branch)
-    found = fork.upstream_repo.resolve_commit(sha)
+    found = fork.upstream_repo.objects.resolve_commit(sha)
     why = ""
     if found is None and is_full_sha(sha):
         why = clonecache.fetch_sha_why(fork.upstream_repo, fork.upstream_url, sha, depth=None) or ""
-        found = None if why else fork.upstream_repo.resolve_commit(sha)
+        found = None if why else fork.upstream_repo.objects.resolve_commit(sha)
     if found is None:
         raise BadInput(
             f"{sha} is not a commit of {manifest.upstream.repo} ({fork.upstream_url})"
@@ -127,7 +127,7 @@ def _consumer_pin(manifest: Manifest, fork: ForkContext, progress: Progress) -> 
     why = clonecache.fetch_sha_why(consumer_repo, url, tip)
     if why is not None:
         raise BadInput(f"cannot read {consumer.upstream} {branch} ({tip[:12]}) from {url}: {why}")
-    entry = consumer_repo.tree_entries(tip, [consumer.gitlink]).get(consumer.gitlink)
+    entry = consumer_repo.objects.tree_entries(tip, [consumer.gitlink]).get(consumer.gitlink)
     if entry is None or entry.kind != "commit":
         raise BadInput(
             f"{consumer.upstream} {branch} ({tip[:12]}) has no gitlink at {consumer.gitlink}",
@@ -156,9 +156,9 @@ def listed_holders(manifest: Manifest, fork: ForkContext, commit: str) -> list[s
     """The refs of upstream's branches and tags whose history holds `commit` (empty: none does)."""
     fork.upstream_tip(manifest.upstream.branch)  # every branch and tag fetched, with its history
     if fork.upstream_local is not None:
-        found = fork.upstream_local.refs_containing(commit, LOCAL_LISTED)
+        found = fork.upstream_local.refs.refs_containing(commit, LOCAL_LISTED)
         return [ref for ref in found if "/pull/" not in ref and "/pr/" not in ref]
-    return fork.upstream_repo.refs_containing(commit, CACHED_LISTED)
+    return fork.upstream_repo.refs.refs_containing(commit, CACHED_LISTED)
 
 
 def _relate(manifest: Manifest, fork: ForkContext, target: SyncTarget) -> SyncTarget:
@@ -169,11 +169,11 @@ def _relate(manifest: Manifest, fork: ForkContext, target: SyncTarget) -> SyncTa
         return msgspec.structs.replace(target, relation="unlisted")
     if target.commit == base:
         relation = "base"
-    elif upstream_repo.is_ancestor(base, target.commit):
+    elif upstream_repo.history.is_ancestor(base, target.commit):
         relation = "ahead"
-    elif upstream_repo.is_ancestor(target.commit, base):
+    elif upstream_repo.history.is_ancestor(target.commit, base):
         relation = "behind"
     else:
         relation = "diverged"
-    ahead = upstream_repo.count(f"{base}..{target.commit}") if relation == "ahead" else 0
+    ahead = upstream_repo.history.count(f"{base}..{target.commit}") if relation == "ahead" else 0
     return msgspec.structs.replace(target, relation=relation, ahead=ahead)

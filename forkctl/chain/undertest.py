@@ -62,7 +62,7 @@ def under_test_sources(
             f"{path} is not inside a git working tree", hint="run it in a clone, or give --under-test PATH"
         )
     repo = GitRepo(root)
-    commit = repo.resolve_commit(rev or "HEAD")
+    commit = repo.objects.resolve_commit(rev or "HEAD")
     if commit is None:
         raise BadInput(
             f"{root}: {(rev or 'HEAD')!r} is not a commit", hint="give PATH@REV with an existing rev"
@@ -124,7 +124,7 @@ def consumer_here(manifest: Manifest, cwd: Path, as_name: str | None, pushed: st
 
 def _pushed_commit(repo: GitRepo, pushed: str) -> str:
     """The commit being pushed, as pre-commit names it ($PRE_COMMIT_TO_REF): a full SHA this clone holds."""
-    commit = repo.resolve_commit(pushed) if is_full_sha(pushed) else None
+    commit = repo.objects.resolve_commit(pushed) if is_full_sha(pushed) else None
     if commit is None:
         raise BadInput(
             f"the commit being pushed ({pushed!r}, from $PRE_COMMIT_TO_REF) is not a commit of {repo.path}",
@@ -159,8 +159,8 @@ def which_consumer(manifest: Manifest, repo: GitRepo, commit: str, as_name: str 
 def _recognised(manifest: Manifest, repo: GitRepo, commit: str) -> tuple[set[int], set[int]]:
     """(consumers whose gitlink `commit` holds, consumers whose url or upstream_url a remote names)."""
     consumers = manifest.consumers
-    entries = repo.tree_entries(commit, [c.gitlink for c in consumers])
-    modules = repo.sections_for_recognising(commit)
+    entries = repo.objects.tree_entries(commit, [c.gitlink for c in consumers])
+    modules = repo.submodules.sections_for_recognising(commit)
     paths = {m.path for m in modules} | {p for p, e in entries.items() if e.kind == "commit"}
     by_gitlink = {i for i, c in enumerate(consumers) if c.gitlink in paths}
     urls = repo.remote_urls()

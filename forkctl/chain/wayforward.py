@@ -86,16 +86,19 @@ def upstream_ancestry(fork: ForkContext, graphs: CommitGraphs) -> Ancestry:
     def ask(older: str, newer: str) -> bool | None:
         # A local clone (--upstream-repo PATH) answers without the network, as the checks do.
         graph = graphs.upstream() if fork.upstream_local is None else None
-        if graph is not None and not graph.missing_objects([older, newer]):
-            return graph.reaches(newer, older)
+        if graph is not None and not graph.objects.missing_objects([older, newer]):
+            return graph.history.reaches(newer, older)
         upstream_repo = fork.upstream_repo
-        if upstream_repo.missing_objects([older, newer]) or (upstream_repo.git_dir / "shallow").is_file():
+        if (
+            upstream_repo.objects.missing_objects([older, newer])
+            or (upstream_repo.git_dir / "shallow").is_file()
+        ):
             fork.upstream_tip(graphs.manifest.upstream.branch)
-        for sha in upstream_repo.missing_objects([older, newer]):
+        for sha in upstream_repo.objects.missing_objects([older, newer]):
             clonecache.fetch_sha_why(upstream_repo, fork.upstream_url, sha, depth=None)
-        if upstream_repo.missing_objects([older, newer]):
+        if upstream_repo.objects.missing_objects([older, newer]):
             return None
-        return upstream_repo.is_ancestor(older, newer)
+        return upstream_repo.history.is_ancestor(older, newer)
 
     return ask
 

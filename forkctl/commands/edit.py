@@ -50,7 +50,7 @@ def command(ctx: Context, repo_path: Path | None, branch: str | None, worktree: 
     repo = _store(manifest, repo_path)
     from forkctl.ops import edit
 
-    base = repo.resolve_commit(manifest.upstream.base)
+    base = repo.objects.resolve_commit(manifest.upstream.base)
     if base is None:
         raise BadInput(
             f"{repo.path} has no commit {manifest.upstream.base} (the manifest's upstream base)",

@@ -96,9 +96,9 @@ def command(ctx: Context, branch: str | None, repo_path: Path | None, check: boo
         from forkctl.git import clonecache
 
         repo = clonecache.cached_objects(manifest.upstream.url, [manifest.upstream.base])
-    base = repo.resolve_commit(manifest.upstream.base) or manifest.upstream.base
+    base = repo.objects.resolve_commit(manifest.upstream.base) or manifest.upstream.base
     on_disk = export.series_on_disk(manifest)  # each patch file read once, for the record and the comparison
-    exported = export.recorded(repo, manifest, base, branch, on_disk)
+    exported = export.recorded(repo.objects, manifest, base, branch, on_disk)
     rendered = exported is None
     if exported is None:
         exported = export.render(repo, manifest, export.branch_commits(repo, base, branch))

@@ -95,7 +95,10 @@ def _own_paths(
 
     def tree_paths() -> list[str]:
         assert clone is not None
-        return [*clone().all_entries(manifest.upstream.base), *(p for patch in patches for p in patch.paths)]
+        return [
+            *clone().objects.all_entries(manifest.upstream.base),
+            *(p for patch in patches for p in patch.paths),
+        ]
 
     for found in own_path_conflicts(manifest, patches, tree_paths if clone is not None else None):
         message = (
@@ -263,7 +266,7 @@ def _upstream_lint(manifest: Manifest, repo_path: Path | None, trust_local: bool
 
 
 def _resolved_base(repo: GitRepo, base_rev: str) -> str:
-    base = repo.resolve_commit(base_rev)
+    base = repo.objects.resolve_commit(base_rev)
     if base is None:
         raise BadInput(
             f"{repo.git_dir} does not have the base commit {base_rev}",

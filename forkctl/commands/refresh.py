@@ -62,7 +62,7 @@ def command(ctx: Context, patches: tuple[str, ...], repo_path: Path | None) -> R
     manifest = ctx.manifest()
     only = _named(manifest, patches)
     repo = _store(manifest, repo_path)
-    base = repo.resolve_commit(manifest.upstream.base)
+    base = repo.objects.resolve_commit(manifest.upstream.base)
     if base is None:
         raise BadInput(
             f"{repo.git_dir} does not have the base commit {manifest.upstream.base}",

@@ -321,8 +321,8 @@ def onto_report(manifest: Manifest, repo_path: Path | None, onto: str, with_firs
     result.data = {
         "base": base,
         "onto": target,
-        "descends": repo.is_ancestor(base, target),
-        "upstream_commits": repo.count(f"{base}..{target}"),
+        "descends": repo.history.is_ancestor(base, target),
+        "upstream_commits": repo.history.count(f"{base}..{target}"),
         "patches": patches_json,
     }
     result.tables.append(

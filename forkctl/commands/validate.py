@@ -188,9 +188,9 @@ def _base_entries(manifest: Manifest, base: str, location: str | None):  # type:
         )
         try:
             repo = repo_holding(local, url or manifest.upstream.url, [base])
-            if repo.resolve_commit(base) is None:
+            if repo.objects.resolve_commit(base) is None:
                 raise BadInput(f"{where} does not hold the base {base}")
-            return {name: entry.sha for name, entry in repo.tree_entries(base, names).items()}
+            return {name: entry.sha for name, entry in repo.objects.tree_entries(base, names).items()}
         except (BadInput, GitFailed) as exc:
             said = exc.message if isinstance(exc, BadInput) else str(exc)
             raise BadInput(

@@ -18,7 +18,7 @@ import os
 import shutil
 from collections.abc import Iterator
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import msgspec
 import yaml
@@ -40,6 +40,9 @@ from forkctl.git.sha import Sha, TreeSha
 from forkctl.manifest import Manifest, plain
 from forkctl.ops import apply, replay
 from forkctl.series import load_series
+
+if TYPE_CHECKING:
+    from forkctl.git.index import Indexes
 
 # Fixed identities and dates: the demo's commits (bumps included) are the same on every machine.
 UPSTREAM_ID = Identity("Megatron-LM (demo upstream)", "upstream@demo.invalid", "2026-08-08T00:00:00+00:00")
@@ -122,7 +125,7 @@ class DemoChain(msgspec.Struct):
 def _serve(path: Path) -> GitRepo:
     """A bare repository that answers like GitHub: partial clones and fetches of reachable SHAs."""
     repo = GitRepo.init_bare(path)
-    repo.set_head("refs/heads/main")
+    repo.refs.set_head("refs/heads/main")
     for key in ("uploadpack.allowFilter", "uploadpack.allowReachableSHA1InWant"):
         repo.set_config(key, "true")
     return repo
@@ -132,7 +135,7 @@ def _url(path: Path) -> str:
     return path.resolve().as_uri()
 
 
-def _snapshot(repo: GitRepo, files: dict[str, str], scratch: Path) -> TreeSha:
+def _snapshot(indexes: Indexes, files: dict[str, str], scratch: Path) -> TreeSha:
     """A tree holding `files` (path -> text), written through a scratch folder."""
     if scratch.exists():
         shutil.rmtree(scratch)
@@ -140,11 +143,11 @@ def _snapshot(repo: GitRepo, files: dict[str, str], scratch: Path) -> TreeSha:
         target = scratch / rel
         target.parent.mkdir(parents=True, exist_ok=True)
         target.write_text(text)
-    return repo.tree_from_directory(scratch)
+    return indexes.tree_from_directory(scratch)
 
 
-def _with_gitlinks(repo: GitRepo, tree: TreeSha, gitlinks: dict[str, str]) -> TreeSha:
-    with repo.private_index(tree) as index:
+def _with_gitlinks(indexes: Indexes, tree: TreeSha, gitlinks: dict[str, str]) -> TreeSha:
+    with indexes.private_index(tree) as index:
         for path, sha in gitlinks.items():
             index.set_entry("160000", sha, path)
         return index.write_tree()
@@ -159,9 +162,9 @@ def _gitmodules(sections: list[tuple[str, str, dict[str, str]]]) -> str:
 
 
 def _publish(repo: GitRepo, tree: TreeSha, message: str, identity: Identity, branches: list[str]) -> Sha:
-    commit = repo.commit_tree(tree, [], message, identity)
+    commit = repo.commits.commit_tree(tree, [], message, identity)
     for branch in branches:
-        repo.update_ref(f"refs/heads/{branch}", commit, None, "demo")
+        repo.refs.update_ref(f"refs/heads/{branch}", commit, None, "demo")
     return commit
 
 
@@ -174,7 +177,7 @@ def _make_upstream(root: Path, package: Installed, progress: Progress) -> tuple[
     )
     path = root / "upstream.git"
     repo = _serve(path)
-    tree = repo.tree_from_directory(source)
+    tree = repo.indexes.tree_from_directory(source)
     shutil.rmtree(source)
     version = package.version or "unknown version"
     message = f"{package.distribution or package.name} {version}, as installed (forkctl demo base)\n"
@@ -184,7 +187,7 @@ def _make_upstream(root: Path, package: Installed, progress: Progress) -> tuple[
 def _tiny_repo(root: Path, name: str) -> tuple[Path, str]:
     path = root / f"{name.lower()}.git"
     repo = _serve(path)
-    tree = _snapshot(repo, {"README.md": f"{name} (demo)\n"}, root / "scratch")
+    tree = _snapshot(repo.indexes, {"README.md": f"{name} (demo)\n"}, root / "scratch")
     return path, _publish(repo, tree, f"{name}: initial\n", CONSUMER_ID, ["main"])
 
 
@@ -230,7 +233,9 @@ def _build_fork(root: Path, manifest: Manifest, upstream: Path, base: Sha, packa
     series = load_series(manifest)
     work = _serve(root / "fork-work.git")
     remote.push_branch(GitRepo(upstream), _url(work.git_dir), base, "main")
-    failures = [(p, msg) for p, msg in replay.check_series(work, base, series.patches) if msg is not None]
+    failures = [
+        (p, msg) for p, msg in replay.check_series(work.indexes, base, series.patches) if msg is not None
+    ]
     if failures:
         patch, message = failures[0]
         first_line = message.splitlines()[0] if message else "does not apply"
@@ -278,8 +283,8 @@ def _make_bridge(
             for pin_file in consumer.pin_files
         },
     }
-    tree = _snapshot(repo, files, root / "scratch")
-    tree = _with_gitlinks(repo, tree, {consumer.gitlink: base})
+    tree = _snapshot(repo.indexes, files, root / "scratch")
+    tree = _with_gitlinks(repo.indexes, tree, {consumer.gitlink: base})
     message = f"{consumer.name}: pin {real.upstream.repo} {real.upstream.branch}\n"
     return _publish(repo, tree, message, CONSUMER_ID, ["main", consumer.branch])
 
@@ -319,9 +324,9 @@ def build_chain(root: Path, real: Manifest, package: Installed, progress: Progre
         "README.md": f"{nemo['name']} (demo consumer)\n",
         ".gitmodules": _gitmodules(sections),
     }
-    tree = _snapshot(nemo_repo, files, root / "scratch")
+    tree = _snapshot(nemo_repo.indexes, files, root / "scratch")
     gitlinks = {nemo["gitlink"]: bridge_head, **{path: sha for path, (_, sha) in others.items()}}
-    tree = _with_gitlinks(nemo_repo, tree, gitlinks)
+    tree = _with_gitlinks(nemo_repo.indexes, tree, gitlinks)
     _publish(
         nemo_repo, tree, f"{nemo['name']}: pin {bridge['name']}\n", CONSUMER_ID, ["main", nemo["branch"]]
     )

@@ -5,10 +5,12 @@
 - `gitdir`: what every repository object shares: the git dir, the way to run git in it, and the
   answers it owns (objects present, tree entries, ancestry, parsed `.gitmodules`).
 - `batch`: one long-lived `cat-file --batch` per repository for object reads.
-- `repo`: `GitRepo`, a repository addressed by path, composed of one part per concern:
-  `objects` (existence, tree entries, blobs), `commits` (fixed identities, computed commit objects),
-  `history` (ancestry, ranges), `refs` (compare-and-swap), `index` (private index files),
-  `worktree` (scratch worktrees, plain directory trees), `patches` (format-patch, diffs, patch-ids).
+- `repo`: `GitRepo`, a repository addressed by path, handing out one part per concern, each from its
+  own module: `objects` (existence, tree entries, blobs), `trees` (`treeedit`: trees read and written in
+  process), `submodules`, `commits` (fixed identities, computed commit objects), `history` (ancestry,
+  ranges), `patches` and `diffs` (format-patch, patch-ids, changed paths and lines), `refs`
+  (compare-and-swap), `indexes` (`index`: private index files), `worktrees` (`worktree`: scratch
+  worktrees; plain directory trees).
 - `submodules`: `.gitmodules` and gitlinks read from commit objects.
 - `merge`: three-way, rename-aware merges computed on objects (no checkout), the engine of port.
 - `remote`: URL identity and checks, ls-remote (answers recorded), push.

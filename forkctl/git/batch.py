@@ -9,7 +9,7 @@ documents for `--batch`.
 The process is started on the first read, hermetic like every git forkctl runs (`runner.argv`,
 `runner.hermetic_env`), in its own process group. A read of contents is what `git cat-file blob` was: in
 a cache (a partial clone) git fetches a blob it lacks from the cache's promisor remote, one object, as
-it did for every read before; existence questions never fetch (`ObjectReads`, `NO_LAZY_FETCH`). When
+it did for every read before; existence questions never fetch (`objects.Objects`, `NO_LAZY_FETCH`). When
 that fetch fails, git 2.39 ends the whole batch: the reader then answers "not here" for that object and
 starts a new process for the next read. Every answer is bounded by the runner's time limit: a reader that stops answering is killed
 with its group (`process.kill_group`). The repository object closes its reader when it is dropped, and

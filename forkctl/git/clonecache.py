@@ -160,7 +160,7 @@ def fetch_sha_why(cache_repo: GitRepo, url: str, sha: str, depth: int | None = 1
     """`fetch_sha`, saying why not: None when the commit is in the cache, else git's own reason (its
     last error line: "Could not resolve host", "does not appear to be a git repository", "not our
     ref", ...), so that a report can tell an unreachable server from a commit it does not hand out."""
-    if cache_repo.has_object(f"{sha}^{{commit}}"):
+    if cache_repo.objects.has_object(f"{sha}^{{commit}}"):
         return None
     args = ["fetch", "--quiet", "--no-tags", "--filter=blob:none"]
     if depth:
@@ -169,7 +169,7 @@ def fetch_sha_why(cache_repo: GitRepo, url: str, sha: str, depth: int | None = 1
     # that borrows its objects), so its trees are not sent again with the next commit's.
     refspec = f"{sha}:{FETCHED_REFS}{sha}" if is_full_sha(sha) else sha
     status, _, err = talk(args, url, [refspec], repo=cache_repo, fetch=True).parts()
-    if status == 0 and cache_repo.has_object(f"{sha}^{{commit}}"):
+    if status == 0 and cache_repo.objects.has_object(f"{sha}^{{commit}}"):
         return None
     return git_reason(err) or f"git fetch exited {status}"
 
@@ -181,7 +181,7 @@ def fetch_commits(cache_repo: GitRepo, url: str, shas: list[str]) -> None:
     A commit the server refuses is left out; `fetch_sha_why` then says why, one at a time."""
     wanted: list[str] = [sha for sha in dict.fromkeys(shas) if is_full_sha(sha)]
     # One question for them all; a yes is remembered for the run (the check asks about each again).
-    missing = cache_repo.missing_commits(wanted)
+    missing = cache_repo.objects.missing_commits(wanted)
     if not missing:
         return
     args = ["fetch", "--quiet", "--no-tags", "--filter=blob:none", "--depth=1"]
@@ -194,7 +194,7 @@ def fetch_objects(cache_repo: GitRepo, url: str, shas: list[str]) -> None:
     The alternative is git's lazy fetch: one process and one round trip per object, through the
     promisor remote's configured URL, which holds no credentials.
     """
-    missing = cache_repo.missing_objects(list(dict.fromkeys(shas)))
+    missing = cache_repo.objects.missing_objects(list(dict.fromkeys(shas)))
     if not missing:
         return
     # No negotiation (as git's own lazy fetch): a blob is reachable from the commits the cache has, so
@@ -255,12 +255,12 @@ def fetch_history(
 
 def fetch_graph_of(graph: GitRepo, url: str, sha: str) -> bool:
     """The commit graph of one commit (commits only, full depth), kept under a ref; True when here."""
-    if graph.has_object(f"{sha}^{{commit}}"):
+    if graph.objects.has_object(f"{sha}^{{commit}}"):
         return True
     if not is_full_sha(sha):
         return False
     status = graph_fetch(graph, url, [f"{sha}:{FETCHED_REFS}{sha}"])
-    return status == 0 and graph.has_object(f"{sha}^{{commit}}")
+    return status == 0 and graph.objects.has_object(f"{sha}^{{commit}}")
 
 
 # --- which branches and tags of a URL contain a commit (what a fresh recursive clone needs) -----
@@ -302,16 +302,16 @@ def reachability(
         return at_tip
     for branch in dict.fromkeys(likely):
         ref = f"refs/heads/{branch}"
-        if ref in remote_refs and graph.known_ancestor(sha, remote_refs[ref]):
+        if ref in remote_refs and graph.history.known_ancestor(sha, remote_refs[ref]):
             return Reachability(True, [ref], "likely")  # a fact of the history, whatever the graph holds now
         if ref not in remote_refs or not fetch_graph(graph, url, {ref: remote_refs[ref]}, since):
             continue
         # Asked of the tip's SHA (the graph holds the branch there): the answer is remembered. A
         # bounded graph deepens itself when the bound may hide the commit or the path (graph.py).
-        if graph.reaches(remote_refs[ref], sha):
+        if graph.history.reaches(remote_refs[ref], sha):
             return Reachability(True, [ref], "likely")
     fetch_history(graph, url, remote_refs, commits_only=True)
-    if not graph.has_object(f"{sha}^{{commit}}"):
+    if not graph.objects.has_object(f"{sha}^{{commit}}"):
         return Reachability(False, [])
     status, out, _ = graph.git(
         [
@@ -341,12 +341,12 @@ def ensure_commits(cache_repo: GitRepo, url: str, revs: list[str]) -> None:
     branches and tags (commits and trees only: blobs arrive on demand), then a direct fetch of any
     full SHA still missing (for commits no branch reaches any more).
     """
-    missing = [rev for rev in revs if cache_repo.resolve_commit(rev) is None]
+    missing = [rev for rev in revs if cache_repo.objects.resolve_commit(rev) is None]
     if not missing:
         return
     fetch_history(cache_repo, url)
     for rev in missing:
-        if cache_repo.resolve_commit(rev) is None and is_full_sha(rev):
+        if cache_repo.objects.resolve_commit(rev) is None and is_full_sha(rev):
             fetch_sha(cache_repo, url, rev, depth=None)
 
 

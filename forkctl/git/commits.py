@@ -17,7 +17,7 @@ from pathlib import Path
 import msgspec
 
 from forkctl.digests import sha1_hex, sha256_hex
-from forkctl.git.gitdir import GitDir
+from forkctl.git.gitdir import Part
 from forkctl.git.runner import GitFailed
 from forkctl.git.sha import Sha, TreeSha, printed_commit, printed_tree
 
@@ -73,7 +73,7 @@ def commit_object(
     return Sha(hasher(b"commit %d\0" % len(body) + body)), body
 
 
-class Commits(GitDir):
+class Commits(Part):
     """Making commits (fixed identities; computed objects written in bulk) and reading their records."""
 
     def commit_tree(self, tree: TreeSha, parents: list[str], message: str, author: Identity) -> Sha:
@@ -91,26 +91,25 @@ class Commits(GitDir):
             args += ["-p", parent]
         # `-F -` keeps the message byte for byte (no stripping of trailing lines or comments).
         return printed_commit(
-            self.git([*args, "-F", "-"], env=env, stdin=message.encode("utf-8", "surrogateescape")).text,
+            self.repo.git([*args, "-F", "-"], env=env, stdin=message.encode("utf-8", "surrogateescape")).text,
             "commit-tree",
         )
 
     def objects_dir(self) -> Path:
         """Where this repository's loose objects go (a linked worktree's are in its common dir)."""
-        cached = getattr(self, "_objects_dir", None)
+        repo = self.repo
         if (
-            cached is None
-            and not (self.git_dir / "commondir").exists()
-            and (self.git_dir / "objects").is_dir()
+            repo.loose_objects is None
+            and not (repo.git_dir / "commondir").exists()
+            and (repo.git_dir / "objects").is_dir()
         ):
             # A repository's own git dir (not a linked worktree's, which names its common dir in
             # `commondir`): its objects are here (the runner drops GIT_OBJECT_DIRECTORY), no process.
-            cached = self._objects_dir = self.git_dir / "objects"
-        if cached is None:
-            cached = Path(self.git(["rev-parse", "--git-path", "objects"]).text)
-            cached = cached if cached.is_absolute() else self.git_dir / cached
-            self._objects_dir = cached
-        return cached
+            repo.loose_objects = repo.git_dir / "objects"
+        if repo.loose_objects is None:
+            asked = Path(repo.git(["rev-parse", "--git-path", "objects"]).text)
+            repo.loose_objects = asked if asked.is_absolute() else repo.git_dir / asked
+        return repo.loose_objects
 
     def write_loose_commit(self, made: tuple[Sha, bytes]) -> Sha:
         """Store a commit made by `commit_object` as a loose object, without a git process: git's
@@ -158,7 +157,7 @@ class Commits(GitDir):
                 path = Path(scratch) / f"{number}"
                 path.write_bytes(body)
                 paths.append(str(path))
-            out = self.git(
+            out = self.repo.git(
                 ["hash-object", "-t", "commit", "-w", "--stdin-paths"],
                 stdin="".join(f"{p}\n" for p in paths).encode(),
             ).text
@@ -177,7 +176,9 @@ class Commits(GitDir):
             return []
         fmt = "%H%x00%T%x00%P%x00%an%x00%ae%x00%aI%x00%cn%x00%ce%x00%cI%x00%B"
         stdin = "".join(f"{sha}\n" for sha in shas).encode()
-        out = self.git(["log", "--no-walk=unsorted", "-z", f"--format={fmt}", "--stdin"], stdin=stdin).text
+        out = self.repo.git(
+            ["log", "--no-walk=unsorted", "-z", f"--format={fmt}", "--stdin"], stdin=stdin
+        ).text
         fields = out.split("\x00")
         infos = []
         for start in range(0, 10 * len(shas), 10):
@@ -200,18 +201,20 @@ class Commits(GitDir):
     def recorded_parents(self, sha: str) -> tuple[TreeSha, list[str]]:
         """(tree, parents) as the commit object records them: in a shallow repository a boundary
         commit shows no parents to `log`, but its own bytes still name them."""
-        body = self.git(["cat-file", "commit", "--end-of-options", sha]).text.split("\n\n", 1)[0]
+        body = self.repo.git(["cat-file", "commit", "--end-of-options", sha]).text.split("\n\n", 1)[0]
         fields = [line.split(" ", 1) for line in body.splitlines() if " " in line]
         tree = next(value for key, value in fields if key == "tree")
         return printed_tree(tree, "cat-file commit"), [value for key, value in fields if key == "parent"]
 
     def tree_and_date(self, tree_of: str, date_of: str) -> tuple[TreeSha, str]:
         """(tree of `tree_of`, committer date of `date_of` in strict ISO 8601), in one process."""
-        out = self.git(["log", "--no-walk=unsorted", "--format=%T %cI", tree_of, date_of, "--"]).text
+        out = self.repo.git(["log", "--no-walk=unsorted", "--format=%T %cI", tree_of, date_of, "--"]).text
         first, second = out.splitlines() if tree_of != date_of else (out, out)
         return printed_tree(first.split()[0], "log (%T)"), second.split()[1]
 
     def committer_of(self, sha: str) -> Identity:
         """The committer of `sha`; equal to the author (date included) for forkctl's reproducible commits."""
-        name, email, date = self.git(["show", "-s", "--format=%cn%x00%ce%x00%cI", sha]).text.split("\x00")
+        name, email, date = self.repo.git(["show", "-s", "--format=%cn%x00%ce%x00%cI", sha]).text.split(
+            "\x00"
+        )
         return Identity(name=name, email=email, date=date)

@@ -1,9 +1,9 @@
 """A repository's git dir, the way to run git in it, and what it has answered: what every part of
-`GitRepo` builds on.
+`GitRepo` reads through.
 
-The per-concern parts of `GitRepo` (objects, commits, history, refs, index, worktree, patches,
-submodules) derive from `GitDir`, and the functions that take a repository ask for the narrowest part
-they use. How a `GitDir` is found or made (rev-parse, init) is `repo.GitRepo`'s business.
+`GitRepo` is a `GitDir` that hands out its parts (`repo.history`, `repo.refs`, ...): each a `Part`
+holding the `GitDir` it reads, and the functions that take a repository ask for the narrowest part they
+use. How a `GitDir` is found or made (rev-parse, init) is `repo.GitRepo`'s business.
 
 A repository object owns its answers. What cannot change while it is open (an object is here, a full
 commit's tree entries, "A is an ancestor of B" between full SHAs, the sections of a `.gitmodules`
@@ -53,6 +53,7 @@ class GitDir:
         self.configured_remotes: set[str] = set()
         self.reader: ObjectReader | None = None  # one `cat-file --batch` for every object read
         self.trees_read: dict[str, list[Item]] = {}  # tree id -> its entries (git/treeedit.py)
+        self.loose_objects: Path | None = None  # where loose objects go, once asked (git/commits.py)
 
     def git(
         self,
@@ -76,3 +77,11 @@ class GitDir:
             timeout=timeout,
             check=check,
         )
+
+
+class Part:
+    """One concern of a repository (`GitRepo.history`, `.refs`, ...): the git dir it reads and nothing of
+    its own. What it learns is kept on the `GitDir`, which every part of that repository shares."""
+
+    def __init__(self, repo: GitDir) -> None:
+        self.repo = repo

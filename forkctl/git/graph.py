@@ -21,6 +21,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from pathlib import Path
 
+from forkctl.git.history import History
 from forkctl.git.remote import talk
 from forkctl.git.repo import GitRepo
 from forkctl.git.runner import NO_LAZY_FETCH
@@ -70,10 +71,23 @@ class CommitGraph(GitRepo):
         forget_tips(self)
         return status == 0 and not self.bounded()
 
+    @property
+    def history(self) -> GraphHistory:
+        return GraphHistory(self)
+
+
+class GraphHistory(History):
+    """History's answers in a commit graph: a bounded graph is deepened wherever the bound could make
+    an answer wrong (see the module docstring)."""
+
+    def __init__(self, graph: CommitGraph) -> None:
+        super().__init__(graph)
+        self.graph = graph
+
     def is_ancestor(self, older: str, newer: str) -> bool:
         if super().is_ancestor(older, newer):
             return True  # exact, bound or not
-        return self.bounded() and self.deepen() and super().is_ancestor(older, newer)
+        return self.graph.bounded() and self.graph.deepen() and super().is_ancestor(older, newer)
 
     def reaches(self, tip: str, sha: str) -> bool:
         """Is commit `sha` here and an ancestor of `tip`? One `merge-base` (git's lazy fetch refused: a
@@ -83,40 +97,42 @@ class CommitGraph(GitRepo):
         # A yes (now, or recorded by an earlier run: a fact of the history) needs no presence question.
         if self._ask_ancestry(sha, tip, env=NO_LAZY_FETCH):
             return True
-        return self.bounded() and self.deepen() and self._ask_ancestry(sha, tip, env=NO_LAZY_FETCH)
+        return (
+            self.graph.bounded() and self.graph.deepen() and self._ask_ancestry(sha, tip, env=NO_LAZY_FETCH)
+        )
 
     def ahead_behind(self, base: str, commit: str) -> tuple[int, int] | None:
         """History's answer, exact under the bound: one side empty (an ancestry yes) and no boundary
         commit listed (as for `count`); otherwise deepened and asked again."""
         fact = f"ahead-behind {base} {commit}"  # exact answers only: they hold for every later run
-        recorded = self.facts.get(fact) if self.facts is not None else None
+        recorded = self.repo.facts.get(fact) if self.repo.facts is not None else None
         if isinstance(recorded, list) and len(recorded) == 2 and all(isinstance(n, int) for n in recorded):
             return recorded[0], recorded[1]
         counts = self._exact_ahead_behind(base, commit)
-        if counts is not None and self.facts is not None and is_full_sha(base) and is_full_sha(commit):
-            self.facts.put(fact, list(counts))
+        if counts is not None and self.repo.facts is not None and is_full_sha(base) and is_full_sha(commit):
+            self.repo.facts.put(fact, list(counts))
         return counts
 
     def _exact_ahead_behind(self, base: str, commit: str) -> tuple[int, int] | None:
-        if not self.bounded():
+        if not self.graph.bounded():
             return super().ahead_behind(base, commit)
         listed = self._left_right(base, commit)
         if listed is not None:
             behind = sum(1 for line in listed if line.startswith("<"))
             ahead = len(listed) - behind
-            cut = self.boundary().intersection(line[1:] for line in listed)
+            cut = self.graph.boundary().intersection(line[1:] for line in listed)
             if not cut and (ahead == 0 or behind == 0):
                 return ahead, behind
-        if not self.deepen():
+        if not self.graph.deepen():
             return None  # still cut: counting now would miss commits, and the answer would be recorded
         return super().ahead_behind(base, commit)
 
     def count(self, range_spec: str) -> int:
-        if self.bounded():
-            listed = self.git(["rev-list", "--end-of-options", range_spec, "--"]).text.split()
-            if not self.boundary().intersection(listed):
+        if self.graph.bounded():
+            listed = self.repo.git(["rev-list", "--end-of-options", range_spec, "--"]).text.split()
+            if not self.graph.boundary().intersection(listed):
                 return len(listed)
-            self.deepen()
+            self.graph.deepen()
         return super().count(range_spec)
 
 
@@ -185,7 +201,7 @@ def held_branch_tip(graph: GitRepo, ref: str, again: bool = False) -> str | None
     """The graph's copy of the URL's branch `ref` (refs/forkctl/...), read once while the graph object is
     open unless `again` (after a fetch into it): a check asks about the same branch for every pin on it."""
     if not isinstance(graph, CommitGraph):
-        return graph.ref_sha(ref.replace("refs/", "refs/forkctl/", 1))
+        return graph.refs.ref_sha(ref.replace("refs/", "refs/forkctl/", 1))
     if again or ref not in graph.held_tips:
-        graph.held_tips[ref] = graph.ref_sha(ref.replace("refs/", "refs/forkctl/", 1))
+        graph.held_tips[ref] = graph.refs.ref_sha(ref.replace("refs/", "refs/forkctl/", 1))
     return graph.held_tips[ref]

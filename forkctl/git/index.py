@@ -7,7 +7,7 @@ import contextlib
 from collections.abc import Iterator
 from pathlib import Path
 
-from forkctl.git.gitdir import GitDir
+from forkctl.git.gitdir import GitDir, Part
 from forkctl.git.runner import git
 from forkctl.git.sha import TreeSha, printed_tree
 
@@ -74,7 +74,7 @@ class PrivateIndex:
             self.repo.git(["update-index", "-z", "--index-info"], env=self.env, stdin=stdin)
 
 
-class Indexes(GitDir):
+class Indexes(Part):
     """Hands out private indexes over this repository's objects."""
 
     @contextlib.contextmanager
@@ -83,7 +83,7 @@ class Indexes(GitDir):
         import tempfile  # only a build pays for it: a re-apply recognised from its record makes none
 
         with tempfile.TemporaryDirectory(prefix="forkctl-index-") as scratch:
-            index = PrivateIndex(self, Path(scratch) / "index")
+            index = PrivateIndex(self.repo, Path(scratch) / "index")
             index.read_tree(tree)
             yield index
 
@@ -99,7 +99,7 @@ class Indexes(GitDir):
             env = {"GIT_INDEX_FILE": str(Path(scratch) / "index")}
             where = [
                 "--git-dir",
-                str(self.git_dir),
+                str(self.repo.git_dir),
                 "--work-tree",
                 str(directory),
             ]

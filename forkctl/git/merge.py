@@ -19,7 +19,7 @@ from datetime import datetime
 
 import msgspec
 
-from forkctl.git.commits import Identity, commit_object
+from forkctl.git.commits import Commits, Identity, commit_object
 from forkctl.git.repo import GitRepo
 from forkctl.git.runner import GitFailed
 from forkctl.git.sha import TreeSha, printed_tree
@@ -77,16 +77,16 @@ def _parse(output: str) -> tuple[TreeSha, list[Stage], list[MergeMessage]]:
     return tree, stages, messages
 
 
-def stand_in(repo: GitRepo, tree: TreeSha, parent: str, date: str) -> str:
+def stand_in(commits: Commits, tree: TreeSha, parent: str, date: str) -> str:
     """A commit with `tree` whose only parent is `parent` (fixed identity, given date: deterministic)."""
     message = "forkctl merge stand-in\n"
     made = commit_object(
         tree, [parent], message, SYNTHETIC_NAME, SYNTHETIC_EMAIL, datetime.fromisoformat(date)
     )
     if made is not None:
-        return repo.write_loose_commit(made)
+        return commits.write_loose_commit(made)
     identity = Identity(name=SYNTHETIC_NAME, email=SYNTHETIC_EMAIL, date=date)
-    return repo.commit_tree(tree, [parent], message, identity)
+    return commits.commit_tree(tree, [parent], message, identity)
 
 
 def cherry_pick(
@@ -100,8 +100,8 @@ def cherry_pick(
     """The tree `git cherry-pick <commit>` (whose parent is `parent`) gives on top of commit `onto`.
     `onto_tree` and `date` (the commit's committer date), when the caller knows them, save a process."""
     if onto_tree is None or date is None:
-        onto_tree, date = repo.tree_and_date(onto, commit)
-    ours = stand_in(repo, onto_tree, parent, date)
+        onto_tree, date = repo.commits.tree_and_date(onto, commit)
+    ours = stand_in(repo.commits, onto_tree, parent, date)
     status, out, err = repo.git(
         ["merge-tree", "--write-tree", "-z", "--messages", ours, commit], check=False
     ).parts()
@@ -130,6 +130,6 @@ def pick_change(
     as `git cherry-pick` merges: for a change no commit holds on its own (a pick's own lines beyond the
     upstream commit it names; the reverse of a commit, as `git revert` makes it). Two stand-ins hold it
     (before on `anchor`, after on before), so the before side is the merge base."""
-    before = stand_in(repo, change[0], anchor, date)
-    after = stand_in(repo, change[1], before, date)
+    before = stand_in(repo.commits, change[0], anchor, date)
+    after = stand_in(repo.commits, change[1], before, date)
     return cherry_pick(repo, after, before, onto, onto_tree=onto_tree, date=date)

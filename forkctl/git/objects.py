@@ -12,7 +12,7 @@ import weakref
 
 import msgspec
 
-from forkctl.git.gitdir import GitDir
+from forkctl.git.gitdir import Part
 from forkctl.git.runner import NO_LAZY_FETCH, GitFailed
 from forkctl.git.sha import Sha, is_full_sha, parse_full_sha
 
@@ -26,40 +26,40 @@ class TreeEntry(msgspec.Struct, frozen=True):
     path: str
 
 
-class Blobs(GitDir):
+class Blobs(Part):
     """Blob contents: read through the repository's one `cat-file --batch`, written with hash-object."""
 
     def raw_object(self, name: str) -> tuple[str, bytes] | None:
         """(type, contents) of the object `name`, read through this repository's one `cat-file --batch`
         (git/batch.py); None when there is none here."""
-        if self.reader is None:
+        if self.repo.reader is None:
             from forkctl.git.batch import ObjectReader
 
-            self.reader = ObjectReader(self.git_dir)
-            weakref.finalize(self, self.reader.close)
-        return self.reader.read(name) if name and "\n" not in name else None
+            self.repo.reader = ObjectReader(self.repo.git_dir)
+            weakref.finalize(self.repo, self.repo.reader.close)
+        return self.repo.reader.read(name) if name and "\n" not in name else None
 
     def blob_bytes(self, blob: str) -> bytes:
         """The contents of the blob object `blob`; GitFailed when it is no blob here."""
         found = self.raw_object(blob)
         if found is None or found[0] != "blob":
-            raise GitFailed(f"git cat-file failed: no blob {blob} in {self.git_dir}", "")
+            raise GitFailed(f"git cat-file failed: no blob {blob} in {self.repo.git_dir}", "")
         return found[1]
 
     def write_blob(self, data: bytes) -> str:
-        return self.git(["hash-object", "-w", "--stdin"], stdin=data).text.strip()
+        return self.repo.git(["hash-object", "-w", "--stdin"], stdin=data).text.strip()
 
     def blob_id(self, data: bytes) -> str:
         """The id `data` would have as a blob here, nothing written (a check may read any repository)."""
-        return self.git(["hash-object", "--stdin"], stdin=data).text.strip()
+        return self.repo.git(["hash-object", "--stdin"], stdin=data).text.strip()
 
 
-class ObjectReads(Blobs):
+class Objects(Blobs):
     """Existence, resolution and contents of objects."""
 
     def resolve_commit(self, rev: str) -> Sha | None:
         """Full SHA of the commit `rev` names, or None when there is none (or it is ambiguous)."""
-        status, out, _ = self.git(
+        status, out, _ = self.repo.git(
             ["rev-parse", "--verify", "--quiet", "--end-of-options", f"{rev}^{{commit}}"],
             env=NO_LAZY_FETCH,
             check=False,
@@ -86,7 +86,7 @@ class ObjectReads(Blobs):
         pending = list(queries)
         while pending:
             stdin = "".join(f"{query}\n" for query in pending).encode()
-            status, out, _ = self.git(
+            status, out, _ = self.repo.git(
                 ["cat-file", f"--batch-check={fmt}"], env=NO_LAZY_FETCH, stdin=stdin, check=False
             ).parts()
             lines = out.splitlines()[: len(pending)]
@@ -103,23 +103,24 @@ class ObjectReads(Blobs):
         """Is the object here? A question, never a download (where git can be told: see NO_LAZY_FETCH).
         A yes is kept on this repository object: objects are added, never taken away, while forkctl
         runs (a check asks about the same pinned commits several times)."""
-        if sha in self.present:
+        if sha in self.repo.present:
             return True
         present = (
-            self.git(["cat-file", "-e", "--end-of-options", sha], env=NO_LAZY_FETCH, check=False).status == 0
+            self.repo.git(["cat-file", "-e", "--end-of-options", sha], env=NO_LAZY_FETCH, check=False).status
+            == 0
         )
         if present:
-            self.present.add(sha)
+            self.repo.present.add(sha)
         return present
 
     def missing_objects(self, shas: list[str]) -> list[str]:
         """Those of `shas` (object names) that are not here: a question, never a download, in one
         process, none when every one is already known to be here (a yes is remembered, as in
         `has_object`: the same blob or commit is asked about for every link that holds it)."""
-        unknown = list(dict.fromkeys(sha for sha in shas if sha not in self.present))
+        unknown = list(dict.fromkeys(sha for sha in shas if sha not in self.repo.present))
         answers = dict(zip(unknown, self._batch_check(unknown), strict=True))
-        self.present.update(sha for sha, answer in answers.items() if answer is not None)
-        return [sha for sha in shas if sha not in self.present]
+        self.repo.present.update(sha for sha, answer in answers.items() if answer is not None)
+        return [sha for sha in shas if sha not in self.repo.present]
 
     def missing_commits(self, shas: list[str]) -> list[str]:
         """Those of the commits `shas` that are not here (as `has_object(f"{sha}^{{commit}}")` asks,
@@ -132,7 +133,7 @@ class ObjectReads(Blobs):
         answers = dict(zip(shas, self._batch_check(shas, "%(objectsize)"), strict=True))
         missing = [sha for sha, size in answers.items() if size is None or not size.isdigit()]
         if missing:
-            raise GitFailed(f"git cat-file failed: no object {missing[0]} in {self.git_dir}", "")
+            raise GitFailed(f"git cat-file failed: no object {missing[0]} in {self.repo.git_dir}", "")
         return {sha: int(size) for sha, size in answers.items() if size is not None}
 
     def object_ids(self, specs: list[str]) -> dict[str, str | None]:
@@ -158,28 +159,30 @@ class ObjectReads(Blobs):
         if not paths:
             return {}
         key = (commit, tuple(paths))
-        if key in self.entries_of:
-            return dict(self.entries_of[key])
+        if key in self.repo.entries_of:
+            return dict(self.repo.entries_of[key])
         full = is_full_sha(commit)
         fact = "tree " + "\x00".join([commit, *paths])  # a commit's tree never changes: a later run reads it
         found = self._recorded_entries(fact) if full else None
         if found is None:
-            out = self.git(["ls-tree", "-z", "--full-tree", "--end-of-options", commit, "--", *paths]).text
+            out = self.repo.git(
+                ["ls-tree", "-z", "--full-tree", "--end-of-options", commit, "--", *paths]
+            ).text
             wanted, found = set(paths), {}
             for record in filter(None, out.split("\x00")):
                 meta, entry_path = record.split("\t", 1)
                 mode, kind, sha = meta.split()
                 if entry_path in wanted:
                     found[entry_path] = TreeEntry(mode=mode, kind=kind, sha=sha, path=entry_path)
-            if full and self.facts is not None:
-                self.facts.put(fact, [[e.mode, e.kind, e.sha, e.path] for e in found.values()])
+            if full and self.repo.facts is not None:
+                self.repo.facts.put(fact, [[e.mode, e.kind, e.sha, e.path] for e in found.values()])
         if full:
-            self.entries_of[key] = dict(found)
+            self.repo.entries_of[key] = dict(found)
         return found
 
     def _recorded_entries(self, fact: str) -> dict[str, TreeEntry] | None:
         """Tree entries an earlier run recorded in this cache repository, or None."""
-        recorded = self.facts.get(fact) if self.facts is not None else None
+        recorded = self.repo.facts.get(fact) if self.repo.facts is not None else None
         try:
             entries = [TreeEntry(*map(str, fields)) for fields in recorded] if recorded is not None else None
         except TypeError:  # not four fields: not what a run wrote
@@ -190,7 +193,7 @@ class ObjectReads(Blobs):
         """{path: entry} of every file and gitlink of a commit's (or tree's) whole tree, one `ls-tree -r`;
         trees only are read (a blobless partial clone answers without a fetch)."""
         # No `--` after the tree: with no path after it, git 2.39 takes it for one and lists nothing.
-        out = self.git(["ls-tree", "-r", "-z", "--full-tree", "--end-of-options", treeish]).text
+        out = self.repo.git(["ls-tree", "-r", "-z", "--full-tree", "--end-of-options", treeish]).text
         entries = {}
         for record in filter(None, out.split("\x00")):
             meta, entry_path = record.split("\t", 1)

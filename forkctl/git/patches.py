@@ -8,7 +8,7 @@ depend on anyone's configuration. Patch-ids of bytes alone are `patchtext`'s.
 from __future__ import annotations
 
 from forkctl.errors import BadInput
-from forkctl.git.gitdir import GitDir
+from forkctl.git.gitdir import Part
 from forkctl.git.patchtext import patch_id, patch_ids
 from forkctl.git.runner import DIFF_FLAGS, git
 from forkctl.git.sha import is_full_sha
@@ -36,12 +36,12 @@ FORMAT_PATCH = (
 )
 
 
-class Patches(GitDir):
+class Patches(Part):
     """Commits as mails and diffs."""
 
     def format_patch(self, sha: str) -> bytes:
         """One commit as a byte-stable format-patch mail: zero commit, full index, no stat/signature."""
-        return self.git([*FORMAT_PATCH, "-1", sha]).stdout
+        return self.repo.git([*FORMAT_PATCH, "-1", sha]).stdout
 
     def format_patches(self, base: str, shas: list[str]) -> list[bytes]:
         """`format_patch` of each commit of the chain `base..shas[-1]` (shas oldest first), in one
@@ -49,7 +49,7 @@ class Patches(GitDir):
         split does not give one mail per commit (a message holding that very line), ask per commit."""
         if not shas:
             return []
-        out = self.git([*FORMAT_PATCH, f"{base}..{shas[-1]}"]).stdout
+        out = self.repo.git([*FORMAT_PATCH, f"{base}..{shas[-1]}"]).stdout
         marker = b"From " + b"0" * len(shas[0]) + b" Mon Sep 17 00:00:00 2001\n"
         # Mails are separated by one empty line: a mail ends "...\n", then "\n", then the next marker.
         parts = out.split(b"\n" + marker)
@@ -61,7 +61,7 @@ class Patches(GitDir):
 
     def diff_commits(self, old: str, new: str) -> bytes:
         """Full-index binary diff from `old` to `new` (either a commit or a tree)."""
-        return self.git(
+        return self.repo.git(
             [
                 "diff",
                 *DIFF_FLAGS,
@@ -84,7 +84,9 @@ class Patches(GitDir):
 
     def range_diff(self, old_range: str, new_range: str) -> str:
         """`git range-diff` of two series, e.g. old-base..old-head vs new-base..new-head (no colour)."""
-        status, out, err = self.git(["range-diff", "--no-color", old_range, new_range], check=False).parts()
+        status, out, err = self.repo.git(
+            ["range-diff", "--no-color", old_range, new_range], check=False
+        ).parts()
         return out if status == 0 else err
 
     def series_range_diff(self, old: tuple[str, str], new: tuple[str, str]) -> str | None:
@@ -93,7 +95,7 @@ class Patches(GitDir):
         shas = [*old, *new]
         if not all(map(is_full_sha, shas)):
             raise BadInput(f"range-diff needs full commit SHAs, got {shas}")
-        status, out, _ = self.git(
+        status, out, _ = self.repo.git(
             ["range-diff", "--no-color", f"{old[0]}..{old[1]}", f"{new[0]}..{new[1]}"], check=False
         ).parts()
         return out if status == 0 else None
@@ -119,7 +121,7 @@ class Patches(GitDir):
         """{commit: patch-id}, oldest first, for every non-merge commit in `range_spec` (with `touching`:
         those changing one of these paths, literally, their whole diff hashed), in two processes."""
         limit = ["--full-diff", "--end-of-options", range_spec, "--", *touching] if touching else [range_spec]
-        log = self.git(
+        log = self.repo.git(
             [
                 *(["--literal-pathspecs"] if touching else []),
                 "log",
@@ -143,7 +145,7 @@ class Patches(GitDir):
         return ids
 
 
-class Diffs(GitDir):
+class Diffs(Part):
     """Diffs between commits: the paths and lines they change, the blobs a range touches."""
 
     def blobs_in_range(self, base: str, head: str) -> list[str]:
@@ -151,7 +153,7 @@ class Diffs(GitDir):
         Trees only are read, so a partial clone can fetch the blobs first, in one request."""
         if not (is_full_sha(base) and is_full_sha(head)):
             raise BadInput(f"blobs_in_range needs full commit SHAs, got {base!r}, {head!r}")
-        out = self.git(
+        out = self.repo.git(
             ["log", "--no-merges", "--raw", "--no-abbrev", "--no-renames", "--format=", f"{base}..{head}"]
         ).text
         blobs = []
@@ -167,7 +169,7 @@ class Diffs(GitDir):
 
     def changed_lines_per_commit(self, range_spec: str) -> dict[str, int]:
         """{commit: added plus removed lines (a binary file counts one)} over `range_spec`, one process."""
-        out = self.git(
+        out = self.repo.git(
             [
                 "log",
                 "--numstat",
@@ -190,7 +192,7 @@ class Diffs(GitDir):
 
     def changed_paths(self, old: str, new: str) -> set[str]:
         """Every path that differs between two commits (no rename pairing: both names count)."""
-        out = self.git(
+        out = self.repo.git(
             [
                 "diff",
                 "--name-only",
@@ -206,11 +208,11 @@ class Diffs(GitDir):
     def changed_lines_text(self, old: str, new: str) -> str:
         """The lines that differ from `old` to `new` (commits or trees) as a zero-context diff: exactly
         the changed lines, each under its file and hunk header, for a person to read."""
-        return self.git(["diff", "-U0", "--no-renames", *DIFF_FLAGS, old, new]).text
+        return self.repo.git(["diff", "-U0", "--no-renames", *DIFF_FLAGS, old, new]).text
 
     def changed_line_count(self, old: str, new: str) -> int:
         """Added plus removed lines from `old` to `new` (binary files count one each)."""
-        out = self.git(["diff", "--numstat", "--no-renames", *DIFF_FLAGS, old, new]).text
+        out = self.repo.git(["diff", "--numstat", "--no-renames", *DIFF_FLAGS, old, new]).text
         total = 0
         for line in out.splitlines():
             added, removed, _ = line.split("\t", 2)

@@ -6,7 +6,7 @@ from __future__ import annotations
 import re
 
 from forkctl.errors import BadInput
-from forkctl.git.gitdir import GitDir
+from forkctl.git.gitdir import Part
 from forkctl.git.runner import git
 from forkctl.git.sha import Sha, parse_full_sha
 
@@ -43,11 +43,11 @@ def check_branch_name(name: str) -> str:
     return name
 
 
-class Refs(GitDir):
+class Refs(Part):
     """Reading and moving refs."""
 
     def ref_sha(self, ref: str) -> Sha | None:
-        status, out, _ = self.git(
+        status, out, _ = self.repo.git(
             ["rev-parse", "--verify", "--quiet", "--end-of-options", ref], check=False
         ).parts()
         return parse_full_sha(out.strip()) if status == 0 else None
@@ -58,26 +58,26 @@ class Refs(GitDir):
     def branch_tips(self, branch: str) -> list[Sha]:
         """Where a branch of this name points here: the local branch and each remote's tracking branch
         (`refs/heads/B`, `refs/remotes/<remote>/B`)."""
-        out = self.git(
+        out = self.repo.git(
             ["for-each-ref", "--format=%(objectname)", f"refs/heads/{branch}", f"refs/remotes/*/{branch}"]
         ).text
         return [sha for line in out.split() if (sha := parse_full_sha(line)) is not None]
 
     def refs_containing(self, commit: str, patterns: list[str]) -> list[str]:
         """The refs matching `patterns` (for-each-ref's prefixes) whose history holds `commit`."""
-        out = self.git(["for-each-ref", "--format=%(refname)", f"--contains={commit}", *patterns]).text
+        out = self.repo.git(["for-each-ref", "--format=%(refname)", f"--contains={commit}", *patterns]).text
         return out.split()
 
     def update_ref(self, ref: str, new: str, old: str | None, reason: str) -> None:
         """Move `ref` to `new` only if it still points at `old` (ZERO_SHA/None: must not exist)."""
-        self.git(["update-ref", "-m", f"forkctl: {reason}", ref, new, old or ZERO_SHA])
+        self.repo.git(["update-ref", "-m", f"forkctl: {reason}", ref, new, old or ZERO_SHA])
 
     def set_ref(self, ref: str, new: str, reason: str) -> None:
         """Point `ref` at `new` whatever it held (for forkctl's own bookkeeping refs in its cache)."""
-        self.git(["update-ref", "-m", f"forkctl: {reason}", ref, new])
+        self.repo.git(["update-ref", "-m", f"forkctl: {reason}", ref, new])
 
     def delete_ref(self, ref: str, old: str) -> None:
-        self.git(["update-ref", "-d", ref, old])
+        self.repo.git(["update-ref", "-d", ref, old])
 
     def set_head(self, ref: str) -> None:
-        self.git(["symbolic-ref", "HEAD", ref])
+        self.repo.git(["symbolic-ref", "HEAD", ref])

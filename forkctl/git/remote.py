@@ -353,7 +353,7 @@ def push_fast_forward(repo: GitRepo, url: str, new: str, branch: str, expected: 
     compare-and-swap of a push) then refuses when the remote no longer holds `expected`, also when it
     was rewound or deleted, where a plain push would have fast-forwarded it. Nothing is ever forced
     over a tip forkctl did not read."""
-    if expected is not None and expected != new and not repo.is_ancestor(expected, new):
+    if expected is not None and expected != new and not repo.history.is_ancestor(expected, new):
         raise BadInput(
             f"refusing to push {new[:12]} to {branch}: it is not a fast-forward of {expected[:12]}",
             hint="forkctl never force-pushes: publish it as a merge (fork.publish: merge)",

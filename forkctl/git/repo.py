@@ -1,34 +1,51 @@
 """Repositories addressed by path, read and written as objects and refs only.
 
-`GitRepo` is found (or made) here and composed from one part per concern, each in its own module:
-objects (existence, tree entries, blobs), commits (fixed identities, computed objects), history
-(ancestry, ranges), refs (compare-and-swap), index (private index files), worktree (scratch worktrees
-for conflicts), patches (format-patch, diffs, patch-ids), treeedit (trees read, compared and written in
-process). Every command goes through the hermetic
-runner (`runner.py`); nothing here touches a user's checkout, index or files.
+`GitRepo` is found (or made) here. It is a `GitDir` (the git dir, how git runs in it, what it has
+answered: `gitdir.py`) that hands out one part per concern, each a small class in its own module that
+holds the `GitDir` it reads (and the sibling parts it builds on). Grouped by what they answer:
+
+- which objects are here and what they hold: `objects` (`objects.Objects`: existence, resolution of
+  names, tree entries, blobs read and written), `trees` (`treeedit.TreeEdits`: trees read, compared and
+  written in process), `submodules` (`submodules.Submodules`: `.gitmodules` blobs read by git's parser);
+- commits and their graph: `commits` (`commits.Commits`: commits made with fixed identities, computed
+  commit objects, what a commit records), `history` (`history.History`: ancestry, merge bases, ranges);
+- changes between commits: `patches` (`patches.Patches`: format-patch mails, patch-ids, range-diff),
+  `diffs` (`patches.Diffs`: the paths, lines and blobs changed);
+- names and places: `refs` (`refs.Refs`: resolving refs, moving them with compare-and-swap),
+  `indexes` (`index.Indexes`: private index files), `worktrees` (`worktree.Worktrees`: linked worktrees);
+- the repository's own settings: `committer_ident`, `set_config`, `remote_urls` (methods of `GitRepo`).
+
+A function that uses one concern asks for that part (`def relation(history: History, ...)`, called
+`relation(repo.history, ...)`); one that uses several takes the `GitRepo`. A part keeps nothing of its
+own (what it learns is kept on the `GitDir`), so it is made on each access and the repository does not
+hold it: no reference cycle, and a dropped repository closes its reader and writes its facts at once.
+Its module is imported on first access: a command that never reads `.gitmodules` never loads
+`submodules.py`. Every command goes through the hermetic runner (`runner.py`); nothing here touches a
+user's checkout, index or files.
 """
 
 from __future__ import annotations
 
 import weakref
 from pathlib import Path
-from typing import TypeVar
+from typing import TYPE_CHECKING, TypeVar
 
 from forkctl.errors import BadInput
-from forkctl.git.commits import Commits, commit_object
 from forkctl.git.gitdir import GitDir
-from forkctl.git.history import History
-from forkctl.git.index import Indexes
-from forkctl.git.objects import ObjectReads
-from forkctl.git.patches import Diffs, Patches
-from forkctl.git.refs import Refs
 from forkctl.git.runner import git
-from forkctl.git.submodules import Submodules
-from forkctl.git.treeedit import TreeEdits
-from forkctl.git.worktree import Worktrees
 
-# `commit_object` is imported from here by callers written before the split (ops.replay).
-__all__ = ["GitRepo", "commit_object", "repo_holding", "toplevel"]
+if TYPE_CHECKING:
+    from forkctl.git.commits import Commits
+    from forkctl.git.history import History
+    from forkctl.git.index import Indexes
+    from forkctl.git.objects import Objects
+    from forkctl.git.patches import Diffs, Patches
+    from forkctl.git.refs import Refs
+    from forkctl.git.submodules import Submodules
+    from forkctl.git.treeedit import TreeEdits
+    from forkctl.git.worktree import Worktrees
+
+__all__ = ["GitRepo", "repo_holding", "toplevel"]
 
 Repo = TypeVar("Repo", bound="GitRepo")
 # The cache repositories open now, by (class, git dir): everyone who asks for one while a command holds
@@ -37,8 +54,9 @@ Repo = TypeVar("Repo", bound="GitRepo")
 _OPEN_CACHES: weakref.WeakValueDictionary[tuple[type, Path], GitRepo] = weakref.WeakValueDictionary()
 
 
-class GitRepo(Submodules, TreeEdits, ObjectReads, Commits, History, Refs, Indexes, Worktrees, Patches, Diffs):
-    """A repository addressed by path; bare or not. No method touches its working tree or index."""
+class GitRepo(GitDir):
+    """A repository addressed by path; bare or not, made of its parts (the module docstring). No part
+    touches its working tree or index."""
 
     def __init__(self, path: Path) -> None:
         # One process: rev-parse prints the git dir and bareness, then the top level of the working
@@ -92,6 +110,68 @@ class GitRepo(Submodules, TreeEdits, ObjectReads, Commits, History, Refs, Indexe
         Path(path).mkdir(parents=True, exist_ok=True)
         git(["init", "--quiet", "--bare", "--", str(path)])
         return cls(path)
+
+    # The parts, made on each access (they keep nothing: see the module docstring), their modules
+    # imported on the first.
+    @property
+    def objects(self) -> Objects:
+        from forkctl.git.objects import Objects
+
+        return Objects(self)
+
+    @property
+    def trees(self) -> TreeEdits:
+        from forkctl.git.treeedit import TreeEdits
+
+        return TreeEdits(self, self.objects, self.commits)
+
+    @property
+    def submodules(self) -> Submodules:
+        from forkctl.git.submodules import Submodules
+
+        return Submodules(self, self.objects)
+
+    @property
+    def commits(self) -> Commits:
+        from forkctl.git.commits import Commits
+
+        return Commits(self)
+
+    @property
+    def history(self) -> History:
+        from forkctl.git.history import History
+
+        return History(self)
+
+    @property
+    def patches(self) -> Patches:
+        from forkctl.git.patches import Patches
+
+        return Patches(self)
+
+    @property
+    def diffs(self) -> Diffs:
+        from forkctl.git.patches import Diffs
+
+        return Diffs(self)
+
+    @property
+    def refs(self) -> Refs:
+        from forkctl.git.refs import Refs
+
+        return Refs(self)
+
+    @property
+    def indexes(self) -> Indexes:
+        from forkctl.git.index import Indexes
+
+        return Indexes(self)
+
+    @property
+    def worktrees(self) -> Worktrees:
+        from forkctl.git.worktree import Worktrees
+
+        return Worktrees(self)
 
     def committer_ident(self) -> str | None:
         """`Name <email>` of whoever git would record as committer here (config), or None."""

@@ -55,11 +55,11 @@ def fetch_commit(url: str, sha: str) -> GitRepo:
     """The cache clone of `url` holding commit `sha` (depth 1, trees, no blobs); BadInput with git's
     own reason when it cannot be fetched."""
     cache_repo = cache_repo_for(url)
-    if cache_repo.has_object(f"{sha}^{{commit}}"):
+    if cache_repo.objects.has_object(f"{sha}^{{commit}}"):
         return cache_repo
     args = ["fetch", "--quiet", "--no-tags", "--filter=blob:none", "--depth=1"]
     status, _, err = talk(args, url, [f"{sha}:{FETCHED_REFS}{sha}"], repo=cache_repo, fetch=True).parts()
-    if status != 0 or not cache_repo.has_object(f"{sha}^{{commit}}"):
+    if status != 0 or not cache_repo.objects.has_object(f"{sha}^{{commit}}"):
         reason = err.strip() or f"git fetch exited {status}"
         raise BadInput(
             f"cannot fetch commit {sha[:12]} of {url}: {reason}",
@@ -99,7 +99,7 @@ def read_files(
             blobs[path] = blob
     fetch_objects(cache_repo, url, list(blobs.values()))
     if limit is not None:
-        sizes = cache_repo.object_sizes(list(blobs.values()))
+        sizes = cache_repo.objects.object_sizes(list(blobs.values()))
         for path, blob in blobs.items():
             size = sizes[blob]
             if size > limit:

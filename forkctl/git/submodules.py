@@ -10,7 +10,8 @@ from pathlib import Path
 
 import msgspec
 
-from forkctl.git.objects import ObjectReads
+from forkctl.git.gitdir import GitDir, Part
+from forkctl.git.objects import Objects
 from forkctl.git.runner import GitFailed, git
 from forkctl.git.sha import is_full_sha
 
@@ -138,8 +139,12 @@ def gitmodules_key_lines(data: bytes, name: str) -> dict[str, int]:
     return lines
 
 
-class Submodules(ObjectReads):
+class Submodules(Part):
     """`.gitmodules` blobs read by git's own config parser, as a clone reads them; kept on the object."""
+
+    def __init__(self, repo: GitDir, objects: Objects) -> None:
+        super().__init__(repo)
+        self.objects = objects
 
     def parse_gitmodules(self, blob: str) -> list[SubmoduleEntry]:
         """The sections of a `.gitmodules` blob, read by git's own config parser (`--blob`) and resolved
@@ -151,7 +156,7 @@ class Submodules(ObjectReads):
             return recorded
         # No includes: git's submodule code reads none (`git config --blob` would follow an absolute
         # `[include] path`, so a pull request could make forkctl read a URL from a file git never reads).
-        status, out, err = self.git(
+        status, out, err = self.repo.git(
             ["config", "--no-includes", "--blob", blob, "--null", "--list"], check=False
         ).parts()
         if status != 0 and "bad config" in err:
@@ -163,17 +168,17 @@ class Submodules(ObjectReads):
                 )
         if status != 0:
             raise GitFailed(f"cannot read .gitmodules ({blob})", err, hint="check that the repository has it")
-        if self.facts is not None and is_full_sha(blob):
-            self.facts.put(_FACT.format(blob), out)
+        if self.repo.facts is not None and is_full_sha(blob):
+            self.repo.facts.put(_FACT.format(blob), out)
         return self._remember(blob, out)
 
     def _parse_as_a_file(self, blob: str) -> tuple[int, str]:
         """`blob` parsed as git parses the checked-out `.gitmodules` file `git submodule update` reads,
         which differs from `--blob` in one way: a leading UTF-8 byte-order mark is skipped (git 2.39)."""
-        data = self.blob_bytes(blob)
+        data = self.objects.blob_bytes(blob)
         if not data.startswith(b"\xef\xbb\xbf"):
             return 1, ""
-        status, out, _ = self.git(
+        status, out, _ = self.repo.git(
             ["config", "--no-includes", "--file", "-", "--null", "--list"], stdin=data, check=False
         ).parts()
         return status, out
@@ -181,11 +186,11 @@ class Submodules(ObjectReads):
     def recorded_gitmodules(self, blob: str) -> list[SubmoduleEntry] | None:
         """The sections of `blob` as parsed before (for this repository object, or by an earlier run in this
         cache repository), or None: then the blob may have to be fetched before it is parsed."""
-        if blob in self.refused:
-            raise GitmodulesSyntax(blob, self.refused[blob])
-        if blob in self.sections_of:
-            return list(self.sections_of[blob])
-        recorded = self.facts.get(_FACT.format(blob)) if self.facts is not None else None
+        if blob in self.repo.refused:
+            raise GitmodulesSyntax(blob, self.repo.refused[blob])
+        if blob in self.repo.sections_of:
+            return list(self.repo.sections_of[blob])
+        recorded = self.repo.facts.get(_FACT.format(blob)) if self.repo.facts is not None else None
         return self._remember(blob, recorded) if isinstance(recorded, str) else None
 
     def _remember(self, blob: str, listing: str) -> list[SubmoduleEntry]:
@@ -194,16 +199,16 @@ class Submodules(ObjectReads):
         refused = refusal(listing)
         if refused is not None:
             if is_full_sha(blob):
-                self.refused[blob] = refused
+                self.repo.refused[blob] = refused
             raise GitmodulesSyntax(blob, refused)
         entries = resolve_sections(listing)
         if is_full_sha(blob):
-            self.sections_of[blob] = entries
+            self.repo.sections_of[blob] = entries
         return list(entries)
 
     def read_gitmodules(self, commit: str) -> list[SubmoduleEntry] | None:
         """`.gitmodules` of `commit` (no checkout), or None when the commit has none."""
-        entry = self.tree_entry(commit, ".gitmodules")
+        entry = self.objects.tree_entry(commit, ".gitmodules")
         if entry is None or entry.kind != "blob" or entry.mode == "120000":  # git reads no symlinked one
             return None
         return self.parse_gitmodules(entry.sha)
@@ -219,11 +224,11 @@ class Submodules(ObjectReads):
     def gitmodules_with(self, blob: str, name: str, key: str, value: str) -> str:
         """A new `.gitmodules` blob: `blob` with `submodule.<name>.<key>` set to `value`, every other
         line byte for byte (git config edits the file in place, keeping comments and order)."""
-        data = self.blob_bytes(blob)
+        data = self.objects.blob_bytes(blob)
         import tempfile  # only this writer needs it: a check reads .gitmodules without it
 
         with tempfile.TemporaryDirectory(prefix="forkctl-gitmodules-") as scratch:
             path = Path(scratch) / "gitmodules"
             path.write_bytes(data)
             git(["config", "--file", str(path), f"submodule.{name}.{key}", value])
-            return self.write_blob(path.read_bytes())
+            return self.objects.write_blob(path.read_bytes())

@@ -17,7 +17,8 @@ from __future__ import annotations
 import msgspec
 
 from forkctl.git.commits import Commits
-from forkctl.git.objects import EMPTY_TREE, Blobs
+from forkctl.git.gitdir import GitDir, Part
+from forkctl.git.objects import EMPTY_TREE, Objects
 from forkctl.git.runner import GitFailed
 from forkctl.git.sha import TreeSha
 
@@ -60,27 +61,32 @@ def tree_body(items: list[Item]) -> bytes:
     return b"".join(item.mode + b" " + item.name + b"\x00" + bytes.fromhex(item.sha) for item in items)
 
 
-class TreeEdits(Blobs, Commits):
+class TreeEdits(Part):
     """Trees as data: read (remembered on this repository object: a tree's id names its contents),
-    compared, and written with files replaced."""
+    compared, and written with files replaced (as loose objects, the way `commits` writes them)."""
+
+    def __init__(self, repo: GitDir, objects: Objects, commits: Commits) -> None:
+        super().__init__(repo)
+        self.objects = objects
+        self.commits = commits
 
     def read_tree(self, tree: str) -> list[Item]:
         """The entries of the tree object `tree` (a full SHA-1 id). GitFailed when it is no tree here."""
         if tree == EMPTY_TREE:
             return []
-        known = self.trees_read.get(tree)
+        known = self.repo.trees_read.get(tree)
         if known is None:
-            found = self.raw_object(tree)
+            found = self.objects.raw_object(tree)
             if found is None or found[0] != "tree" or len(tree) != 40:
-                raise GitFailed(f"git cat-file failed: no SHA-1 tree {tree} in {self.git_dir}", "")
-            known = self.trees_read[tree] = parse_tree(found[1])
+                raise GitFailed(f"git cat-file failed: no SHA-1 tree {tree} in {self.repo.git_dir}", "")
+            known = self.repo.trees_read[tree] = parse_tree(found[1])
         return known
 
     def commit_tree_id(self, commit: str) -> TreeSha:
         """The tree a commit records, read through the batch (no process of its own)."""
-        found = self.raw_object(commit)
+        found = self.objects.raw_object(commit)
         if found is None or found[0] != "commit" or not found[1].startswith(b"tree "):
-            raise GitFailed(f"git cat-file failed: no commit {commit} in {self.git_dir}", "")
+            raise GitFailed(f"git cat-file failed: no commit {commit} in {self.repo.git_dir}", "")
         return TreeSha(found[1][5 : found[1].index(b"\n")].decode("ascii"))
 
     def tree_changes(self, old: str, new: str, prefix: str = "") -> list[Change]:
@@ -130,6 +136,6 @@ class TreeEdits(Blobs, Commits):
         if here or deeper:
             names = sorted(name.decode("utf-8", errors="replace") for name in [*here, *deeper])
             raise GitFailed(f"cannot replace {', '.join(names)} in tree {tree}: not a file there")
-        sha = self.write_loose_object(b"tree", tree_body(items))
-        self.trees_read[sha] = items
+        sha = self.commits.write_loose_object(b"tree", tree_body(items))
+        self.repo.trees_read[sha] = items
         return TreeSha(sha)

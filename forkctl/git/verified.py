@@ -28,7 +28,7 @@ def blob_id(data: bytes, like: str) -> str:
 
 def checked(repo: GitRepo, name: str, kind: str, url: str) -> bytes:
     """The contents of object `name`, a `kind`, whose bytes hash to its name; BadInput otherwise."""
-    found = repo.raw_object(name)
+    found = repo.objects.raw_object(name)
     if found is None or found[0] != kind or _object_id(kind, found[1], name) != name.lower():
         what = "lacks" if found is None else "holds an altered"
         raise BadInput(

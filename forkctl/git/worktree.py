@@ -6,7 +6,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from forkctl.git.gitdir import GitDir
+from forkctl.git.gitdir import Part
 from forkctl.git.runner import GitFailed, git
 from forkctl.git.sha import TreeSha, printed_tree
 
@@ -14,7 +14,7 @@ if TYPE_CHECKING:
     from forkctl.git.merge import Stage
 
 
-class Worktrees(GitDir):
+class Worktrees(Part):
     """Linked worktrees of this repository: scratch ones for conflict resolution, and the one
     `forkctl edit` makes for a person to edit the series in."""
 
@@ -22,25 +22,25 @@ class Worktrees(GitDir):
         """A detached worktree at `commit`; without `checkout`, no file and an empty index (the caller
         fills it: `Worktree.show_sparse`)."""
         args = ["worktree", "add", "--detach", *([] if checkout else ["--no-checkout"])]
-        self.git([*args, str(Path(path).resolve()), commit])
+        self.repo.git([*args, str(Path(path).resolve()), commit])
 
     def add_branch_worktree(self, path: Path, branch: str, commit: str) -> None:
         """A worktree at `path` on a new branch `branch` made at `commit` (git refuses an existing
         branch: nothing is overwritten). `branch` must have passed `check_branch_name`."""
-        self.git(["worktree", "add", "--quiet", "-b", branch, str(path.resolve()), commit])
+        self.repo.git(["worktree", "add", "--quiet", "-b", branch, str(path.resolve()), commit])
 
     def remove_worktree(self, path: Path) -> None:
-        self.git(["worktree", "remove", "--force", str(Path(path).resolve())], check=False)
-        self.git(["worktree", "prune"], check=False)
+        self.repo.git(["worktree", "remove", "--force", str(Path(path).resolve())], check=False)
+        self.repo.git(["worktree", "prune"], check=False)
 
     def checked_out_branches(self) -> dict[str, Path]:
         """{branch name: worktree path} for every worktree (the main one included) that has one checked out."""
-        if self.bare and not (self.git_dir / "worktrees").is_dir():
+        if self.repo.bare and not (self.repo.git_dir / "worktrees").is_dir():
             # A bare repository's HEAD is no checkout, and every linked worktree is registered under
             # worktrees/ (`git worktree add` makes it): with none there, no branch is checked out, and a
             # re-apply or a cache build is spared a git process.
             return {}
-        out = self.git(["worktree", "list", "--porcelain"]).text
+        out = self.repo.git(["worktree", "list", "--porcelain"]).text
         branches: dict[str, Path] = {}
         current: Path | None = None
         for line in out.splitlines():

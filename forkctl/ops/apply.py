@@ -35,7 +35,7 @@ class Outcome(msgspec.Struct):
 
 def resolve_base(repo: GitRepo, wanted: str, manifest: Manifest) -> Sha:
     """Full SHA of `wanted`; it must be the manifest's base (a different base is a port)."""
-    full = repo.resolve_commit(wanted)
+    full = repo.objects.resolve_commit(wanted)
     if full is None:
         raise BadInput(
             f"unknown commit {wanted!r}: {repo.git_dir} has no commit by that name",
@@ -43,7 +43,7 @@ def resolve_base(repo: GitRepo, wanted: str, manifest: Manifest) -> Sha:
         )
     # Usually the same full SHA as --base: then there is nothing more to ask git.
     same = manifest.upstream.base in (wanted, full)
-    manifest_base = full if same else repo.resolve_commit(manifest.upstream.base)
+    manifest_base = full if same else repo.objects.resolve_commit(manifest.upstream.base)
     if full != manifest_base:
         raise BadInput(
             f"{full[:12]} is not the manifest's base {manifest.upstream.base[:12]}: "
@@ -99,7 +99,7 @@ def start(
     session.refuse_if_in_progress(repo)
     session.remove_leftovers(repo)
     session.refuse_checked_out(repo, branch)
-    old_tip = repo.branch_sha(branch)
+    old_tip = repo.refs.branch_sha(branch)
     state = session.State(
         operation="apply",
         manifest=str(manifest.path),

@@ -46,9 +46,9 @@ def default_worktree(repo: GitRepo, branch: str) -> Path:
 
 
 def _refuse_existing(repo: GitRepo, branch: str, worktree: Path) -> None:
-    tip = repo.branch_sha(branch)
+    tip = repo.refs.branch_sha(branch)
     if tip is not None:
-        holder = repo.checked_out_branches().get(branch)
+        holder = repo.worktrees.checked_out_branches().get(branch)
         where = f", checked out in {holder}" if holder else ""
         raise BadInput(
             f"branch {branch} already exists at {tip[:12]}{where}: forkctl edit never reuses a branch",
@@ -78,7 +78,7 @@ def start(repo: GitRepo, series: Series, base: Sha, branch: str, worktree: Path 
     made = _absent_folders(path)
     try:
         path.parent.mkdir(parents=True, exist_ok=True)
-        repo.add_branch_worktree(path, branch, built.head)
+        repo.worktrees.add_branch_worktree(path, branch, built.head)
     except (BadInput, OSError) as exc:
         _take_back(repo, branch, built.head, path, made)
         said = exc.message if isinstance(exc, BadInput) else f"{exc.strerror}: {exc.filename}"
@@ -104,8 +104,8 @@ def _absent_folders(path: Path) -> list[Path]:
 def _take_back(repo: GitRepo, branch: str, head: str, path: Path, made: list[Path]) -> None:
     """Undo what a failed `start` made, and only that: the worktree's registration, the branch (only
     while it is still the commit edit made it at: it did not exist before), the folders it created."""
-    repo.remove_worktree(path)
-    if repo.branch_sha(branch) == head:
-        repo.delete_ref(f"refs/heads/{branch}", head)
+    repo.worktrees.remove_worktree(path)
+    if repo.refs.branch_sha(branch) == head:
+        repo.refs.delete_ref(f"refs/heads/{branch}", head)
     if made:
         shutil.rmtree(made[0], ignore_errors=True)

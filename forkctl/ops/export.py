@@ -16,7 +16,7 @@ from __future__ import annotations
 import re
 from collections.abc import Callable, Mapping
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import msgspec
 
@@ -29,6 +29,9 @@ from forkctl.manifest import Manifest
 from forkctl.manifest.loader import MAX_SERIES_ENTRIES
 from forkctl.ops import record
 from forkctl.series import PROVENANCE_RE, Patch, listed_provenance, parse_patches
+
+if TYPE_CHECKING:
+    from forkctl.git.objects import Objects
 
 SLUG_MAX = 52  # like git format-patch: names stay short enough for every file system and terminal
 
@@ -47,24 +50,24 @@ def slug(subject: str) -> str:
 
 
 def branch_commits(repo: GitRepo, base: str, branch: str) -> list[str]:
-    tip = repo.resolve_commit(branch)
+    tip = repo.objects.resolve_commit(branch)
     if tip is None:
         raise BadInput(
             f"no branch {branch!r} in {repo.git_dir}",
             hint="build it with forkctl apply, or name another with --branch NAME or --repo PATH",
         )
-    if not repo.is_ancestor(base, tip):
+    if not repo.history.is_ancestor(base, tip):
         raise BadInput(
             f"{branch} does not contain the manifest's base {base[:12]}",
             hint="the branch was built on another base: port it (forkctl port --onto) or fix the manifest",
         )
-    merges = repo.rev_list(f"{base}..{tip}", "--merges")
+    merges = repo.history.rev_list(f"{base}..{tip}", "--merges")
     if merges:
         raise BadInput(
             f"{branch} has merge commits after the base ({merges[0][:12]}): a series must be linear",
             hint="rebase the branch onto the base first",
         )
-    commits = repo.rev_list(f"{base}..{tip}")
+    commits = repo.history.rev_list(f"{base}..{tip}")
     if len(commits) > MAX_SERIES_ENTRIES:
         raise BadInput(
             f"{branch} has {len(commits):,} commits after the base: a series holds at most "
@@ -103,7 +106,7 @@ def bytes_by_file(manifest: Manifest, patches: list[Patch] | None) -> dict[str, 
 
 
 def recorded(
-    repo: GitRepo, manifest: Manifest, base: str, branch: str, patches: list[Patch] | None
+    objects: Objects, manifest: Manifest, base: str, branch: str, patches: list[Patch] | None
 ) -> list[ExportedPatch] | None:
     """What `render` gives for base..branch, from the export record (`ops.record`): when it holds for
     the files as they are (`patches`, from `series_on_disk`) and ends at the branch's tip, each commit
@@ -111,7 +114,7 @@ def recorded(
     hold (then `render` decides)."""
     if patches is None:
         return None
-    tip = repo.resolve_commit(branch)
+    tip = objects.resolve_commit(branch)
     recalled = record.recall(base, patches, tip, record.EXPORTED) if tip else None
     if recalled is None:
         return None
@@ -137,15 +140,15 @@ def render(repo: GitRepo, manifest: Manifest, commits: list[str]) -> list[Export
     if not commits:
         return []
     # One process for every commit's metadata (and the first one's parent), one for every mail.
-    infos = repo.commit_infos(commits)
+    infos = repo.commits.commit_infos(commits)
     first_parent = infos[0].parents[0] if infos[0].parents else None
     chain = all(info.parents == [parent] for info, parent in zip(infos[1:], commits, strict=False))
     if chain:  # each commit's parent is the one before it: its tree is already at hand
-        parent_trees = [repo.commit_info(first_parent).tree if first_parent else None]
+        parent_trees = [repo.commits.commit_info(first_parent).tree if first_parent else None]
         parent_trees += [info.tree for info in infos[:-1]]
     else:
-        parent_trees = [repo.commit_info(i.parents[0]).tree if i.parents else None for i in infos]
-    mails = repo.format_patches(first_parent, commits) if chain and first_parent else None
+        parent_trees = [repo.commits.commit_info(i.parents[0]).tree if i.parents else None for i in infos]
+    mails = repo.patches.format_patches(first_parent, commits) if chain and first_parent else None
     exported = []
     for number, (info, parent_tree) in enumerate(zip(infos, parent_trees, strict=True), start=1):
         if parent_tree == info.tree:
@@ -153,7 +156,7 @@ def render(repo: GitRepo, manifest: Manifest, commits: list[str]) -> list[Export
                 f"commit {info.sha[:12]} ({info.subject!r}) changes nothing: export writes no empty patch",
                 hint="drop the commit from the branch (or, mid-port, use forkctl port --skip)",
             )
-        content = mails[number - 1] if mails is not None else repo.format_patch(info.sha)
+        content = mails[number - 1] if mails is not None else repo.patches.format_patch(info.sha)
         exported.append(
             ExportedPatch(
                 commit=info.sha,

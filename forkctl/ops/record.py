@@ -21,7 +21,7 @@ from __future__ import annotations
 import msgspec
 
 from forkctl import contentcache
-from forkctl.git.repo import commit_object
+from forkctl.git.commits import commit_object
 from forkctl.git.runner import git_identity
 from forkctl.git.sha import Sha, TreeSha, TreeShaText
 from forkctl.series import Patch

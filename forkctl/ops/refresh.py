@@ -50,15 +50,15 @@ def unkept_in_clone(clone: Path, base_rev: str, patches: list[Patch]) -> list[re
     as its index line promises. A patch that does not apply is skipped (it is stale: another check)."""
     repo, base = replay.base_in_clone(clone, base_rev)
     steps: list[tuple[str, str, Patch]] = []
-    tree = repo.commit_info(base).tree
-    with repo.private_index(base) as index:
+    tree = repo.commits.commit_info(base).tree
+    with repo.indexes.private_index(base) as index:
         for patch in patches:
             ok, _ = index.apply(patch.diff)
             if ok:
                 new = index.write_tree()
                 steps.append((tree, new, patch))
                 tree = new
-    return replay.unkept_promises(repo, steps)
+    return replay.unkept_promises(repo.objects, steps)
 
 
 def rebuild(repo: GitRepo, base: str, patches: list[Patch]) -> list[str]:
@@ -66,7 +66,7 @@ def rebuild(repo: GitRepo, base: str, patches: list[Patch]) -> list[str]:
     batch = replay.CommitBatch(repo)
     made: list[str] = []
     head = base
-    with repo.private_index(base) as index:
+    with repo.indexes.private_index(base) as index:
         for patch in patches:
             ok, message = index.apply(patch.diff)
             if not ok:

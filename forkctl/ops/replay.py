@@ -16,15 +16,20 @@ import codecs
 import re
 from collections.abc import Callable
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import msgspec
 
 from forkctl.errors import BadInput
-from forkctl.git.commits import Identity
-from forkctl.git.repo import GitRepo, commit_object
+from forkctl.git.commits import Identity, commit_object
+from forkctl.git.repo import GitRepo
 from forkctl.git.sha import FULL_NAME_PATTERN, Sha, TreeSha, printed_tree
 from forkctl.ops import record
 from forkctl.series import Patch
+
+if TYPE_CHECKING:
+    from forkctl.git.index import Indexes
+    from forkctl.git.objects import Objects
 
 
 class AppliedPatch(msgspec.Struct, frozen=True):
@@ -138,14 +143,14 @@ class Unkept(msgspec.Struct, frozen=True):
     got: str
 
 
-def unkept_promises(repo: GitRepo, steps: list[tuple[str, str, Patch]]) -> list[Unkept]:
+def unkept_promises(objects: Objects, steps: list[tuple[str, str, Patch]]) -> list[Unkept]:
     """The patches' `index <old>..<new>` lines say what each file must become. When a file started as
     <old>, it must end as <new>: otherwise the patch was truncated or edited after it was made.
     `steps` are (parent tree, new tree, patch); every blob of every step is looked up in one process."""
     promises = [(parent, new, patch, promised_blobs(patch.diff)) for parent, new, patch in steps]
     specs = [f"{parent}:{old}" for parent, _, _, found in promises for old, _, _, _ in found if old]
     specs += [f"{new}:{path}" for _, new, _, found in promises for _, path, _, _ in found if path]
-    blobs = repo.object_ids(specs) if specs else {}
+    blobs = objects.object_ids(specs) if specs else {}
     unkept = []
     for parent, new, patch, found in promises:
         for old_path, new_path, old_blob, new_blob in found:
@@ -171,9 +176,9 @@ def unkept_text(unkept: Unkept) -> str:
     )
 
 
-def verify_results(repo: GitRepo, steps: list[tuple[str, str, Patch]]) -> None:
+def verify_results(objects: Objects, steps: list[tuple[str, str, Patch]]) -> None:
     """Refuse a build in which a patch does not keep its index lines (`unkept_promises`)."""
-    for unkept in unkept_promises(repo, steps)[:1]:
+    for unkept in unkept_promises(objects, steps)[:1]:
         raise BadInput(
             f"{unkept.patch.path.name}: {unkept_text(unkept)}",
             hint=f"if the edit is meant, {refresh_fix(unkept.patch)} (pass the same --repo) rewrites the "
@@ -196,12 +201,12 @@ class CommitBatch:
         made = commit_object(tree, [parent], message, patch.author_name, patch.author_email, patch.date)
         if made is None:
             self.flush()
-            return self.repo.commit_tree(tree, [parent], message, identity_of(patch))
+            return self.repo.commits.commit_tree(tree, [parent], message, identity_of(patch))
         self.pending.append(made)
         return made[0]
 
     def flush(self) -> None:
-        self.repo.write_commits(self.pending)
+        self.repo.commits.write_commits(self.pending)
         self.pending = []
 
 
@@ -220,10 +225,10 @@ def build_series(
     process and the commits one more, whatever the length of the series."""
     result = BuildResult(base=base)
     head = parent or base
-    head_tree = repo.commit_info(head).tree
+    head_tree = repo.commits.commit_info(head).tree
     steps: list[tuple[str, str, Patch]] = []
     batch = CommitBatch(repo)
-    with repo.private_index(head) as index:
+    with repo.indexes.private_index(head) as index:
         for position in range(start, len(patches)):
             patch = patches[position]
             ok, message = index.apply(patch.diff)
@@ -236,7 +241,7 @@ def build_series(
             result.applied.append(AppliedPatch(patch=patch, commit=head, tree=tree))
             if on_patch:
                 on_patch(patch.subject)
-    verify_results(repo, steps)
+    verify_results(repo.objects, steps)
     batch.flush()
     if result.complete and start == 0 and head_parent_is_base(parent, base):
         record.remember(base, [p.raw for p in patches], [(a.commit, a.tree) for a in result.applied])
@@ -268,31 +273,33 @@ def built_by_apply(repo: GitRepo, base: str, patches: list[Patch], tip: str) -> 
     Each commit must format back to its patch file byte for byte (so message, author, date and the
     diff, full blob ids included, are the patch's: each tree is what applying the patch gives) and
     hash to the commit `build_series` makes (so the committer is the author, as apply makes it)."""
-    if not repo.is_ancestor(base, tip):
+    if not repo.history.is_ancestor(base, tip):
         return None
-    commits = repo.rev_list(f"{base}..{tip}", "--first-parent")
+    commits = repo.history.rev_list(f"{base}..{tip}", "--first-parent")
     if len(commits) != len(patches):
         return None
     applied = []
-    for info, parent, patch in zip(repo.commit_infos(commits), [base, *commits[:-1]], patches, strict=True):
+    for info, parent, patch in zip(
+        repo.commits.commit_infos(commits), [base, *commits[:-1]], patches, strict=True
+    ):
         made = commit_object(
             info.tree, [parent], patch.message, patch.author_name, patch.author_email, patch.date
         )
         if made is None or made[0] != info.sha:
             return None
         applied.append(AppliedPatch(patch, made[0], info.tree))  # made[0] is info.sha, checked
-    if commits and repo.format_patches(base, commits) != [patch.raw for patch in patches]:
+    if commits and repo.patches.format_patches(base, commits) != [patch.raw for patch in patches]:
         return None
     return applied
 
 
-def check_series(repo: GitRepo, base: str, patches: list[Patch]) -> list[tuple[Patch, str | None]]:
+def check_series(indexes: Indexes, base: str, patches: list[Patch]) -> list[tuple[Patch, str | None]]:
     """For each patch in order: None if it applies on the base plus the earlier ones, else git's message.
 
     A patch that fails is skipped, so later patches are still judged (as far as they can be alone).
     """
     verdicts: list[tuple[Patch, str | None]] = []
-    with repo.private_index(base) as index:
+    with indexes.private_index(base) as index:
         for patch in patches:
             ok, message = index.apply(patch.diff)
             verdicts.append((patch, None if ok else message.strip()))
@@ -302,7 +309,7 @@ def check_series(repo: GitRepo, base: str, patches: list[Patch]) -> list[tuple[P
 def base_in_clone(clone: Path, base_rev: str) -> tuple[GitRepo, str]:
     """The clone and its base commit; BadInput when the clone lacks the base."""
     repo = GitRepo(clone)
-    base = repo.resolve_commit(base_rev)
+    base = repo.objects.resolve_commit(base_rev)
     if base is None:
         raise BadInput(
             f"{clone} does not have the base commit {base_rev}",
@@ -314,14 +321,14 @@ def base_in_clone(clone: Path, base_rev: str) -> tuple[GitRepo, str]:
 def check_in_clone(clone: Path, base_rev: str, patches: list[Patch]) -> list[str | None]:
     """check_series in a clone of upstream that must have the base: per patch None or git's message."""
     repo, base = base_in_clone(clone, base_rev)
-    return [message for _, message in check_series(repo, base, patches)]
+    return [message for _, message in check_series(repo.indexes, base, patches)]
 
 
 def fork_head_tree(repo: GitRepo, base: str, patches: list[Patch], path: str) -> TreeSha | None:
     """The tree at `path` in apply(series, base) (e.g. the megatron/ tree a GPU run must have tested),
     or None when the fork head has no folder there (nothing, a file, a gitlink). A series stale on its
     base has no fork head."""
-    full = repo.resolve_commit(base)
+    full = repo.objects.resolve_commit(base)
     if full is None:
         raise BadInput(f"the base {base} is not in {repo.git_dir}", hint="fetch upstream into that clone")
     built = build_series(repo, full, patches)
@@ -332,5 +339,5 @@ def fork_head_tree(repo: GitRepo, base: str, patches: list[Patch], path: str) ->
             "the series has no fork head to compare the evidence with",
             hint=stale_fix(base),
         )
-    entry = repo.tree_entry(built.head, path)
+    entry = repo.objects.tree_entry(built.head, path)
     return printed_tree(entry.sha, "ls-tree") if entry is not None and entry.kind == "tree" else None

@@ -250,7 +250,7 @@ def open_conflict(
         shown = scratch.show_sparse(merged.tree, list(patch.paths))
         paths, message, sides = list(patch.paths), "", merged.sides
     else:
-        shown = scratch.show_sparse(repo.commit_info(parent).tree, list(patch.paths))
+        shown = scratch.show_sparse(repo.commits.commit_info(parent).tree, list(patch.paths))
         _, message = scratch.apply_3way(patch.diff)
         paths, sides = scratch.unmerged_paths(), ("ours", "theirs")
         if not paths:
@@ -281,7 +281,7 @@ def _scratch_at(repo: GitRepo, worktree: Path, parent: str) -> Worktree:
         scratch.empty_at(parent)
     else:
         worktree.parent.mkdir(parents=True, exist_ok=True)
-        repo.add_worktree(worktree, parent, checkout=False)
+        repo.worktrees.add_worktree(worktree, parent, checkout=False)
     return scratch
 
 
@@ -293,7 +293,7 @@ def _name_sides(
     patch, index, parent = conflict
     done = [step.file for step in state.steps if step.commit]
     last_done = done[-1] if done and parent != state.base else None
-    ours = markers.ours_label(state.base, repo.commit_info(state.base).subject, last_done)
+    ours = markers.ours_label(state.base, repo.commits.commit_info(state.base).subject, last_done)
     theirs = markers.theirs_label(state.files[index], patch.subject)
     markers.relabel(Path(state.worktree), paths, {sides[0]: ours, sides[1]: theirs})
 
@@ -335,7 +335,7 @@ def commit_resolution(repo: GitRepo, state: State, patch: Patch, message: str) -
     nothing (a silent loss): it is refused, with the ways out.
     """
     tree = resolved_tree(repo, state)
-    if tree == repo.commit_info(state.conflict_parent).tree:
+    if tree == repo.commits.commit_info(state.conflict_parent).tree:
         skip = "forkctl port --skip (drops it, recorded under dropped:)" if state.operation == "port" else ""
         raise BadInput(
             f"the resolution of {Path(state.files[state.conflict_index]).name} changes nothing: "
@@ -343,12 +343,12 @@ def commit_resolution(repo: GitRepo, state: State, patch: Patch, message: str) -
             hint=(f"if upstream already has this change, run {skip}; " if skip else "")
             + f"otherwise edit the files in {state.worktree} and run --continue again, or --abort",
         )
-    return repo.commit_tree(tree, [state.conflict_parent], message, identity_of(patch))
+    return repo.commits.commit_tree(tree, [state.conflict_parent], message, identity_of(patch))
 
 
 def refuse_checked_out(repo: GitRepo, branch: str) -> None:
     """Apply and port build a branch and move it last: never one a checkout has out."""
-    holders = repo.checked_out_branches()
+    holders = repo.worktrees.checked_out_branches()
     if branch in holders:
         raise BadInput(
             f"branch {branch} is checked out in {holders[branch]}: forkctl never moves a checked-out branch",
@@ -360,7 +360,7 @@ def set_branch(repo: GitRepo, branch: str, head: str, old_tip: str | None) -> No
     """Move refs/heads/<branch> to `head`, only if it still is where it was when we started."""
     if old_tip == head:
         return
-    repo.update_ref(f"refs/heads/{branch}", head, old_tip, f"build {branch}")
+    repo.refs.update_ref(f"refs/heads/{branch}", head, old_tip, f"build {branch}")
 
 
 def clear(repo: GitRepo) -> None:
@@ -390,7 +390,7 @@ def remove_leftovers(repo: GitRepo) -> None:
     scratch = [folder / progress.WORKTREE_DIR, folder / progress.OLD_WORKTREE_DIR]  # the previous version's
     for worktree in scratch:
         if worktree.exists() or (repo.git_dir / "worktrees" / worktree.name).exists():
-            repo.remove_worktree(worktree)
+            repo.worktrees.remove_worktree(worktree)
     for left in [path for path in (*scratch, folder / "backup") if path.is_dir()]:
         import shutil  # only the leftovers of a killed run need it
 

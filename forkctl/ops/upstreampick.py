@@ -42,14 +42,14 @@ def check_pick(repo: GitRepo, branches: list[str], patch: Patch) -> PickCheck | 
     if not patch.provenance:
         return None
     origin = patch.provenance[0]
-    sha = repo.resolve_commit(origin)
+    sha = repo.objects.resolve_commit(origin)
     if sha is None:
         return PickCheck(origin, f"the clone has no commit {origin}")
-    tips = [tip for branch in dict.fromkeys(branches) for tip in repo.branch_tips(branch)]
-    if not any(repo.is_ancestor(sha, tip) for tip in tips):
+    tips = [tip for branch in dict.fromkeys(branches) for tip in repo.refs.branch_tips(branch)]
+    if not any(repo.history.is_ancestor(sha, tip) for tip in tips):
         named = " or ".join(dict.fromkeys(branches))
         return PickCheck(sha, f"{sha[:12]} is on no {named} branch of the clone (a commit of the fork's own)")
-    upstream = repo.commit_info(sha)
+    upstream = repo.commits.commit_info(sha)
     if (upstream.author.name, upstream.author.email) != (patch.author_name, patch.author_email):
         return PickCheck(
             sha,
@@ -57,6 +57,6 @@ def check_pick(repo: GitRepo, branches: list[str], patch: Patch) -> PickCheck | 
         )
     if _normalised(patch.message) != _normalised(upstream.message):
         return PickCheck(sha, f"its message differs from upstream {sha[:12]}'s (amended)")
-    if repo.commit_patch_id(sha) != patch.patch_id:
+    if repo.patches.commit_patch_id(sha) != patch.patch_id:
         return PickCheck(sha, f"its change differs from upstream {sha[:12]}'s")
     return PickCheck(sha)

@@ -13,6 +13,7 @@ from __future__ import annotations
 import tempfile
 from collections.abc import Callable, Mapping
 from pathlib import Path, PurePosixPath
+from typing import TYPE_CHECKING
 
 import msgspec
 
@@ -23,6 +24,9 @@ from forkctl.series import Patch
 from forkctl.upstreamlint import hooks, tools
 from forkctl.upstreamlint.hooks import Skipped
 from forkctl.upstreamlint.run import Finding, new_on_head, run_hook
+
+if TYPE_CHECKING:
+    from forkctl.git.objects import Objects
 
 _FILE_MODES = {"100644", "100755"}
 
@@ -61,23 +65,23 @@ def _named_by(runnable: list[hooks.Hook]) -> set[str]:
     return {word.removeprefix("./") for hook in runnable for word in hook.argv}
 
 
-def materialise(repo: GitRepo, commit: str, touched: list[str], dest: Path, named: set[str]) -> list[str]:
+def materialise(objects: Objects, commit: str, touched: list[str], dest: Path, named: set[str]) -> list[str]:
     """Write the files of `commit` a hook run needs into `dest`; the touched files it has, sorted."""
-    entries = repo.all_entries(commit)
+    entries = objects.all_entries(commit)
     for path in _wanted(entries, touched, named):
         entry = entries[path]
         if entry.kind != "blob" or entry.mode not in _FILE_MODES:
             continue  # links and gitlinks: no linter reads them as files
         target = dest / path
         target.parent.mkdir(parents=True, exist_ok=True)
-        target.write_bytes(repo.blob_bytes(entry.sha))
+        target.write_bytes(objects.blob_bytes(entry.sha))
         if entry.mode == "100755":
             target.chmod(0o755)
     return sorted(path for path in touched if path in entries and (dest / path).is_file())
 
 
-def _config(repo: GitRepo, base: str) -> hooks.PreCommitConfig:
-    text = repo.read_blob(base, hooks.CONFIG_FILE)
+def _config(objects: Objects, base: str) -> hooks.PreCommitConfig:
+    text = objects.read_blob(base, hooks.CONFIG_FILE)
     if text is None:
         raise BadInput(
             f"upstream has no {hooks.CONFIG_FILE} at the base {base[:12]}: there is no upstream lint to run",
@@ -88,7 +92,7 @@ def _config(repo: GitRepo, base: str) -> hooks.PreCommitConfig:
 
 def fork_head(repo: GitRepo, base: str, patches: list[Patch]) -> str:
     """apply(series, base), as forkctl apply builds it; a stale series has none."""
-    full = repo.resolve_commit(base)
+    full = repo.objects.resolve_commit(base)
     if full is None:
         raise BadInput(f"the base {base} is not in {repo.git_dir}", hint="fetch upstream into that clone")
     built = replay.build_series(repo, full, patches)
@@ -109,7 +113,7 @@ def check(
     trust_local: bool = False,
 ) -> UpstreamLint:
     """Run the base's pre-commit hooks on the touched files of the base and of the fork head, compared."""
-    config = _config(repo, base)
+    config = _config(repo.objects, base)
     head = fork_head(repo, base, patches)
     touched = sorted({path for patch in patches for path in patch.paths})
     runnable, skipped = hooks.hooks_of(config, trust_local)
@@ -117,8 +121,8 @@ def check(
     with tempfile.TemporaryDirectory(prefix="forkctl-upstream-lint-") as folder:
         scratch = Path(folder)
         named = _named_by(runnable)
-        base_files = materialise(repo, base, touched, scratch / "base", named)
-        head_files = materialise(repo, head, touched, scratch / "head", named)
+        base_files = materialise(repo.objects, base, touched, scratch / "base", named)
+        head_files = materialise(repo.objects, head, touched, scratch / "head", named)
         for hook in runnable:
             bin_dir = tools.ensure(hook, progress)
             base_paths = hooks.selected(hook, config, base_files)

@@ -96,11 +96,11 @@ class FirstBreaks:
     def _read_line(self) -> tuple[CommitInfo | None, list[CommitInfo], list[str]]:
         if self._line is None:
             anchor = self.old_base
-            if not self.repo.is_ancestor(anchor, self.target):
-                bases = self.repo.merge_bases(self.old_base, self.target)
+            if not self.repo.history.is_ancestor(anchor, self.target):
+                bases = self.repo.history.merge_bases(self.old_base, self.target)
                 anchor = bases[0] if len(bases) == 1 else ""
-            chain = self.repo.ancestry_chain(anchor, self.target) if anchor else []
-            infos = self.repo.commit_infos([anchor, *(sha for sha, _ in chain)] if anchor else [])
+            chain = self.repo.history.ancestry_chain(anchor, self.target) if anchor else []
+            infos = self.repo.commits.commit_infos([anchor, *(sha for sha, _ in chain)] if anchor else [])
             self._line = (infos[0] if infos else None, infos[1:], [parent for _, parent in chain])
         return self._line
 
@@ -157,7 +157,7 @@ class FirstBreaks:
             subject=culprit.subject,
             author=f"{culprit.author.name} <{culprit.author.email}>",
             date=culprit.author.date,
-            files=sorted(self.repo.changed_paths(parent, culprit.sha)),
+            files=sorted(self.repo.diffs.changed_paths(parent, culprit.sha)),
             tested=tested,
             parent=parent,
             merged=[sha for sha in culprit.parents if sha != parent],

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 from collections.abc import Iterator
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import msgspec
 
@@ -18,6 +19,9 @@ from forkctl.ops.port.provenance import PickProof, prove_pick
 from forkctl.ops.port.walk import Aligned, Judged, QuickPicks, Tell, walk
 from forkctl.ops.state import Partial, Reapplied
 from forkctl.series import Patch
+
+if TYPE_CHECKING:
+    from forkctl.git.index import Indexes
 
 
 class PatchVerdict(msgspec.Struct, frozen=True):
@@ -76,7 +80,7 @@ class Judge:
         limited = bool(patch.paths) and set(patch.paths) <= set(self._series_paths)
         key = (zero_context, limited)
         if key not in self._ids:
-            self._ids[key] = self.repo.patch_ids_in_range(
+            self._ids[key] = self.repo.patches.patch_ids_in_range(
                 f"{self.old_base}..{self.target}",
                 zero_context=zero_context,
                 touching=self._series_paths if limited else None,
@@ -92,13 +96,13 @@ class Judge:
         """The zero-context patch-id of an old series commit (all of them computed in one go)."""
         if self._old_zero_ids is None:
             spec = self._old_range
-            self._old_zero_ids = self.repo.commit_patch_ids(spec, zero_context=True) if spec else {}
+            self._old_zero_ids = self.repo.patches.commit_patch_ids(spec, zero_context=True) if spec else {}
         return self._old_zero_ids.get(old, "")
 
     def old_changed_lines(self, old: str) -> int:
         if self._old_line_counts is None:
             spec = self._old_range
-            self._old_line_counts = self.repo.changed_lines_per_commit(spec) if spec else {}
+            self._old_line_counts = self.repo.diffs.changed_lines_per_commit(spec) if spec else {}
         return self._old_line_counts[old]
 
     def upstream_touched(self, paths: list[str]) -> bool:
@@ -107,13 +111,13 @@ class Judge:
     def upstream_paths(self) -> set[str]:
         """The paths upstream changed between the old base and the target (asked once)."""
         if self._upstream_paths is None:
-            self._upstream_paths = self.repo.changed_paths(self.old_base, self.target)
+            self._upstream_paths = self.repo.diffs.changed_paths(self.old_base, self.target)
         return self._upstream_paths
 
     def resolve_provenance(self, names: list[str]) -> dict[str, str | None]:
         missing = [name for name in names if name not in self._provenance]
         if missing:
-            self._provenance.update(self.repo.resolve_commits(missing))
+            self._provenance.update(self.repo.objects.resolve_commits(missing))
         return {name: self._provenance[name] for name in names}
 
     def parent_of(self, position: int, base: str) -> str | None:
@@ -154,7 +158,7 @@ class Judge:
         """Those of `commits` that the target contains (each asked once, the unknown ones together)."""
         unknown = sorted({sha for sha in commits if sha not in self._ancestry})
         if unknown:
-            inside = self.repo.ancestors_among(unknown, self.target)
+            inside = self.repo.history.ancestors_among(unknown, self.target)
             self._ancestry.update({sha: sha in inside for sha in unknown})
         return {sha for sha in commits if self._ancestry[sha]}
 
@@ -163,7 +167,7 @@ class Judge:
         (partial when smaller than the original), a conflict stops; the named upstream commit is the
         evidence each verdict carries. A pick whose provenance names a commit of the target is first
         compared with it (`by_provenance`)."""
-        head_tree = head_tree or self.repo.commit_info(head).tree
+        head_tree = head_tree or self.repo.commits.commit_info(head).tree
         proof = pick_proof(self, position, patch)
         if proof is not None:
             return by_provenance(self, position, patch, (head, head_tree), proof)
@@ -180,7 +184,7 @@ class Judge:
         kind = fate(merged, head_tree)
         if kind == "absorbed":
             named = self.named_upstream(position, patch)
-            rule, commit = named or ("empty", self.repo.last_commit_touching(self.range, patch.paths))
+            rule, commit = named or ("empty", self.repo.history.last_commit_touching(self.range, patch.paths))
             return PatchVerdict("absorbed", rule, commit)
         if kind == "applied":
             return applied_verdict(self, merged, head_tree, (old, parent), patch, position)
@@ -188,9 +192,10 @@ class Judge:
         rule, commit = named or ("", None)
         if named is None:
             # Only a hint for the person resolving: upstream may hold the change in another shape.
-            with self.repo.private_index(head_tree) as index:
+            with self.repo.indexes.private_index(head_tree) as index:
                 if index.apply_check(patch.diff, reverse=True):
-                    rule, commit = "reverse-applies", self.repo.last_commit_touching(self.range, patch.paths)
+                    touched = self.repo.history.last_commit_touching(self.range, patch.paths)
+                    rule, commit = "reverse-applies", touched
         return PatchVerdict("conflict", rule, commit, merged=merged)
 
     @property
@@ -211,7 +216,7 @@ def walk_series(
     them at once asked first, the in-process picks started."""
     judge.know_series(patches[start:])
     start_quick(judge, start, head)
-    return walk(judge, patches, start, (head, judge.repo.commit_tree_id(head)), batch, plain, tell)
+    return walk(judge, patches, start, (head, judge.repo.trees.commit_tree_id(head)), batch, plain, tell)
 
 
 def start_quick(judge: Judge, start: int, head: str) -> None:
@@ -282,7 +287,7 @@ def applied_verdict(
     if old is None or parent is None or not judge.upstream_touched(patch.paths):
         return PatchVerdict("applied", "clean", tree=merged.tree, merged=merged)
     before = judge.old_changed_lines(old)
-    after = judge.repo.changed_line_count(head_tree, merged.tree)
+    after = judge.repo.diffs.changed_line_count(head_tree, merged.tree)
     if after < before:
         named = judge.named_upstream(position, patch)
         rule, commit = named or (None, None)
@@ -309,7 +314,7 @@ def own_lines_verdict(
     if kind == "applied":
         partial = Partial(
             changed_lines=judge.old_changed_lines(old),
-            still_needed=judge.repo.changed_line_count(tree, merged.tree),
+            still_needed=judge.repo.diffs.changed_line_count(tree, merged.tree),
             upstream_commit=proof.upstream_commit,
             named_by="provenance",
             own_lines=own,
@@ -337,7 +342,7 @@ def merge_patch(
     if old is not None and parent is not None:
         # The old commits were built by forkctl: committer date = the patch's date.
         return cherry_pick(repo, old, parent, head, onto_tree=head_tree, date=patch.date.isoformat())
-    return _apply_3way(repo, patch, head_tree)
+    return _apply_3way(repo.indexes, patch, head_tree)
 
 
 def fate(merged: MergeResult, head_tree: TreeSha) -> str:
@@ -347,7 +352,7 @@ def fate(merged: MergeResult, head_tree: TreeSha) -> str:
     return "absorbed" if merged.tree == head_tree else "applied"
 
 
-def _apply_3way(repo: GitRepo, patch: Patch, head_tree: TreeSha) -> MergeResult:
+def _apply_3way(repo: Indexes, patch: Patch, head_tree: TreeSha) -> MergeResult:
     """No old commit to cherry-pick (the series does not build on its base): apply with --3way."""
     with repo.private_index(head_tree) as index:
         ok, message = index.apply(patch.diff)
@@ -382,7 +387,7 @@ def resolve_endpoints(
 ) -> tuple[GitRepo, str, str]:
     """The repository holding both ends of a port, with the target and the old base as full SHAs."""
     repo = repo_holding(repo_path, url, [target, old_base])
-    new, old = repo.resolve_commit(target), repo.resolve_commit(old_base)
+    new, old = repo.objects.resolve_commit(target), repo.objects.resolve_commit(old_base)
     if new is None or old is None:
         missing = target if new is None else old_base
         raise BadInput(

@@ -41,24 +41,24 @@ def prove_pick(
     """Compare the pick (commit `pick` on `pick_parent`, patch-id `pick_id`) with upstream commit
     `upstream_commit`, and look for its revert in `crossed` (old base..target). None: U is a merge or
     a root commit, which no `-x` pick is compared with."""
-    upstream = repo.commit_info(upstream_commit)
+    upstream = repo.commits.commit_info(upstream_commit)
     if len(upstream.parents) != 1:
         return None
     parent = upstream.parents[0]
-    u_id, reverse_id = repo.change_and_reverse_ids(upstream_commit, parent)
+    u_id, reverse_id = repo.patches.change_and_reverse_ids(upstream_commit, parent)
     reverted_by = _reverted_by(repo, (upstream_commit, parent, upstream.tree), (u_id, reverse_id), crossed)
     if pick_id and pick_id == u_id:
         return PickProof(
             upstream_commit, f"patch-id: the patch's equals {upstream_commit}'s", reverted_by=reverted_by
         )
     on_parent = cherry_pick(repo, upstream_commit, parent, pick_parent)
-    pick_tree = repo.commit_info(pick).tree
+    pick_tree = repo.commits.commit_info(pick).tree
     if not on_parent.clean:
         return PickProof(upstream_commit, reverted_by=reverted_by)
     if on_parent.tree == pick_tree:
         proof = f"interdiff: {upstream_commit} picked onto the patch's parent gives the patch's tree"
         return PickProof(upstream_commit, proof, reverted_by=reverted_by)
-    own_lines = repo.changed_lines_text(on_parent.tree, pick_tree)
+    own_lines = repo.diffs.changed_lines_text(on_parent.tree, pick_tree)
     return PickProof(
         upstream_commit, own=(on_parent.tree, pick_tree), own_lines=own_lines, reverted_by=reverted_by
     )
@@ -71,12 +71,12 @@ def _reverted_by(
     patch-id and its reverse's), None when none did or a later commit (or U itself) made U's change."""
     commit, parent, _ = upstream
     u_id, reverse_id = ids
-    paths = sorted(repo.changed_paths(parent, commit))
+    paths = sorted(repo.diffs.changed_paths(parent, commit))
     if not paths:
         return None
-    said = repo.commits_saying_they_revert(commit, crossed)
+    said = repo.history.commits_saying_they_revert(commit, crossed)
     reverted_by: str | None = None
-    for later, later_id in repo.commit_patch_ids(crossed, touching=paths).items():
+    for later, later_id in repo.patches.commit_patch_ids(crossed, touching=paths).items():
         if later == commit or later_id == u_id:
             reverted_by = None
         elif later_id == reverse_id or (later in said and _is_revert(repo, upstream, later)):
@@ -87,9 +87,9 @@ def _reverted_by(
 def _is_revert(repo: GitRepo, upstream: tuple[str, str, TreeSha], later: str) -> bool:
     """Is `later` `git revert U` made on its own parent (the reverse of U merged there, 3-way)?"""
     commit, parent, tree = upstream
-    info = repo.commit_info(later)
+    info = repo.commits.commit_info(later)
     if len(info.parents) != 1:
         return False
     date = (info.committer or info.author).date
-    reverse = pick_change(repo, (tree, repo.commit_info(parent).tree), commit, info.parents[0], date)
+    reverse = pick_change(repo, (tree, repo.commits.commit_info(parent).tree), commit, info.parents[0], date)
     return reverse.clean and reverse.tree == info.tree

@@ -138,13 +138,13 @@ def start(
     session.refuse_if_in_progress(repo)
     session.remove_leftovers(repo)
     session.refuse_checked_out(repo, branch)
-    descends = repo.is_ancestor(old_base, new_base)
+    descends = repo.history.is_ancestor(old_base, new_base)
     if not descends and not backport:
         raise BadInput(
             f"{new_base[:12]} does not descend from the current base {old_base[:12]}",
             hint="to carry the series to an older line (e.g. a release branch), pass --backport",
         )
-    old_tip = repo.branch_sha(branch)
+    old_tip = repo.refs.branch_sha(branch)
     tell(f"rebuilding the series on the old base {old_base[:12]}")
     old_commits, old_head = old_series(repo, old_base, series, old_tip)
     state = session.State(
@@ -267,6 +267,6 @@ def abort(repo: GitRepo, manifest_path: Path) -> session.State | None:
         session.discard(repo)
         return None
     if transaction.is_finishing(state):
-        transaction.undo(repo, state)
+        transaction.undo(repo.refs, state)
     session.clear(repo)
     return state

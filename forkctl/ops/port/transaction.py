@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import os
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from forkctl.files import atomic_write, remove_temporaries
 from forkctl.git.repo import GitRepo
@@ -15,6 +16,9 @@ from forkctl.manifest import Manifest, plain
 from forkctl.manifest.schema import DroppedEntry
 from forkctl.ops import export
 from forkctl.ops import state as session
+
+if TYPE_CHECKING:
+    from forkctl.git.refs import Refs
 
 
 def is_finishing(state: session.State) -> bool:
@@ -119,17 +123,19 @@ def finish(repo: GitRepo, manifest: Manifest, state: session.State) -> tuple[lis
         for original in _backed_up(state):
             if original not in kept:
                 Path(original).unlink(missing_ok=True)
-    if repo.branch_sha(state.branch) != state.head:
+    if repo.refs.branch_sha(state.branch) != state.head:
         session.set_branch(repo, state.branch, state.head, state.old_tip)
     old_head = state.port_data.old_head
     shown = ""
     if old_head:
-        shown = repo.range_diff(f"{state.port_data.old_base}..{old_head}", f"{state.base}..{state.head}")
+        shown = repo.patches.range_diff(
+            f"{state.port_data.old_base}..{old_head}", f"{state.base}..{state.head}"
+        )
     session.clear(repo)
     return exported, shown
 
 
-def undo(repo: GitRepo, state: session.State) -> None:
+def undo(repo: Refs, state: session.State) -> None:
     """Restore the files and put the branch back where it was, if the port had moved it."""
     _restore_backup(state)
     current = repo.branch_sha(state.branch)

@@ -64,11 +64,11 @@ class Aligned:
         """`parent`: the old commit the next patch was built on; `head`: what it is picked onto;
         `known`: the paths that differ between them when the caller has them already."""
         self.repo = repo
-        self.differ = set(known) if known is not None else repo.changed_paths(parent, head)
+        self.differ = set(known) if known is not None else repo.diffs.changed_paths(parent, head)
 
     def changes(self, parent_tree: TreeSha, old_tree: TreeSha) -> list[Change]:
         """What the patch's old commit changes (tree of its parent to its own tree)."""
-        return self.repo.tree_changes(parent_tree, old_tree)
+        return self.repo.trees.tree_changes(parent_tree, old_tree)
 
     def pick(self, changes: list[Change], head_tree: TreeSha) -> TreeSha | None:
         """The merged tree when git's merge has nothing to decide (see the module), else None."""
@@ -81,7 +81,7 @@ class Aligned:
             if GITLINK_MODE in (change.old.mode, change.new.mode):
                 return None  # a gitlink: git's merge has its own rules for submodules
             replaced[change.path] = change.new
-        return self.repo.replace_files(head_tree, replaced)
+        return self.repo.trees.replace_files(head_tree, replaced)
 
     def advance(self, changes: list[Change], head_tree: TreeSha, new_head_tree: TreeSha, quick: bool) -> None:
         """After a patch: the parent moved on by `changes`; the head from `head_tree` to
@@ -90,7 +90,9 @@ class Aligned:
             return
         self.differ.update(change.path for change in changes)
         if new_head_tree != head_tree:
-            self.differ.update(change.path for change in self.repo.tree_changes(head_tree, new_head_tree))
+            self.differ.update(
+                change.path for change in self.repo.trees.tree_changes(head_tree, new_head_tree)
+            )
 
 
 class QuickPicks:
@@ -110,7 +112,7 @@ class QuickPicks:
         if old is None or parent is None:
             return None
         if position not in self._changes:
-            trees = self.repo.commit_tree_id(parent), self.repo.commit_tree_id(old)
+            trees = self.repo.trees.commit_tree_id(parent), self.repo.trees.commit_tree_id(old)
             self._changes[position] = self.aligned.changes(*trees)
         return self._changes[position]
 
@@ -193,7 +195,7 @@ def walk(
             judge.quick = None  # a patch with no old commit: git merges every patch from here on
         if verdict.kind == "applied":
             if plain and not applies:
-                with judge.repo.private_index(tree) as index:
+                with judge.repo.indexes.private_index(tree) as index:
                     applies = index.apply_check(patch.diff)
             commit = batch.make(commit, moved, patch) if batch is not None else commit
         tree = moved
