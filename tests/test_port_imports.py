@@ -2,18 +2,20 @@
 
 Reading the code of one verb means opening the modules it imports: port must not pull in GPU evidence,
 the pin chain, GitHub, the demo, other verbs' views (status's preview and bisection), apply's module, or
-the URL cache and its fetch machinery when --repo names the clone (store, remote, graph, listings,
+the URL cache and its fetch machinery when --repo names the clone (clonecache, remote, graph, listings,
 credentials).
 
 Measured on the development machine (both runs with --repo, the child's `sys.modules` at exit):
 
-| run | before (ed2b2d0) | e9b85bf | now (GitRepo's parts imported on first access) |
+| run | before (ed2b2d0) | e9b85bf | now |
 |---|---|---|---|
-| clean `port --onto` | 69 | 61 | 59 |
-| stopped `port --onto` | 68 | 60 | 59 |
-| its `--continue` | 69 | 61 | 58 |
+| clean `port --onto` | 69 | 61 | 57 |
+| stopped `port --onto` | 68 | 60 | 57 |
+| its `--continue` | 69 | 61 | 56 |
 
-(`import forkctl.commands.port` alone: 67 before, 58 at e9b85bf, 53 now.) The issue's goal is half of
+Since e9b85bf: GitRepo's parts imported on first access (no submodules, index), the trace module only
+for a traced run, the validation section's types in one module. (`import forkctl.commands.port`
+alone: 67 before, 58 at e9b85bf, 53 with the parts.) The issue's goal is half of
 before (34); not reached: what remains is on port's path (the git parts of GitRepo a port reads, the manifest schema's
 sections, the series, replay, export, the port's own modules). The budget holds what was reached.
 """
@@ -30,7 +32,7 @@ from tests import budget
 from tests.probe import imported
 from tests.seriesrepo import SeriesSetup, clone, make_series, run_json
 
-NOW = {"onto": 59, "stop": 59, "continue": 58}
+NOW = {"onto": 57, "stop": 57, "continue": 56}
 HELPER_UP = "def a():\n    return 1\n\n\ndef helper():\n    return 'up'\n"
 RESOLVED = "def a():\n    return 10\n\n\ndef helper():\n    return 'hi up'\n"
 NOT_ON_PATH = {
@@ -79,7 +81,7 @@ def _check(what: str, modules: set[str], run: str) -> None:
 
 
 @pytest.mark.budget(
-    "forkctl modules a real port run imports: 69 before, 59 now (development machine, see the docstring)"
+    "forkctl modules a real port run imports: 69 before, 57 now (development machine, see the docstring)"
 )
 def test_a_port_run_imports_only_what_port_runs(setup: SeriesSetup, tmp_path: Path) -> None:
     clean_base = setup.upstream.commit("unrelated upstream work", {"megatron/core/sub/c.py": "C = 4\n"})
@@ -93,7 +95,7 @@ def test_a_port_run_imports_only_what_port_runs(setup: SeriesSetup, tmp_path: Pa
 
 
 @pytest.mark.budget(
-    "forkctl modules a stopped port and its --continue import: 68 / 69 before, 59 / 58 now (development "
+    "forkctl modules a stopped port and its --continue import: 68 / 69 before, 57 / 56 now (development "
     "machine, see the docstring)"
 )
 def test_a_stopped_port_and_its_continue_import_only_what_they_run(
