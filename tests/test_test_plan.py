@@ -2,14 +2,16 @@
 
 from __future__ import annotations
 
+import json
 import os
 import re
 import shutil
 import subprocess
 import sys
+from collections import OrderedDict
 from pathlib import Path
 
-from tests.make_test_plugin import PATCH_TESTS, PatchTestsTogether, listed_slow
+from tests.make_test_plugin import PATCH_TESTS, SECONDS_KEY, PatchTestsTogether, listed_slow, longest_first
 
 ROOT = Path(__file__).resolve().parent.parent
 SCRIPT = ROOT / "scripts" / "test-tmpdir.sh"
@@ -53,6 +55,23 @@ def test_the_patch_tests_are_one_unit_of_work_and_every_other_test_its_own() -> 
     }
     assert units == {PATCH_TESTS}
     assert plan._split_scope("tests/test_apply.py::test_a[1]") == "tests/test_apply.py::test_a[1]"
+
+
+def test_the_longest_tests_are_handed_out_first_as_the_last_run_measured(tmp_path: Path) -> None:
+    """A run records each test's seconds in pytest's cache; the next run hands the longest out first
+    (a test nothing measured keeps its place after them, so a first run keeps the slow-first order)."""
+    (tmp_path / "test_timed.py").write_text(
+        "import time\n\ndef test_quick():\n    pass\n\ndef test_long():\n    time.sleep(0.2)\n"
+    )
+    env = {**os.environ, "PYTHONPATH": str(ROOT)}
+    argv = [sys.executable, "-m", "pytest", "-q", "-p", "tests.make_test_plugin", "test_timed.py"]
+    done = subprocess.run(argv, cwd=tmp_path, env=env, capture_output=True, text=True)
+    assert done.returncode == 0, done.stdout + done.stderr
+    seconds = json.loads((tmp_path / ".pytest_cache" / "v" / SECONDS_KEY).read_text())
+    assert seconds["test_timed.py::test_long"] >= 0.2 > seconds["test_timed.py::test_quick"]
+    units = ["test_timed.py::test_quick", "test_unmeasured.py::test_new", "test_timed.py::test_long"]
+    queue = OrderedDict((unit, {unit: False}) for unit in units)
+    assert list(longest_first(queue, seconds)) == [units[2], units[0], units[1]]
 
 
 def _recipe(target: str) -> tuple[list[str], list[str]]:
