@@ -11,9 +11,9 @@ none of this changes anything a GPU test does.
   test handed out late keeps one worker busy after the others are done (a run that ended on the Slurm
   time-limit test, started 150 s in, took 240 s where its CPU needed 150). How long a test takes is what
   the last runs measured (pytest's cache, `forkctl/seconds`, written by every run that has the cache);
-  where nothing was measured yet, slow tests first: those marked slow in their file (2.5 s or more of a
-  `make test` run), then those tests/slow-tests.txt lists (over 0.8 s of the fast loop,
-  `scripts/slow_tests.sh`). The patch tests are slow as a whole (importing torch into a worker costs
+  where nothing was measured yet (a fresh checkout, CI), slow tests first: those marked slow in their
+  file (2.5 s or more of a `make test` run; `slow(seconds=N)` where a test waits that long, longest
+  first), then those tests/slow-tests.txt lists (over 0.8 s of the fast loop, `scripts/slow_tests.sh`). The patch tests are slow as a whole (importing torch into a worker costs
   seconds), so `make test-fast` (`-m "not slow"`) runs neither them nor any slow test.
 - Text forkctl writes to a log is laid out for 120 columns, so a message that names a temp path wraps
   at a column that depends on where the checkout and the temp folder are: the run sets
@@ -109,9 +109,19 @@ def pytest_xdist_make_scheduler(config: pytest.Config, log: object) -> PatchTest
 @pytest.hookimpl(tryfirst=True)  # before `-m` deselects by marker
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
     slow = listed_slow()
-    marked = {item.nodeid for item in items if item.get_closest_marker("slow") is not None}
+    marked = {item.nodeid: _declared_seconds(item) for item in items if item.get_closest_marker("slow")}
     for item in items:
         if item.nodeid.startswith(PATCH_TESTS) or item.nodeid.split("[", 1)[0] in slow:
             item.add_marker(pytest.mark.slow)
-    # Marked in their file, then listed or patch tests, then the rest: each group in collection order.
-    items.sort(key=lambda item: 0 if item.nodeid in marked else 1 if item.get_closest_marker("slow") else 2)
+    # Marked in their file (the longest declared first), then listed or patch tests, then the rest: each
+    # group otherwise in collection order.
+    items.sort(key=lambda item: (0, -marked[item.nodeid]) if item.nodeid in marked else (_group(item), 0.0))
+
+
+def _declared_seconds(item: pytest.Item) -> float:
+    marker = item.get_closest_marker("slow")
+    return float(marker.kwargs.get("seconds", 0)) if marker is not None else 0.0
+
+
+def _group(item: pytest.Item) -> int:
+    return 1 if item.get_closest_marker("slow") else 2

@@ -74,6 +74,29 @@ def test_the_longest_tests_are_handed_out_first_as_the_last_run_measured(tmp_pat
     assert list(longest_first(queue, seconds)) == [units[2], units[0], units[1]]
 
 
+def test_a_first_run_hands_out_the_tests_that_wait_longest_first() -> None:
+    """With nothing measured (a fresh checkout, CI): the tests marked slow in their file, those that say
+    how long they wait (`slow(seconds=N)`) longest first, then the listed ones, then the rest."""
+    files = ["tests/test_lint_status.py", "tests/test_validate_slurm.py", "tests/test_hook.py"]
+    argv = [sys.executable, "-m", "pytest", "--collect-only", "-q", "-p", "no:cacheprovider"]
+    done = subprocess.run(
+        [*argv, "-p", "tests.make_test_plugin", *files], cwd=ROOT, capture_output=True, text=True
+    )
+    order = [line.split("[", 1)[0] for line in done.stdout.splitlines() if "::" in line]
+    slurm = "tests/test_validate_slurm.py::test_a_job_"
+    assert order[:2] == [
+        f"{slurm}past_its_time_limit_is_reported_as_timeout",
+        f"{slurm}that_loses_its_node_is_reported_as_node_fail",
+    ]
+    listed = [i for i, test in enumerate(order) if test in listed_slow()]
+    marked_in_hook = [
+        i for i, test in enumerate(order) if test.startswith("tests/test_hook.py::test_try_repo")
+    ]
+    unlisted = [i for i, test in enumerate(order) if test.startswith("tests/test_lint_status.py")]
+    assert listed and marked_in_hook and unlisted
+    assert max(marked_in_hook) < min(listed) and max(listed) < min(unlisted)
+
+
 def _recipe(target: str) -> tuple[list[str], list[str]]:
     """(prerequisites, command lines) of a Makefile target."""
     makefile = (ROOT / "Makefile").read_text()
