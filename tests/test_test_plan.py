@@ -97,6 +97,21 @@ def test_a_first_run_hands_out_the_tests_that_wait_longest_first() -> None:
     assert max(marked_in_hook) < min(listed) and max(listed) < min(unlisted)
 
 
+def test_the_cpu_profile_counts_what_each_test_and_its_children_spent(tmp_path: Path) -> None:
+    """`-p tests.cpu_profile` (docs/test-time.md): a test's CPU includes the children it waited for."""
+    (tmp_path / "test_spent.py").write_text(
+        "import subprocess, sys\n\ndef test_idle():\n    pass\n\n"
+        "def test_child():\n    subprocess.run([sys.executable, '-c', 'sum(range(3 * 10**7))'], check=True)\n"
+    )
+    env = {**os.environ, "PYTHONPATH": str(ROOT)}
+    argv = [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", "-p", "tests.cpu_profile"]
+    done = subprocess.run([*argv, "test_spent.py"], cwd=tmp_path, env=env, capture_output=True, text=True)
+    assert done.returncode == 0, done.stdout + done.stderr
+    lines = done.stdout.split("the 25 tests that cost most:\n", 1)[1].splitlines()
+    seconds = {line.split()[-1]: float(line.split()[0]) for line in lines[:2]}
+    assert seconds["test_spent.py::test_child"] > 0.2 > seconds["test_spent.py::test_idle"], done.stdout
+
+
 def _recipe(target: str) -> tuple[list[str], list[str]]:
     """(prerequisites, command lines) of a Makefile target."""
     makefile = (ROOT / "Makefile").read_text()
