@@ -26,7 +26,8 @@ test: setup static  ## what CI runs: ruff, mypy, the test suite, lint on the rea
 # xdist here, not in addopts: forkctl validate runs the GPU suite in one process. Bytecode is written
 # even where PYTHONDONTWRITEBYTECODE is set: every xdist worker would otherwise redo pytest's assertion
 # rewriting of every test module (seconds of CPU each) on every run. tests/make_test_plugin.py keeps the
-# tests that import torch on one worker and hands slow tests out first (tests/conftest.py isolates HOME).
+# tests that import torch on one worker and hands the longest tests out first, as the last run measured
+# them (pytest's cache; tests/conftest.py isolates HOME). docs/test-time.md: where the time goes.
 # The temporary files go to tmpfs where there is room (scripts/test-tmpdir.sh says why; asked once).
 	tmp=$$(scripts/test-tmpdir.sh) && env $${tmp:+TMPDIR="$$tmp"} PYTHONDONTWRITEBYTECODE= $(PY) -m pytest -q -n 4 -p tests.make_test_plugin
 # The CLI's own tests under every other Python 3.10-3.13 here, a pytest session each (offline).

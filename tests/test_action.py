@@ -519,11 +519,13 @@ def _offline_sources(tmp: Path) -> tuple[Path, Path]:
     files[f"uv-{version}.dist-info/RECORD"] = "\n".join(
         [*record, f"uv-{version}.dist-info/RECORD,,", ""]
     ).encode()
-    with zipfile.ZipFile(wheels / f"uv-{version}-py3-none-any.whl", "w", zipfile.ZIP_DEFLATED) as wheel:
+    # Stored, not deflated: a wheel may hold either, and deflating uv's 38 MB binary cost 1.5 s of CPU
+    # in each of the three install tests.
+    with zipfile.ZipFile(wheels / f"uv-{version}-py3-none-any.whl", "w", zipfile.ZIP_STORED) as wheel:
         for name, data in files.items():
             info = zipfile.ZipInfo(name)
             info.external_attr = 0o100755 << 16  # the script stays executable
-            wheel.writestr(info, data, zipfile.ZIP_DEFLATED)
+            wheel.writestr(info, data, zipfile.ZIP_STORED)
     index = tmp / "locked-index"
     for wheel_file in WHEELHOUSE.glob("*.whl"):
         project = index / re.sub(r"[-_.]+", "-", wheel_file.name.split("-")[0]).lower()

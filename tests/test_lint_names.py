@@ -6,6 +6,7 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
+import yaml
 from click.testing import CliRunner
 
 from forkctl.cli import cli
@@ -32,7 +33,9 @@ def _series(tmp_path: Path, name_of) -> Path:
         entries.append({"file": str(path.relative_to(toolkit.root)), "provenance": provenance[-1]})
     data = toolkit.manifest_data()
     data["series"] = entries
-    toolkit.write_manifest(data)
+    # libyaml's emitter where PyYAML has it: the pure-Python one took 1.2 s of CPU for 10,000 entries.
+    dumper = getattr(yaml, "CSafeDumper", yaml.SafeDumper)
+    toolkit.manifest.write_text(yaml.dump(data, Dumper=dumper, sort_keys=False))
     return toolkit.manifest
 
 

@@ -2,14 +2,16 @@
 
 from __future__ import annotations
 
+import json
 import os
 import re
 import shutil
 import subprocess
 import sys
+from collections import OrderedDict
 from pathlib import Path
 
-from tests.make_test_plugin import PATCH_TESTS, PatchTestsTogether, listed_slow
+from tests.make_test_plugin import PATCH_TESTS, SECONDS_KEY, PatchTestsTogether, listed_slow, longest_first
 
 ROOT = Path(__file__).resolve().parent.parent
 SCRIPT = ROOT / "scripts" / "test-tmpdir.sh"
@@ -53,6 +55,61 @@ def test_the_patch_tests_are_one_unit_of_work_and_every_other_test_its_own() -> 
     }
     assert units == {PATCH_TESTS}
     assert plan._split_scope("tests/test_apply.py::test_a[1]") == "tests/test_apply.py::test_a[1]"
+
+
+def test_the_longest_tests_are_handed_out_first_as_the_last_run_measured(tmp_path: Path) -> None:
+    """A run records each test's seconds in pytest's cache; the next run hands the longest out first
+    (a test nothing measured keeps its place after them, so a first run keeps the slow-first order)."""
+    (tmp_path / "test_timed.py").write_text(
+        "import time\n\ndef test_quick():\n    pass\n\ndef test_long():\n    time.sleep(0.2)\n"
+    )
+    env = {**os.environ, "PYTHONPATH": str(ROOT)}
+    argv = [sys.executable, "-m", "pytest", "-q", "-p", "tests.make_test_plugin", "test_timed.py"]
+    done = subprocess.run(argv, cwd=tmp_path, env=env, capture_output=True, text=True)
+    assert done.returncode == 0, done.stdout + done.stderr
+    seconds = json.loads((tmp_path / ".pytest_cache" / "v" / SECONDS_KEY).read_text())
+    assert seconds["test_timed.py::test_long"] >= 0.2 > seconds["test_timed.py::test_quick"]
+    units = ["test_timed.py::test_quick", "test_unmeasured.py::test_new", "test_timed.py::test_long"]
+    queue = OrderedDict((unit, {unit: False}) for unit in units)
+    assert list(longest_first(queue, seconds)) == [units[2], units[0], units[1]]
+
+
+def test_a_first_run_hands_out_the_tests_that_wait_longest_first() -> None:
+    """With nothing measured (a fresh checkout, CI): the tests marked slow in their file, those that say
+    how long they wait (`slow(seconds=N)`) longest first, then the listed ones, then the rest."""
+    files = ["tests/test_lint_status.py", "tests/test_validate_slurm.py", "tests/test_hook.py"]
+    argv = [sys.executable, "-m", "pytest", "--collect-only", "-q", "-p", "no:cacheprovider"]
+    done = subprocess.run(
+        [*argv, "-p", "tests.make_test_plugin", *files], cwd=ROOT, capture_output=True, text=True
+    )
+    order = [line.split("[", 1)[0] for line in done.stdout.splitlines() if "::" in line]
+    slurm = "tests/test_validate_slurm.py::test_a_job_"
+    assert order[:2] == [
+        f"{slurm}past_its_time_limit_is_reported_as_timeout",
+        f"{slurm}that_loses_its_node_is_reported_as_node_fail",
+    ]
+    listed = [i for i, test in enumerate(order) if test in listed_slow()]
+    marked_in_hook = [
+        i for i, test in enumerate(order) if test.startswith("tests/test_hook.py::test_try_repo")
+    ]
+    unlisted = [i for i, test in enumerate(order) if test.startswith("tests/test_lint_status.py")]
+    assert listed and marked_in_hook and unlisted
+    assert max(marked_in_hook) < min(listed) and max(listed) < min(unlisted)
+
+
+def test_the_cpu_profile_counts_what_each_test_and_its_children_spent(tmp_path: Path) -> None:
+    """`-p tests.cpu_profile` (docs/test-time.md): a test's CPU includes the children it waited for."""
+    (tmp_path / "test_spent.py").write_text(
+        "import subprocess, sys\n\ndef test_idle():\n    pass\n\n"
+        "def test_child():\n    subprocess.run([sys.executable, '-c', 'sum(range(10**7))'], check=True)\n"
+    )
+    env = {**os.environ, "PYTHONPATH": str(ROOT)}
+    argv = [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", "-p", "tests.cpu_profile"]
+    done = subprocess.run([*argv, "test_spent.py"], cwd=tmp_path, env=env, capture_output=True, text=True)
+    assert done.returncode == 0, done.stdout + done.stderr
+    lines = done.stdout.split("the 25 tests that cost most:\n", 1)[1].splitlines()
+    seconds = {line.split()[-1]: float(line.split()[0]) for line in lines[:2]}
+    assert seconds["test_spent.py::test_child"] > 0.05 > seconds["test_spent.py::test_idle"], done.stdout
 
 
 def _recipe(target: str) -> tuple[list[str], list[str]]:

@@ -174,7 +174,7 @@ def test_sigterm_or_ctrl_c_cancels_the_running_job(
     no_leftovers(toolkit, cluster)
 
 
-@pytest.mark.slow
+@pytest.mark.slow(seconds=90)  # Slurm's least limit is a minute, enforced on a 30 s tick: handed out first
 def test_a_job_past_its_time_limit_is_reported_as_timeout(tmp_path: Path, cluster: SlurmCluster) -> None:
     toolkit = toolkit_at(tmp_path)
     proc = run_slurm_validate(
@@ -192,7 +192,7 @@ def quick_node_timeout_cluster(tmp_path_factory: pytest.TempPathFactory) -> Iter
     yield from running_cluster(tmp_path_factory, ("SlurmdTimeout=5",))
 
 
-@pytest.mark.slow
+@pytest.mark.slow(seconds=30)  # SlurmdTimeout=5, then slurmctld's next ping of the node
 def test_a_job_that_loses_its_node_is_reported_as_node_fail(
     tmp_path: Path, quick_node_timeout_cluster: SlurmCluster
 ) -> None:
