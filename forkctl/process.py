@@ -19,7 +19,7 @@ import os
 import signal
 import subprocess
 import threading
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from pathlib import Path
 
 import msgspec
@@ -71,33 +71,36 @@ def run(
     stdin is `input` (EOF at once when None); stdout and stderr are read whole, decoded as UTF-8 with
     replacement when `text`, stderr into stdout when `merge_stderr`; `pass_fds` stay open in the child.
     """
-    proc = subprocess.Popen(
-        list(argv),
-        cwd=str(cwd) if cwd is not None else None,
-        env=dict(env) if env is not None else None,
-        stdin=subprocess.DEVNULL if input is None else subprocess.PIPE,
-        stdout=subprocess.PIPE,
-        stderr=subprocess.STDOUT if merge_stderr else subprocess.PIPE,
-        start_new_session=True,
-        pass_fds=tuple(pass_fds),
-    )
     data = input.encode() if isinstance(input, str) else input
+    proc: subprocess.Popen[bytes] | None = None
     try:
-        with _sigterm_raises():
+        # The handler is in place before the child starts: a SIGTERM while it starts is kept until
+        # there is a group to kill (`arm`), never lost between the start and the wait.
+        with _sigterm_raises() as arm:
+            proc = subprocess.Popen(
+                list(argv),
+                cwd=str(cwd) if cwd is not None else None,
+                env=dict(env) if env is not None else None,
+                stdin=subprocess.DEVNULL if input is None else subprocess.PIPE,
+                stdout=subprocess.PIPE,
+                stderr=subprocess.STDOUT if merge_stderr else subprocess.PIPE,
+                start_new_session=True,
+                pass_fds=tuple(pass_fds),
+            )
+            arm()
             stdout, stderr = proc.communicate(data, timeout=timeout)
     except subprocess.TimeoutExpired:
+        assert proc is not None
         kill_group(proc)
         stdout, stderr = proc.communicate()
         raise TimedOut(argv, timeout, _decoded(stdout, text), _decoded(stderr, text)) from None
     except _Terminated:
-        kill_group(proc)
-        proc.wait()
+        _end(proc)
         signal.signal(signal.SIGTERM, signal.SIG_DFL)
         os.kill(os.getpid(), signal.SIGTERM)
         raise  # not reached: the default disposition ends the process
     except BaseException:
-        kill_group(proc)
-        proc.wait()
+        _end(proc)
         raise
     done = Exited(list(argv), proc.returncode, _decoded(stdout, text), _decoded(stderr, text))
     if check and done.returncode != 0:
@@ -128,24 +131,48 @@ def kill_group(proc: subprocess.Popen) -> None:
         os.killpg(proc.pid, signal.SIGKILL)
 
 
+def _end(proc: subprocess.Popen[bytes] | None) -> None:
+    """Kill the child's group and reap it (nothing when it never started)."""
+    if proc is not None:
+        kill_group(proc)
+        proc.wait()
+
+
+def _no_signal_waiting() -> None:
+    """`arm` where `run` leaves SIGTERM to someone else."""
+
+
 @contextlib.contextmanager
-def _sigterm_raises() -> Iterator[None]:
+def _sigterm_raises() -> Iterator[Callable[[], None]]:
+    """SIGTERM under its default disposition raises `_Terminated` once `arm` was called; one that came
+    before (while the child started) is raised by `arm` itself, and one left when the block ends without
+    `arm` (the start failed) is sent again under the default disposition, so it is never lost."""
     # Only the main thread may set a handler, and a handler someone installed (the CLI's) is theirs.
     if threading.current_thread() is not threading.main_thread():
-        yield
+        yield _no_signal_waiting
         return
     if signal.getsignal(signal.SIGTERM) is not signal.SIG_DFL:
-        yield
+        yield _no_signal_waiting
         return
+    armed, waiting = [False], [False]
 
-    def _raise(signum: int, frame: object) -> None:
-        raise _Terminated
+    def _handle(signum: int, frame: object) -> None:
+        if armed[0]:
+            raise _Terminated
+        waiting[0] = True
 
-    signal.signal(signal.SIGTERM, _raise)
+    def arm() -> None:
+        armed[0] = True
+        if waiting[0]:
+            raise _Terminated
+
+    signal.signal(signal.SIGTERM, _handle)
     try:
-        yield
+        yield arm
     finally:
         signal.signal(signal.SIGTERM, signal.SIG_DFL)
+        if waiting[0] and not armed[0]:
+            os.kill(os.getpid(), signal.SIGTERM)
 
 
 def _decoded(output: bytes | None, text: bool) -> str | bytes:

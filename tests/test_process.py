@@ -114,6 +114,39 @@ process.run(["sh", "-c", "sleep 300 & echo $! > " + sys.argv[1] + "; wait"], tim
 """
 
 
+# The same, but the driver is held for a second right after the child starts, as a loaded machine's
+# scheduler may hold it: the SIGTERM lands between the child's start and the wait (a flaky failure of the
+# test above under load). Only the timing is changed, by a Popen that sleeps once it has started the child.
+SIGTERM_WHILE_STARTING_DRIVER = """
+import subprocess, sys, time
+
+class HeldAfterStart(subprocess.Popen):
+    def __init__(self, *args, **kwargs):
+        super().__init__(*args, **kwargs)
+        time.sleep(1.0)
+
+subprocess.Popen = HeldAfterStart
+from forkctl import process
+process.run(["sh", "-c", "sleep 300 & echo $! > " + sys.argv[1] + "; wait"], timeout=600)
+"""
+
+
+def test_sigterm_between_the_childs_start_and_the_wait_still_ends_the_group(tmp_path: Path) -> None:
+    pid_file = tmp_path / "pid"
+    driver = subprocess.Popen(
+        [sys.executable, "-c", SIGTERM_WHILE_STARTING_DRIVER, str(pid_file)],
+        env={**os.environ, "PYTHONPATH": str(ROOT)},
+        start_new_session=True,
+    )
+    try:
+        grandchild = _pid_in(pid_file)  # written while the driver is still held after the start
+        os.kill(driver.pid, signal.SIGTERM)
+        assert driver.wait(timeout=20) == -signal.SIGTERM  # died of the signal, as it would have
+        assert _gone(grandchild), "the child's group outlived a SIGTERM that came while it started"
+    finally:
+        _end(driver, pid_file)
+
+
 def test_sigterm_under_its_default_disposition_ends_the_group_then_the_process(tmp_path: Path) -> None:
     pid_file = tmp_path / "pid"
     driver = subprocess.Popen(
