@@ -131,26 +131,17 @@ process.run(["sh", "-c", "sleep 300 & echo $! > " + sys.argv[1] + "; wait"], tim
 """
 
 
-def test_sigterm_between_the_childs_start_and_the_wait_still_ends_the_group(tmp_path: Path) -> None:
+@pytest.mark.parametrize(
+    "driver_code",
+    [SIGTERM_DRIVER, SIGTERM_WHILE_STARTING_DRIVER],
+    ids=["while-it-waits", "while-the-child-starts"],
+)
+def test_sigterm_under_its_default_disposition_ends_the_group_then_the_process(
+    tmp_path: Path, driver_code: str
+) -> None:
     pid_file = tmp_path / "pid"
     driver = subprocess.Popen(
-        [sys.executable, "-c", SIGTERM_WHILE_STARTING_DRIVER, str(pid_file)],
-        env={**os.environ, "PYTHONPATH": str(ROOT)},
-        start_new_session=True,
-    )
-    try:
-        grandchild = _pid_in(pid_file)  # written while the driver is still held after the start
-        os.kill(driver.pid, signal.SIGTERM)
-        assert driver.wait(timeout=20) == -signal.SIGTERM  # died of the signal, as it would have
-        assert _gone(grandchild), "the child's group outlived a SIGTERM that came while it started"
-    finally:
-        _end(driver, pid_file)
-
-
-def test_sigterm_under_its_default_disposition_ends_the_group_then_the_process(tmp_path: Path) -> None:
-    pid_file = tmp_path / "pid"
-    driver = subprocess.Popen(
-        [sys.executable, "-c", SIGTERM_DRIVER, str(pid_file)],
+        [sys.executable, "-c", driver_code, str(pid_file)],
         env={**os.environ, "PYTHONPATH": str(ROOT)},
         start_new_session=True,
     )
