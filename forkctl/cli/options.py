@@ -126,3 +126,13 @@ def no_gate() -> Decorator:
         "forkctl validate that records the evidence. The override is written into what is published "
         "(the merge commit, the bump commits, the pull-request body): 'Published without GPU evidence'.",
     )
+
+
+def resume(help: str) -> Decorator:
+    """`--continue` (the parameter `resume`: `continue` is a keyword): go on with a stopped operation."""
+    return click.option("--continue", "resume", is_flag=True, help=help)
+
+
+def abort(help: str) -> Decorator:
+    """`--abort`: give up a stopped operation."""
+    return click.option("--abort", is_flag=True, help=help)

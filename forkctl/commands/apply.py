@@ -263,15 +263,8 @@ def _refuse_ignored_options(tree: Path | None, **given: bool) -> None:
 )
 @options.branch("Branch to create (default: manifest fork.branch).")
 @click.option("--force", is_flag=True, help="Move an existing branch (its old tip is printed).")
-@click.option(
-    "--continue",
-    "resume",
-    is_flag=True,
-    help="Go on after resolving a stopped apply's conflict in its worktree.",
-)
-@click.option(
-    "--abort", is_flag=True, help="Give up a stopped apply: remove its worktree and state; no ref moves."
-)
+@options.resume("Go on after resolving a stopped apply's conflict in its worktree.")
+@options.abort("Give up a stopped apply: remove its worktree and state; no ref moves.")
 @click.option(
     "--tree",
     type=click.Path(path_type=Path, file_okay=False),

@@ -167,20 +167,13 @@ def _who(repo: GitRepo) -> str:
 )
 @options.repo("A clone with both bases (default: forkctl's cache clone of upstream.url).")
 @options.branch("Branch to move to the ported series (default: manifest fork.branch).")
-@click.option(
-    "--continue",
-    "resume",
-    is_flag=True,
-    help="Go on after resolving a conflict in the worktree, or finish a port interrupted while writing.",
+@options.resume(
+    "Go on after resolving a conflict in the worktree, or finish a port interrupted while writing."
 )
 @click.option(
     "--skip", is_flag=True, help="Drop the patch the port stopped at (recorded under dropped: as skipped)."
 )
-@click.option(
-    "--abort",
-    is_flag=True,
-    help="Give up a stopped or interrupted port: the branch, manifest and patch files as they were.",
-)
+@options.abort("Give up a stopped or interrupted port: the branch, manifest and patch files as they were.")
 @click.option(
     "--backport",
     is_flag=True,
