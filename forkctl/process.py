@@ -154,16 +154,18 @@ def _sigterm_raises() -> Iterator[Callable[[], None]]:
     if signal.getsignal(signal.SIGTERM) is not signal.SIG_DFL:
         yield _no_signal_waiting
         return
-    armed, waiting = [False], [False]
+    armed = waiting = False
 
     def _handle(signum: int, frame: object) -> None:
-        if armed[0]:
+        nonlocal waiting
+        if armed:
             raise _Terminated
-        waiting[0] = True
+        waiting = True
 
     def arm() -> None:
-        armed[0] = True
-        if waiting[0]:
+        nonlocal armed
+        armed = True
+        if waiting:
             raise _Terminated
 
     signal.signal(signal.SIGTERM, _handle)
@@ -171,7 +173,7 @@ def _sigterm_raises() -> Iterator[Callable[[], None]]:
         yield arm
     finally:
         signal.signal(signal.SIGTERM, signal.SIG_DFL)
-        if waiting[0] and not armed[0]:
+        if waiting and not armed:
             os.kill(os.getpid(), signal.SIGTERM)
 
 
