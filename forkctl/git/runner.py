@@ -180,13 +180,13 @@ class GitFailed(BadInput):
 # git's trace family (GIT_TRACE, GIT_TRACE2_EVENT, ...): kept by the hermetic environment; git/trace.py
 # routes the destinations that mean a descriptor.
 TRACE_FAMILY = "GIT_TRACE"
-_TRACE_OFF = ("", "0", "false")
+TRACE_OFF = ("", "0", "false")  # FORKCTL_TRACE values that mean no trace (git/trace.py reads them too)
 
 
 def trace_wanted(env: Mapping[str, str]) -> bool:
     """Whether a trace is asked for: `FORKCTL_TRACE` on, or one of git's trace variables in the child's
     `env`. An untraced run (nearly every run) never imports git/trace.py."""
-    return os.environ.get("FORKCTL_TRACE", "").strip().lower() not in _TRACE_OFF or any(
+    return os.environ.get("FORKCTL_TRACE", "").strip().lower() not in TRACE_OFF or any(
         key.startswith(TRACE_FAMILY) for key in env
     )
 

@@ -22,6 +22,7 @@ import sys
 from collections.abc import Sequence
 
 from forkctl.errors import BadInput
+from forkctl.git.runner import TRACE_OFF
 
 # The variables that name where git writes a trace (the others of the family, e.g. GIT_TRACE_REDACT,
 # GIT_TRACE2_BRIEF, GIT_TRACE2_ENV_VARS, say what a trace holds and pass through as they are).
@@ -43,7 +44,6 @@ DESTINATIONS = frozenset(
     }
 )
 _STDERR = ("1", "2", "true")
-_OFF = ("", "0", "false")
 
 
 def route_to_stderr(env: dict[str, str]) -> list[int]:
@@ -72,7 +72,7 @@ def _is_descriptor(value: str) -> bool:
 def log(args: Sequence[str], cwd: str, outcome: str) -> None:
     """One line for one git call, where FORKCTL_TRACE says (nothing when it is unset, empty, 0, false)."""
     where = os.environ.get("FORKCTL_TRACE", "")
-    if where.strip().lower() in _OFF:
+    if where.strip().lower() in TRACE_OFF:
         return
     import shlex  # only a traced run pays for these
 
