@@ -87,26 +87,47 @@ def test_the_same_publish_four_times_at_once_into_a_fresh_cache(tmp_path: Path) 
     assert len(merges) == 1  # the same inputs made the same merge every round
 
 
+def assert_lost(data: dict, *, older_base: bool) -> None:
+    """A publish that exited 1 lost to another: the branch moved between its look and its push, or, for the
+    toolkit on the older base, the other's merge had already landed, so publishing would go backwards."""
+    errors = [p["message"] for p in data["problems"] if p["level"] == "error"]
+    if data["action"] == "backwards":
+        assert older_base, data  # only a newer base on the branch makes a plan go backwards
+        assert "nothing was pushed" in errors[0] and "--allow-backwards" in data["problems"][0]["hint"], (
+            errors
+        )
+        return
+    assert data["action"] == "moved" and "moved meanwhile" in errors[0], data
+
+
 @pytest.mark.slow
 def test_two_different_series_published_at_once_one_wins_the_other_is_told_it_moved(tmp_path: Path) -> None:
     """Two toolkits (another base each) publish into the same fork branch through one cache: one
-    pushes, the other finds the branch moved (exit 1, 'moved meanwhile') or already holding its
-    merge; no run says its base is missing or fails on the cache."""
+    pushes; the other finds the branch moved (exit 1, 'moved meanwhile'), already holding its merge or,
+    for the older base once the newer one landed, refuses to go backwards; no run says its base is missing
+    or fails on the cache. Round 0 publishes one after the other, the order in which the older base is
+    always refused as backwards (before this round, CI once met that order by chance and the test failed)."""
     chain = make_chain(tmp_path)
     other = tmp_path / "toolkit-2"
     shutil.copytree(chain.toolkit, other)
     second = other / chain.manifest.relative_to(chain.toolkit)
     set_fork(chain.manifest, chain.upstream_tip, publish="merge")
     set_fork(second, git(chain.upstream, "rev-parse", f"{chain.upstream_tip}~1"), publish="merge")
+    reset_fork(chain)
+    newer = publish_at_once([chain.manifest], tmp_path / "cache-sequential")
+    older = publish_at_once([second], tmp_path / "cache-sequential")
+    assert [code for code, _, _ in newer + older] == [0, 1], newer + older
+    assert_lost(older[0][1], older_base=True)
+    assert older[0][1]["action"] == "backwards"
     for round_ in range(ROUNDS):
         reset_fork(chain)
         cache = tmp_path / f"cache-{round_}"
-        results = publish_at_once([chain.manifest, second, chain.manifest, second], cache)
-        for code, data, err in results:
+        manifests = [chain.manifest, second, chain.manifest, second]
+        results = publish_at_once(manifests, cache)
+        for manifest, (code, data, err) in zip(manifests, results, strict=True):
             assert code in (0, 1), (data, err[-2000:])
             if code == 1:
-                errors = [p["message"] for p in data["problems"] if p["level"] == "error"]
-                assert data["action"] == "moved" and "moved meanwhile" in errors[0]
+                assert_lost(data, older_base=manifest == second)
         pushed = [data for code, data, _ in results if code == 0 and data["action"] == "merge"]
         assert pushed, results
         assert tip(chain) in {data["tip"] for data in pushed}
