@@ -133,6 +133,9 @@ class UpstreamRegression(_Model, frozen=True):
     # Failed on the fork head in the full run, passed when re-run alone on both trees: order-dependent
     # state in upstream's suite (e.g. model-parallel groups a failed test left), not a regression.
     order_dependent: list[str] = msgspec.field(default_factory=list)
+    # Why each test of newly_failing and head_only_failing failed in the full run (the first line pytest
+    # reported): a failed run can be read from its evidence alone, without the scratch folder's JUnit.
+    failure_messages: dict[str, str] = msgspec.field(default_factory=dict)
 
     @property
     def idle_trees(self) -> list[str]:

@@ -95,14 +95,31 @@ def tree_problems(
         )
         for tree in regression.idle_trees
     ]
-    return idle + [
+    return idle + failing_findings(regression, tag, rel)
+
+
+def failing_findings(regression: UpstreamRegression, tag: str, rel: str) -> list[Finding]:
+    """One finding per test that failed on the fork head: upstream's own that pass on the base, and the
+    series' own (only the fork head has them), each with the first line of why it failed."""
+    why = {nodeid: f": {message}" for nodeid, message in regression.failure_messages.items()}
+    newly = [
         Finding(
-            f"upstream test {nodeid} passes on the base and fails on the fork head in the evidence for {tag}",
+            f"upstream test {nodeid} passes on the base and fails on the fork head in the evidence for "
+            f"{tag}{why.get(nodeid, '')}",
             "fix the patch that breaks it, then " + RERUN_HINT,
             rel,
         )
-        for nodeid in [*regression.newly_failing, *regression.head_only_failing]
+        for nodeid in regression.newly_failing
     ]
+    head_only = [
+        Finding(
+            f"test {nodeid}, which only the fork head has, failed in the evidence for {tag}{why.get(nodeid, '')}",
+            "fix the patch that carries it, then " + RERUN_HINT,
+            rel,
+        )
+        for nodeid in regression.head_only_failing
+    ]
+    return newly + head_only
 
 
 def library_problems(manifest: Manifest, run: Run, rel: str) -> list[Finding]:
