@@ -14,6 +14,7 @@ import pytest
 
 from forkctl import process
 from forkctl.git import runner
+from tests.sigint import sigint_delivered  # noqa: F401 (a fixture)
 from tests.test_signals import _state
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -80,6 +81,7 @@ signing.sign(Path(sys.argv[1]), Path(sys.argv[2]))
 """
 
 
+@pytest.mark.usefixtures("sigint_delivered")  # Ctrl-C reaches the child, even from a background job
 def test_ctrl_c_while_ssh_keygen_signs_ends_its_whole_group(tmp_path: Path) -> None:
     # Before: gpu/signing.py used subprocess.run, which kills only ssh-keygen itself, not what it started.
     pid_file = tmp_path / "pid"

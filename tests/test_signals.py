@@ -15,6 +15,10 @@ from pathlib import Path
 
 import pytest
 
+from tests.sigint import sigint_delivered  # noqa: F401 (the fixture below)
+
+# Ctrl-C reaches what these tests start even when the suite runs as a background job.
+pytestmark = pytest.mark.usefixtures("sigint_delivered")
 ROOT = Path(__file__).resolve().parent.parent
 
 
@@ -223,3 +227,31 @@ def test_ctrl_c_before_the_command_body_runs_exits_130(tmp_path: Path) -> None:
     assert done.returncode == 130, done.stderr
     assert b"Traceback" not in done.stderr
     assert b"interrupted" in done.stderr
+
+
+def test_the_ctrl_c_tests_hold_when_the_suite_starts_with_sigint_ignored(tmp_path: Path) -> None:
+    """A shell starts a background job (`make test &`, `( .ci/run & )`, nohup) with SIGINT ignored, and
+    an ignored signal stays ignored across exec: forkctl then rightly ignores Ctrl-C as any background
+    job does, and the Ctrl-C tests failed (seen on 2026-12-06, `.ci/run` started in the background as a
+    non-root user). The suite puts SIGINT back to its default for the processes it starts."""
+    ignore_sigint = "import signal; signal.signal(signal.SIGINT, signal.SIG_IGN)"
+    nodeid = f"{Path(__file__).name}::test_ctrl_c_before_the_command_body_runs_exits_130"
+    done = subprocess.run(
+        [
+            sys.executable,
+            "-c",
+            f"{ignore_sigint}; import sys, pytest; sys.exit(pytest.main(sys.argv[1:]))",
+            "-q",
+            "-p",
+            "no:cacheprovider",
+            f"--rootdir={ROOT}",
+            str(Path(__file__).parent / nodeid),
+        ],
+        cwd=ROOT,
+        env={**os.environ, "PYTHONPATH": str(ROOT)},
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-2000:]
+    assert "1 passed" in done.stdout

@@ -28,6 +28,7 @@ from forkctl import manifest
 from forkctl.gpu import evidence, signing
 from forkctl.manifest.validation import SlurmSettings
 from forkctl.slurm import script
+from tests.sigint import sigint_delivered  # noqa: F401 (a fixture)
 from tests.slurmcluster import PARTITION, SlurmCluster, running_cluster
 from tests.test_evidence import FAKE_TORCH, GPU_SUITE, fake_installed, with_a_gpu_driver, write_files
 from tests.test_signing import keypair
@@ -152,6 +153,7 @@ def test_a_cpu_job_fails_for_want_of_a_gpu_with_its_id_state_and_log(
     no_leftovers(toolkit, cluster)
 
 
+@pytest.mark.usefixtures("sigint_delivered")  # Ctrl-C reaches the child, even from a background job
 @pytest.mark.parametrize(("sig", "code"), [(signal.SIGTERM, 143), (signal.SIGINT, 130)])
 def test_sigterm_or_ctrl_c_cancels_the_running_job(
     tmp_path: Path, cluster: SlurmCluster, sig: signal.Signals, code: int
