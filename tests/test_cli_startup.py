@@ -26,8 +26,9 @@ STARTUP = "bench/startup_bench.py, median of 15 runs, 2026-12-02T02:59Z"
 
 
 def _imported(tmp_path: Path, *args: str) -> tuple[set[str], str]:
-    """The modules a `forkctl ARGS` process had imported when it exited, and its stdout."""
-    proc, modules = imported(tmp_path, *args)
+    """The modules a `forkctl ARGS` process had imported when it exited, and its stdout (at a width of
+    100 columns, whatever the width of the terminal that runs the tests: `--help` wraps to it)."""
+    proc, modules = imported(tmp_path, *args, env={"COLUMNS": "100"})
     assert proc.returncode == 0, proc.stderr[-2000:]
     return modules, proc.stdout
 
@@ -156,6 +157,7 @@ def test_apply_shows_a_progress_bar_on_a_terminal_and_none_in_a_log(tmp_path: Pa
 
     setup = make_series(tmp_path)
     env = {**os.environ, "PYTHONPATH": str(ROOT), "FORKCTL_CACHE": str(tmp_path / "cache"), "TERM": "xterm"}
+    env["COLUMNS"] = "100"  # a terminal of common width, whatever runs the tests (a narrow one cuts the line)
     base_args = [
         "--manifest",
         str(setup.manifest),
