@@ -237,6 +237,7 @@ def regression(newly: list[str]) -> evidence.UpstreamRegression:
         head_only_failing=[],
         base_exit_code=0,
         head_exit_code=1 if newly else 0,
+        failure_messages={nodeid: "AssertionError: the experts were not packed" for nodeid in newly},
     )
 
 
@@ -252,7 +253,10 @@ def test_gate_requires_upstream_tests_no_worse_on_the_fork_head(tmp_path: Path) 
     record(toolkit, msgspec.structs.replace(run, upstream_tests=regression(["t.py::test_x"])))
     code, payload = gate_json(toolkit)
     assert code == 1
-    assert any("t.py::test_x passes on the base and fails on the fork head" in p for p in problems(payload))
+    said = (
+        "t.py::test_x passes on the base and fails on the fork head in the evidence for sm90: AssertionError"
+    )
+    assert any(said in p for p in problems(payload)), problems(payload)
     record(toolkit, msgspec.structs.replace(run, upstream_tests=regression([])))
     assert gate_json(toolkit)[0] == 0
 

@@ -378,12 +378,11 @@ def _tested_lines(run: Run, result: Report) -> None:
             "upstream's tests of the touched modules", ["tree", "passed", "failed", "errors", "skipped"], rows
         )
     )
-    why = {nodeid: f": {message}" for nodeid, message in regression.failure_messages.items()}
     for nodeid in regression.newly_failing:
-        said = f"upstream test {nodeid} passes on the base and fails on the fork head{why.get(nodeid, '')}"
+        said = f"upstream test {nodeid} passes on the base and fails on the fork head{regression.why(nodeid)}"
         result.fail(Problem(said))
     for nodeid in regression.head_only_failing:
-        result.fail(Problem(f"test {nodeid}, which only the fork head has, failed{why.get(nodeid, '')}"))
+        result.fail(Problem(f"test {nodeid}, which only the fork head has, failed{regression.why(nodeid)}"))
     for nodeid in regression.order_dependent:
         result.fail(
             Problem(

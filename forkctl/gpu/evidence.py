@@ -137,6 +137,11 @@ class UpstreamRegression(_Model, frozen=True):
     # reported): a failed run can be read from its evidence alone, without the scratch folder's JUnit.
     failure_messages: dict[str, str] = msgspec.field(default_factory=dict)
 
+    def why(self, nodeid: str) -> str:
+        """`: <first line>` of the test's failure, for the end of a sentence; empty when none was kept."""
+        message = self.failure_messages.get(nodeid)
+        return f": {message}" if message else ""
+
     @property
     def idle_trees(self) -> list[str]:
         """The trees on which no upstream test ran (none collected, all skipped): no comparison there."""

@@ -101,11 +101,10 @@ def tree_problems(
 def failing_findings(regression: UpstreamRegression, tag: str, rel: str) -> list[Finding]:
     """One finding per test that failed on the fork head: upstream's own that pass on the base, and the
     series' own (only the fork head has them), each with the first line of why it failed."""
-    why = {nodeid: f": {message}" for nodeid, message in regression.failure_messages.items()}
     newly = [
         Finding(
             f"upstream test {nodeid} passes on the base and fails on the fork head in the evidence for "
-            f"{tag}{why.get(nodeid, '')}",
+            f"{tag}{regression.why(nodeid)}",
             "fix the patch that breaks it, then " + RERUN_HINT,
             rel,
         )
@@ -113,7 +112,7 @@ def failing_findings(regression: UpstreamRegression, tag: str, rel: str) -> list
     ]
     head_only = [
         Finding(
-            f"test {nodeid}, which only the fork head has, failed in the evidence for {tag}{why.get(nodeid, '')}",
+            f"test {nodeid}, which only the fork head has, failed in the evidence for {tag}{regression.why(nodeid)}",
             "fix the patch that carries it, then " + RERUN_HINT,
             rel,
         )
