@@ -24,7 +24,10 @@ FIRST = "from tests import state\n\n\ndef test_first():\n    state.DIRTY = {dirt
 SECOND = "from tests import state\n\n\ndef test_second():\n    assert not state.DIRTY\n"
 BROKEN = "def test_broken():\n    assert {ok}\n"
 # A test only the fork head has (the series' own), failing with a message of its own.
-OWN = "def test_own():\n    assert 'packed' == 'unpacked', 'the experts were not packed'\n"
+OWN = (
+    "def test_own():\n"
+    "    assert 'packed' == 'unpacked', 'the experts were not packed (https://bot:s3cret@example.com/x)'\n"
+)
 
 
 def tree(root: Path, dirty: bool, broken_ok: bool) -> Path:
@@ -70,6 +73,9 @@ def test_the_evidence_says_why_each_failing_test_failed_and_the_gate_repeats_it(
     ]
     assert "assert False" in messages["tests/test_c_broken.py::test_broken"]
     assert "the experts were not packed" in messages["tests/test_d_own.py::test_own"]
+    # A failure's text is stored in the evidence file: no credentials from a URL in it.
+    assert "s3cret" not in messages["tests/test_d_own.py::test_own"]
+    assert "https://***@example.com/x" in messages["tests/test_d_own.py::test_own"]
     decoded = msgspec.json.decode(msgspec.json.encode(found), type=UpstreamRegression)
     assert decoded.failure_messages == messages
     # Evidence recorded before the field existed still reads, with no messages.

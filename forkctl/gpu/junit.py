@@ -10,6 +10,7 @@ from typing import Literal
 from forkctl.errors import BadInput
 from forkctl.gpu import process
 from forkctl.gpu.evidence import Outcome, TestOutcome
+from forkctl.redact import redact
 
 # pytest exit codes that mean the tests ran to the end (0 all passed, 1 some failed).
 PYTEST_COMPLETED = {0, 1}
@@ -46,7 +47,8 @@ def _first_line(text: str | None) -> str | None:
     if not text:
         return None
     lines = [line for line in text.strip().splitlines() if line.strip()]
-    return lines[0][:300] if lines else None
+    # Stored in the evidence file: no credentials from a URL a test printed.
+    return redact(lines[0])[:300] if lines else None
 
 
 def _outcome(case: ElementTree.Element) -> TestOutcome:

@@ -45,7 +45,7 @@ def compare(
     newly = sorted(t.nodeid for t in head if t.outcome in bad and base_by_id.get(t.nodeid) == "passed")
     head_only = sorted(t.nodeid for t in head if t.outcome in bad and t.nodeid not in base_by_id)
     failing = set(newly) | set(head_only)
-    messages = {t.nodeid: t.message[:MESSAGE_AT_MOST] for t in head if t.nodeid in failing and t.message}
+    messages = {t.nodeid: t.message for t in head if t.nodeid in failing and t.message}
     return UpstreamRegression(
         paths=paths,
         base=counts(base),
@@ -56,10 +56,6 @@ def compare(
         head_exit_code=exit_codes[1],
         failure_messages=messages,
     )
-
-
-# A failure's first line is kept whole up to this many characters (an assertion's repr can be long).
-MESSAGE_AT_MOST = 500
 
 
 # Upstream's test utilities rendezvous at MASTER_ADDR:MASTER_PORT (default 29500): the two trees run at
