@@ -10,10 +10,10 @@ from pathlib import Path
 
 import pytest
 
-from forkctl.git.repo import GitRepo
 from tests.chain import Chain, make_chain, url
 from tests.gitrepos import git
-from tests.test_publish import WHO, fork_base_record, ported, run, tip
+from tests.test_publish import fork_base_record, ported, run, tip
+from tests.test_publish_pins import with_files
 
 
 @pytest.fixture(autouse=True)
@@ -60,16 +60,6 @@ def test_publish_refuses_a_fork_owned_path_that_is_a_link(
     assert tip(chain) == before  # nothing pushed
 
 
-def _merge_with_link(bare: Path, head: str, parents: list[str], path: str, text: str) -> str:
-    """A merge made by hand: `head`'s tree with `path` a symbolic link whose target is `text`."""
-    index = {"GIT_INDEX_FILE": str(bare / "hand-index"), "PATH": os.environ["PATH"]}
-    git(bare, "read-tree", head, env=index)
-    blob = git(bare, "hash-object", "-w", "--stdin", input=text.encode())
-    git(bare, "update-index", "--add", "--cacheinfo", f"120000,{blob},{path}", env=index)
-    tree = git(bare, "write-tree", env=index)
-    return GitRepo(bare).commits.commit_tree(tree, parents, "a merge made by hand\n", WHO)
-
-
 @pytest.mark.slow
 def test_check_pins_reports_a_pinned_merge_carrying_a_fork_owned_link(tmp_path: Path) -> None:
     chain = make_chain(tmp_path)
@@ -77,7 +67,7 @@ def test_check_pins_reports_a_pinned_merge_carrying_a_fork_owned_link(tmp_path: 
     old_tip = _tip_with_link(chain, ".fork-base.json", record)
     head = ported(chain)
     git(chain.fork, "fetch", "-q", url(chain.upstream), f"{head}:refs/heads/farai/new")
-    merge = _merge_with_link(chain.fork, head, [old_tip, head], ".fork-base.json", record)
+    merge = with_files(chain.fork, head, {".fork-base.json": record}, [old_tip, head], mode="120000")
     git(chain.fork, "update-ref", "refs/heads/linked", merge)
     chain.pin_nemo(chain.pin_bridge(merge, url(chain.fork)))
     code, report = run(chain, "check-pins")

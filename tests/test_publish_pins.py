@@ -93,13 +93,16 @@ def test_bump_bridge_in_merge_mode_pins_the_published_merge(tmp_path: Path) -> N
     assert code == 0 and report["steps"][0]["new"] == head
 
 
-def _with_files(bare: Path, commit_sha: str, files: dict[str, str], parents: list[str]) -> str:
-    """A merge made by hand: `commit_sha`'s tree with `files` written over it, the given parents."""
+def with_files(
+    bare: Path, commit_sha: str, files: dict[str, str], parents: list[str], mode: str = "100644"
+) -> str:
+    """A merge made by hand: `commit_sha`'s tree with `files` written over it (as `mode`: 120000 makes
+    each a symbolic link whose target is its text), the given parents."""
     index = {"GIT_INDEX_FILE": str(bare / "hand-index"), "PATH": os.environ["PATH"]}
     git(bare, "read-tree", commit_sha, env=index)
     for path, text in files.items():
         blob = git(bare, "hash-object", "-w", "--stdin", input=text.encode())
-        git(bare, "update-index", "--add", "--cacheinfo", f"100644,{blob},{path}", env=index)
+        git(bare, "update-index", "--add", "--cacheinfo", f"{mode},{blob},{path}", env=index)
     tree = git(bare, "write-tree", env=index)
     return GitRepo(bare).commits.commit_tree(tree, parents, "a merge made by hand\n", WHO)
 
@@ -121,7 +124,7 @@ def test_check_pins_accepts_the_published_merge_carrying_the_forks_own_files(tmp
     assert [n["kind"] for n in report["fork_branch"] if n["check"] == "fork-base"] == ["ok"]
     # The same shape made by hand (not by publish) passes too: the check is about the tree, not the maker.
     record = fork_base_record(chain.upstream_tip)
-    by_hand = _with_files(chain.fork, head, {".fork-base.json": record}, [old_tip, head])
+    by_hand = with_files(chain.fork, head, {".fork-base.json": record}, [old_tip, head])
     git(chain.fork, "update-ref", "refs/heads/by-hand", by_hand)
     _pin_chain(chain, by_hand)
     assert run(chain, "check-pins")[0] == 0
@@ -146,7 +149,7 @@ def test_check_pins_flags_a_merge_carrying_anything_else(tmp_path: Path) -> None
     hotfix = {".fork-base.json": record, "megatron/core/b.py": "def b():\n    return 3\n"}
     stale = {".fork-base.json": fork_base_record(chain.base)}  # the old tip's file, not rewritten
     for name, files in (("hotfix", hotfix), ("stale-fork-base", stale)):
-        sha = _with_files(chain.fork, head, files, [old_tip, head])
+        sha = with_files(chain.fork, head, files, [old_tip, head])
         git(chain.fork, "update-ref", f"refs/heads/{name}", sha)
         _pin_chain(chain, sha)
         code, report = run(chain, "check-pins")
